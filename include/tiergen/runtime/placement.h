@@ -1,0 +1,67 @@
+#pragma once
+// Placement and byte accounting: which tier each weight tensor, KV-cache slice and
+// activation slice lives on, and how many bytes every tier needs at its peak.
+// This is the single source of truth for memory: the runtime allocates exactly what
+// plan_memory() counts (its tiers refuse anything beyond), and the policy search
+// checks its rounded policies with it. Plain C++ (no LibTorch) so policy/ can use it.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tiergen/model/spec.h"
+#include "tiergen/runtime/policy.h"
+
+namespace tiergen::runtime {
+
+enum class Tier { Gpu = 0, Cpu = 1, Disk = 2 };
+constexpr int kNumTiers = 3;
+std::string tier_name(Tier tier);
+
+struct TierBytes {
+  std::array<uint64_t, kNumTiers> bytes{};
+  uint64_t& operator[](Tier t) { return bytes[static_cast<int>(t)]; }
+  uint64_t operator[](Tier t) const { return bytes[static_cast<int>(t)]; }
+  TierBytes& operator+=(const TierBytes& other);
+};
+
+struct Budgets {
+  uint64_t gpu = 0, cpu = 0, disk = 0;
+  uint64_t of(Tier t) const { return t == Tier::Gpu ? gpu : t == Tier::Cpu ? cpu : disk; }
+};
+
+// The batch shape a policy runs: every sequence padded to prompt_len, gen_len new tokens.
+struct Workload {
+  int64_t prompt_len = 0;
+  int64_t gen_len = 0;
+};
+
+// FlexGen's rule (init_weight_list): within one layer, a tensor goes to the tier whose
+// cumulative percentage range (disk, then cpu, then gpu) holds the midpoint of the
+// tensor's cumulative byte range.
+Tier weight_home(double mid_percent, const Policy& policy);
+std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Policy& policy);
+
+// Stored bytes of a tensor of `numel` elements, compressed or not.
+uint64_t tensor_bytes(int64_t numel, int dtype_bytes, const CompressionConfig& compression);
+
+// Split of `units` (e.g. batch x heads rows) across tiers by percentages, gpu first,
+// then cpu, disk taking the rest; sums to units exactly.
+std::array<int64_t, kNumTiers> split_units(int64_t units, double gpu_percent, double cpu_percent);
+
+struct MemoryPlan {
+  TierBytes weights;      // homes of all weights
+  TierBytes kv_cache;     // homes of the KV cache of one block, all layers
+  TierBytes activations;  // homes of the hidden states of one block
+  TierBytes working;      // staging and compute buffers (double-buffered loads, etc.)
+  TierBytes total() const;
+  // Names the first tier over budget and by how much; empty when it fits.
+  std::string over_budget(const Budgets& budgets) const;
+};
+
+// Peak bytes per tier for running `workload` with `policy`; dtype_bytes is the
+// compute dtype's size (2 for fp16/bf16, 4 for fp32).
+MemoryPlan plan_memory(const model::Spec& spec, const Policy& policy, const Workload& workload,
+                       int dtype_bytes);
+
+}  // namespace tiergen::runtime

@@ -1,0 +1,58 @@
+#pragma once
+// runtime::Policy: where every kind of tensor lives and how the block schedule runs.
+// Field names follow FlexGen's Policy (flexgen/flex_opt.py) so policy files are
+// interchangeable; the JSON form uses exactly those names plus our additions.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tiergen::runtime {
+
+// Group-wise asymmetric min/max quantization (FlexGen section 5).
+struct CompressionConfig {
+  bool enabled = false;
+  int bits = 4;         // 4 or 8
+  int group_size = 64;  // elements per group
+};
+
+// Thread counts chosen by LM-Offload's Algorithm 3 (policy search fills these in;
+// 0 means "leave the library default").
+struct ThreadConfig {
+  int compute_intra_op = 0;  // OpenMP/ATen threads for compute and CPU attention
+  int compute_inter_op = 0;
+  int io_threads = 0;        // load/store workers (disk I/O pool, copies)
+};
+
+struct Policy {
+  int64_t gpu_batch_size = 1;
+  int64_t num_gpu_batches = 1;
+  // Percentages on gpu and cpu; the disk gets the rest (100 - gpu - cpu).
+  double w_gpu_percent = 100, w_cpu_percent = 0;
+  double cache_gpu_percent = 100, cache_cpu_percent = 0;
+  double act_gpu_percent = 100, act_cpu_percent = 0;
+  bool overlap = true;
+  bool sep_layer = true;
+  bool pin_weight = true;
+  bool cpu_cache_compute = false;  // CPU attention where the KV cache lives on cpu/disk
+  bool attn_sparsity_enabled = false;  // FlexGen field, accepted, must stay off
+  CompressionConfig compress_weight;
+  CompressionConfig compress_cache;
+  ThreadConfig threads;
+
+  double w_disk_percent() const { return 100 - w_gpu_percent - w_cpu_percent; }
+  double cache_disk_percent() const { return 100 - cache_gpu_percent - cache_cpu_percent; }
+  double act_disk_percent() const { return 100 - act_gpu_percent - act_cpu_percent; }
+  int64_t block_size() const { return gpu_batch_size * num_gpu_batches; }
+
+  // Throws tiergen::Error describing the first inconsistent field.
+  void validate() const;
+  std::string describe() const;  // one line for logs
+};
+
+nlohmann::json policy_to_json(const Policy& policy);
+// `source` names the file in errors; unknown keys are errors (typos must not pass).
+Policy policy_from_json(const nlohmann::json& json, const std::string& source);
+Policy policy_from_file(const std::string& path);
+
+}  // namespace tiergen::runtime
