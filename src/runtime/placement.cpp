@@ -1,0 +1,192 @@
+#include "tiergen/runtime/placement.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::runtime {
+
+std::string tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::Gpu: return "gpu";
+    case Tier::Cpu: return "cpu";
+    case Tier::Disk: return "disk";
+  }
+  return "?";
+}
+
+TierBytes& TierBytes::operator+=(const TierBytes& other) {
+  for (int i = 0; i < kNumTiers; ++i) bytes[i] += other.bytes[i];
+  return *this;
+}
+
+Tier weight_home(double mid_percent, const Policy& policy) {
+  // Cumulative ranges in FlexGen's order: disk, cpu, gpu.
+  const double disk_end = policy.w_disk_percent();
+  const double cpu_end = disk_end + policy.w_cpu_percent;
+  if (mid_percent < disk_end) return Tier::Disk;
+  if (mid_percent < cpu_end) return Tier::Cpu;
+  return Tier::Gpu;
+}
+
+std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Policy& policy) {
+  const double total = static_cast<double>(layer.numel());
+  std::vector<Tier> homes;
+  double cumulative = 0;
+  for (const auto& t : layer.tensors) {
+    const double size = static_cast<double>(t.numel());
+    cumulative += size;
+    homes.push_back(weight_home((cumulative - size / 2) / total * 100.0, policy));
+  }
+  return homes;
+}
+
+uint64_t quantized_bytes(int64_t rows, int64_t cols, const CompressionConfig& c) {
+  const int64_t groups = (cols + c.group_size - 1) / c.group_size;
+  const int64_t packed = groups * c.group_size * c.bits / 8;
+  return static_cast<uint64_t>(rows) * static_cast<uint64_t>(packed + groups * 4);
+}
+
+bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSpec& tensor,
+                          const CompressionConfig& compression) {
+  return compression.enabled && layer.kind != "embedding" && tensor.shape.size() == 2;
+}
+
+uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,
+                             int dtype_bytes, const CompressionConfig& compression) {
+  if (weight_is_compressed(layer, tensor, compression)) {
+    return quantized_bytes(tensor.shape[1], tensor.shape[0], compression);
+  }
+  return static_cast<uint64_t>(tensor.numel()) * dtype_bytes;
+}
+
+std::array<int64_t, kNumTiers> split_units(int64_t units, double gpu_percent, double cpu_percent) {
+  // Round the cumulative boundaries so the parts always sum to `units`.
+  const auto gpu_end = static_cast<int64_t>(std::llround(units * gpu_percent / 100.0));
+  const auto cpu_end =
+      std::min<int64_t>(units, static_cast<int64_t>(std::llround(units * (gpu_percent + cpu_percent) / 100.0)));
+  return {gpu_end, std::max<int64_t>(0, cpu_end - gpu_end), units - std::max(cpu_end, gpu_end)};
+}
+
+TierBytes MemoryPlan::total() const {
+  TierBytes t = weights;
+  t += kv_cache;
+  t += activations;
+  t += working;
+  return t;
+}
+
+std::string MemoryPlan::over_budget(const Budgets& budgets) const {
+  const TierBytes t = total();
+  for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    if (t[tier] > budgets.of(tier)) {
+      return fmt::format(
+          "{} tier needs {} but its budget is {} (over by {}: weights {}, KV cache {}, activations {}, "
+          "working buffers {})",
+          tier_name(tier), format_bytes(t[tier]), format_bytes(budgets.of(tier)),
+          format_bytes(t[tier] - budgets.of(tier)), format_bytes(weights[tier]), format_bytes(kv_cache[tier]),
+          format_bytes(activations[tier]), format_bytes(working[tier]));
+    }
+  }
+  return "";
+}
+
+namespace {
+
+// Weight homes, plus double-buffered staging: the gpu holds the current and the next
+// layer's weights that do not live there (dense after dequantization, plus the
+// compressed copy while it is being dequantized); disk weights pass through cpu staging.
+void plan_weights(const model::Spec& spec, const Policy& policy, int b, MemoryPlan& plan) {
+  uint64_t max_gpu_stage = 0, max_cpu_stage = 0;
+  for (const auto& layer : spec.weight_layers()) {
+    const auto homes = place_layer_weights(layer, policy);
+    uint64_t gpu_stage = 0, cpu_stage = 0;
+    for (size_t i = 0; i < layer.tensors.size(); ++i) {
+      const auto& t = layer.tensors[i];
+      const uint64_t stored = weight_stored_bytes(layer, t, b, policy.compress_weight);
+      const bool compressed = weight_is_compressed(layer, t, policy.compress_weight);
+      plan.weights[homes[i]] += stored;
+      if (homes[i] != Tier::Gpu) gpu_stage += stored;
+      if (compressed) gpu_stage += static_cast<uint64_t>(t.numel()) * b;
+      if (homes[i] == Tier::Disk) cpu_stage += stored;
+    }
+    max_gpu_stage = std::max(max_gpu_stage, gpu_stage);
+    max_cpu_stage = std::max(max_cpu_stage, cpu_stage);
+  }
+  plan.working[Tier::Gpu] += 2 * max_gpu_stage;
+  plan.working[Tier::Cpu] += 2 * max_cpu_stage;
+}
+
+// The KV cache of one gpu batch in one layer is split along (sequence, kv head) units,
+// each unit holding keys and values for all positions.
+void plan_kv_cache(const model::Spec& spec, const Policy& policy, const Workload& w, int b,
+                   MemoryPlan& plan) {
+  const int64_t max_len = w.prompt_len + w.gen_len;
+  const int64_t units = policy.gpu_batch_size * spec.num_kv_heads;
+  const auto split = split_units(units, policy.cache_gpu_percent, policy.cache_cpu_percent);
+  const uint64_t unit_stored = policy.compress_cache.enabled
+                                   ? 2 * quantized_bytes(max_len, spec.head_dim, policy.compress_cache)
+                                   : 2 * static_cast<uint64_t>(max_len * spec.head_dim) * b;
+  const uint64_t unit_dense = 2 * static_cast<uint64_t>(max_len * spec.head_dim) * b;
+  const uint64_t copies = static_cast<uint64_t>(spec.num_layers * policy.num_gpu_batches);
+  for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    plan.kv_cache[tier] += copies * split[static_cast<int>(tier)] * unit_stored;
+  }
+  const int64_t cpu_units = split[1], disk_units = split[2];
+  // Decode attention over non-gpu units runs on the cpu (in place) or on the gpu
+  // (after a double-buffered load, dequantized there).
+  if (policy.cpu_cache_compute) {
+    plan.working[Tier::Cpu] += 2 * disk_units * unit_stored;
+  } else {
+    plan.working[Tier::Gpu] += 2 * (cpu_units + disk_units) * (unit_stored + unit_dense);
+    plan.working[Tier::Cpu] += 2 * disk_units * unit_stored;
+  }
+  if (policy.compress_cache.enabled) plan.working[Tier::Gpu] += split[0] * unit_dense;
+}
+
+// Hidden states of a block between layers: [gpu batch, prompt_len, hidden] at the
+// prefill peak, split along sequences. Each gpu batch's input and output are
+// double-buffered on the gpu while the neighbours' are loaded and stored.
+void plan_activations(const model::Spec& spec, const Policy& policy, const Workload& w, int b,
+                      MemoryPlan& plan) {
+  const uint64_t row = static_cast<uint64_t>(w.prompt_len * std::max(spec.hidden_size, spec.word_embed_proj_dim)) * b;
+  const auto split = split_units(policy.gpu_batch_size, policy.act_gpu_percent, policy.act_cpu_percent);
+  for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    plan.activations[tier] += policy.num_gpu_batches * split[static_cast<int>(tier)] * row;
+  }
+  plan.working[Tier::Gpu] += 4 * policy.gpu_batch_size * row;
+  plan.working[Tier::Cpu] += 4 * split[2] * row;
+}
+
+// Upper bound of the temporaries of one layer's compute for one gpu batch at the
+// prefill peak: norms, q/k/v, attention scores and probabilities (fp32), MLP
+// intermediates (two for SwiGLU) and the last position's fp32 logits.
+}  // namespace
+
+uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& w, int b) {
+  const uint64_t tokens = static_cast<uint64_t>(policy.gpu_batch_size * w.prompt_len);
+  const uint64_t max_len = static_cast<uint64_t>(w.prompt_len + w.gen_len);
+  const uint64_t hidden = static_cast<uint64_t>(std::max(spec.hidden_size, spec.word_embed_proj_dim));
+  const uint64_t qkv = static_cast<uint64_t>(spec.num_heads * spec.head_dim + 2 * spec.kv_dim());
+  const uint64_t mlp = static_cast<uint64_t>(spec.intermediate_size) * (spec.family == model::Family::Llama ? 3 : 1);
+  const uint64_t per_token = (4 * hidden + 2 * qkv + mlp) * b;
+  const uint64_t scores = 3ull * policy.gpu_batch_size * spec.num_heads * w.prompt_len * max_len * 4;
+  const uint64_t logits = static_cast<uint64_t>(policy.gpu_batch_size) * spec.vocab_size * (4 + b);
+  return tokens * per_token + scores + logits;
+}
+
+MemoryPlan plan_memory(const model::Spec& spec, const Policy& policy, const Workload& workload,
+                       int dtype_bytes) {
+  TG_CHECK(dtype_bytes == 2 || dtype_bytes == 4, "plan_memory: dtype size must be 2 or 4, got {}", dtype_bytes);
+  TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "plan_memory: prompt and generation lengths must be positive");
+  MemoryPlan plan;
+  plan_weights(spec, policy, dtype_bytes, plan);
+  plan_kv_cache(spec, policy, workload, dtype_bytes, plan);
+  plan_activations(spec, policy, workload, dtype_bytes, plan);
+  plan.working[Tier::Gpu] += compute_scratch_bytes(spec, policy, workload, dtype_bytes);
+  return plan;
+}
+
+}  // namespace tiergen::runtime

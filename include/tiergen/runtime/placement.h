@@ -42,8 +42,20 @@ struct Workload {
 Tier weight_home(double mid_percent, const Policy& policy);
 std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Policy& policy);
 
-// Stored bytes of a tensor of `numel` elements, compressed or not.
-uint64_t tensor_bytes(int64_t numel, int dtype_bytes, const CompressionConfig& compression);
+// Bytes of a [rows, cols] matrix quantized in groups along cols (packed values plus an
+// fp16 min and scale per group; a partial last group is padded to a full one).
+uint64_t quantized_bytes(int64_t rows, int64_t cols, const CompressionConfig& compression);
+
+// Whether a weight tensor is stored compressed under `compression`: 2-D tensors of the
+// decoder layers and the head (embeddings are looked up by row and stay dense; 1-D
+// biases and norms are tiny, as in FlexGen).
+bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSpec& tensor,
+                          const CompressionConfig& compression);
+
+// Bytes a weight occupies at home. Compressed weights are grouped along the output
+// dimension: the [out, in] matrix is stored transposed as [in, out], groups along out.
+uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,
+                             int dtype_bytes, const CompressionConfig& compression);
 
 // Split of `units` (e.g. batch x heads rows) across tiers by percentages, gpu first,
 // then cpu, disk taking the rest; sums to units exactly.
@@ -58,6 +70,10 @@ struct MemoryPlan {
   // Names the first tier over budget and by how much; empty when it fits.
   std::string over_budget(const Budgets& budgets) const;
 };
+
+// Bound of one layer's compute temporaries for one gpu batch (part of working[gpu]).
+uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& workload,
+                               int dtype_bytes);
 
 // Peak bytes per tier for running `workload` with `policy`; dtype_bytes is the
 // compute dtype's size (2 for fp16/bf16, 4 for fp32).

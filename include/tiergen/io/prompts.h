@@ -1,0 +1,89 @@
+#pragma once
+// Prompt files for `tiergen generate --prompts FILE`: the first step of a prompt's
+// way to its result line. Every accepted format becomes a list of PromptRecord in
+// file order; the tokenizer and the engine never see the file format.
+//
+// Formats
+//   Text  (.txt): one prompt per line, taken verbatim (a trailing '\r' is dropped, so
+//         CRLF files work). Blank lines (empty or only spaces/tabs) are skipped, and
+//         the line numbers of the other prompts still refer to the file. A prompt
+//         cannot span lines; use JSONL for that. A text prompt must be valid UTF-8:
+//         an invalid byte is an error naming the line and the byte's column.
+//   Jsonl (.jsonl, .json): one JSON object per line, blank lines skipped. The kind of
+//         object is decided per line, so kinds may be mixed:
+//           {"prompt": "text", ...}                      text prompt
+//           {"prompt_token_ids": [1, 2, ...], ...}      pre-tokenized prompt
+//           {"custom_id": "a", "method": "POST", "url": "/v1/completions",
+//            "body": {"model": ..., "prompt": "text", "max_tokens": 16, ...}}
+//                                                       an OpenAI batch request
+//         "prompt" may also be an array of token ids. Optional per-prompt fields (at
+//         the top level, or in "body" for OpenAI requests): "id", "max_tokens",
+//         "temperature", "top_p", "top_k", "seed". "stop" and other unknown keys are
+//         ignored with one warning per file. Chat requests ("/v1/chat/completions" or
+//         "messages") are refused: the engine completes raw text, it has no chat
+//         template.
+//   Auto: by extension; any other extension (and stdin, "-") is sniffed: JSONL when
+//         the first non-blank line starts with '{', else text.
+//
+// A UTF-8 byte-order mark at the start of the file is skipped. Every error is a
+// tiergen::Error whose message starts "FILE:LINE: ".
+#include <cstddef>
+#include <cstdint>
+#include <istream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tiergen::io {
+
+// Per-prompt sampling settings that override the command line's; unset = use the job's.
+struct SamplingOverrides {
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k, seed, max_tokens;
+};
+
+struct PromptRecord {
+  int64_t index = 0;  // 0-based position among prompts (blank lines do not count)
+  int64_t line = 0;   // 1-based line in the file, for error messages downstream
+  // "id" from the line, else the OpenAI "custom_id", else the index as a string.
+  std::string id;
+  std::optional<std::string> text;  // set when the prompt was given as text
+  std::vector<int64_t> token_ids;   // set when the prompt was given as token ids
+  SamplingOverrides overrides;
+};
+
+enum class PromptFormat { Auto, Text, Jsonl };
+
+struct ReadOptions {
+  // Longest accepted line in bytes. Lines are read without a fixed buffer; the cap
+  // only stops a file with no newlines (a binary, a wrong path) from eating memory.
+  size_t max_line_bytes = size_t{64} << 20;
+};
+
+// "auto", "text"/"txt", "jsonl"/"json" (case-insensitive) -> format; else tiergen::Error.
+PromptFormat parse_prompt_format(const std::string& name);
+std::string prompt_format_name(PromptFormat format);
+
+// Format implied by a path's extension; Auto when the extension says nothing.
+PromptFormat format_from_extension(const std::string& path);
+
+// True when `bytes` is well-formed UTF-8 (no overlongs, surrogates or code points past
+// U+10FFFF). On failure `*bad_offset` (when given) is the offset of the first byte of
+// the first bad sequence.
+bool valid_utf8(std::string_view bytes, size_t* bad_offset = nullptr);
+
+// Reads every prompt of `path` ("-" means stdin). Throws tiergen::Error naming the file
+// and line for malformed input, and "FILE: no prompts" when there are none.
+std::vector<PromptRecord> read_prompts(const std::string& path, PromptFormat format = PromptFormat::Auto,
+                                       const ReadOptions& options = {});
+
+// Same, from an open stream; `name` is used in messages and for Auto detection.
+std::vector<PromptRecord> read_prompts(std::istream& in, const std::string& name,
+                                       PromptFormat format = PromptFormat::Auto,
+                                       const ReadOptions& options = {});
+
+// The ids in prompt order, as ResultWriter::open wants them for resume checks.
+std::vector<std::string> prompt_ids(const std::vector<PromptRecord>& prompts);
+
+}  // namespace tiergen::io

@@ -1,0 +1,44 @@
+#pragma once
+// Device-agnostic layer math for OPT and LLaMA through LibTorch ops. The runtime
+// drives these per (layer, gpu batch); attention over the KV cache is split out so it
+// can run on the compute device or, for a CPU-resident cache, on the CPU.
+#include <ATen/ATen.h>
+
+#include "tiergen/model/layer_weights.h"
+#include "tiergen/model/spec.h"
+
+namespace tiergen::model {
+
+// Per-step batch geometry shared by every layer of one gpu batch.
+struct StepInputs {
+  at::Tensor positions;  // [b, t] int64 position of each new token (0-based, padding excluded)
+  at::Tensor pad;        // [b] int64 left-padding length of each sequence
+  int64_t past_len = 0;  // tokens (padding included) already in the KV cache
+};
+
+// q: [b, heads, t, d]; k, v: [b, kv_heads, t, d] for the new tokens (RoPE applied).
+struct QkvProjection {
+  at::Tensor q, k, v;
+};
+
+// Input embedding (and OPT's learned positions / project_in): [b, t] ids -> [b, t, h].
+at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step);
+
+// First half of a decoder layer: norm (pre-LN) and projections.
+QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,
+                          const StepInputs& step);
+
+// Second half: output projection, residual, MLP. `attention` is [b, t, heads*d].
+at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,
+                        const at::Tensor& attention);
+
+// Final norm, projection and LM head for the last position of each sequence:
+// [b, t, h] -> [b, vocab] float32 logits.
+at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden);
+
+// Attention of the new queries over keys/values [b, kv_heads, total, d] whose first
+// `step.past_len` positions come from the cache; causal, with left padding masked.
+// Returns [b, t, heads*d] in q's dtype.
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step);
+
+}  // namespace tiergen::model

@@ -1,0 +1,59 @@
+#pragma once
+// FlexGen's zig-zag block schedule (flexgen.txt section 4.1, Algorithm 1): for each
+// generated token, each layer, each gpu batch k of the block: load the next layer's
+// weights (once per layer), load the KV cache and hidden states of batch k+1, store
+// those of batch k-1, compute batch k. With overlap on, loads and stores run on
+// their own workers while the calling thread computes; each step ends with a sync.
+#include <functional>
+#include <vector>
+
+#include "tiergen/model/spec.h"
+#include "tiergen/runtime/device.h"
+#include "tiergen/runtime/kv_cache.h"
+#include "tiergen/runtime/sampler.h"
+#include "tiergen/runtime/stats.h"
+#include "tiergen/runtime/weight_store.h"
+#include "tiergen/runtime/worker.h"
+
+namespace tiergen::runtime {
+
+struct SequenceRequest {
+  int64_t index = 0;                 // stream index for sampling (the prompt's index)
+  std::vector<int64_t> prompt;
+  int64_t max_new_tokens = 0;
+  SamplingParams sampling;
+};
+
+struct SequenceResult {
+  std::vector<int64_t> tokens;
+  std::string finish_reason;  // "stop" or "length"
+};
+
+// Called with a sequence's position in the block and its tokens as they are sampled.
+using TokenCallback = std::function<void(size_t slot, int64_t token)>;
+
+class BlockRunner {
+ public:
+  BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
+              const DeviceContext& device, Stats& stats);
+
+  // Runs up to gbs * ngb sequences; a partial block is filled with padding rows.
+  std::vector<SequenceResult> run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {});
+
+ private:
+  struct BatchState;
+  struct Pending;
+
+  void run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+  void compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+
+  const model::Spec& spec_;
+  const Policy& policy_;
+  const WeightStore& weights_;
+  Tiers& tiers_;
+  DeviceContext device_;
+  Stats& stats_;
+  std::vector<int64_t> eos_ids_;
+};
+
+}  // namespace tiergen::runtime

@@ -1,0 +1,55 @@
+#pragma once
+// runtime::Engine: runs any number of sequences through the block schedule under a
+// policy. Construction checks the policy against the budgets with the exact byte
+// accounting (placement.h) before reading a single weight, then places the weights.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tiergen/model/weight_source.h"
+#include "tiergen/runtime/block_runner.h"
+
+namespace tiergen::runtime {
+
+struct EngineOptions {
+  DeviceContext device;
+  Budgets budgets;
+  std::string offload_dir = "/tmp/tiergen-offload";
+  int io_threads = 4;
+  // Prompts are sorted by length within windows of this many blocks to cut padding.
+  int64_t length_window_blocks = 4;
+};
+
+using ResultCallback = std::function<void(size_t request, const SequenceResult& result)>;
+
+class Engine {
+ public:
+  // `max_workload` is the longest prompt and generation any block will see.
+  Engine(const model::Spec& spec, const model::WeightSource& source, const Policy& policy,
+         const EngineOptions& options, const Workload& max_workload);
+  ~Engine();
+
+  // Runs every request; `on_result` is called as each block finishes (any order).
+  void generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result);
+  // Convenience: results in request order.
+  std::vector<SequenceResult> generate(const std::vector<SequenceRequest>& requests);
+
+  const Stats& stats() const { return stats_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  const Policy& policy() const { return policy_; }
+
+ private:
+  std::vector<std::vector<size_t>> make_blocks(const std::vector<SequenceRequest>& requests) const;
+
+  model::Spec spec_;
+  Policy policy_;
+  EngineOptions options_;
+  MemoryPlan plan_;
+  Stats stats_;
+  std::unique_ptr<Tiers> tiers_;
+  std::vector<Reservation> scratch_;
+  std::unique_ptr<WeightStore> weights_;
+};
+
+}  // namespace tiergen::runtime

@@ -1,0 +1,51 @@
+#pragma once
+// The KV cache of one block: for every decoder layer and gpu batch, keys and values
+// [gbs * kv_heads, max_len, head_dim], split along (sequence, kv head) units across
+// tiers by the policy's cache percentages.
+#include <memory>
+#include <vector>
+
+#include "tiergen/model/forward.h"
+#include "tiergen/runtime/split_tensor.h"
+#include "tiergen/runtime/stats.h"
+
+namespace tiergen::runtime {
+
+// Cache units of one (layer, batch) brought next to where decode attention runs.
+struct CacheLoad {
+  std::array<Staged, kNumTiers> keys, values;
+};
+
+class KvCache {
+ public:
+  KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, const DeviceContext& device, int64_t max_len);
+
+  SplitTensor& keys(int64_t layer, int64_t batch) { return *keys_[slot(layer, batch)]; }
+  SplitTensor& values(int64_t layer, int64_t batch) { return *values_[slot(layer, batch)]; }
+
+  // Which tiers' units attention reads from the host (cpu attention) or needs on the device.
+  bool cpu_attention_for(Tier t) const { return t != Tier::Gpu && cpu_attention_; }
+
+  // Prefetch for the decode step writing position `pos`: loads positions [0, pos) of
+  // units that attention cannot read where they live.
+  std::shared_ptr<CacheLoad> load(int64_t layer, int64_t batch, int64_t pos);
+
+  // Decode attention of one new token per sequence. q: [b, heads, 1, d];
+  // new_k/new_v: [b, kv_heads, 1, d]. Writes the new entries where attention needs
+  // them now; returns the writes still owed to cpu/disk homes (run as store tasks).
+  at::Tensor decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
+                              const model::StepInputs& step, CacheLoad* loaded, Stats& stats,
+                              std::vector<std::function<void()>>& pending_stores);
+
+ private:
+  size_t slot(int64_t layer, int64_t batch) const { return static_cast<size_t>(layer * num_batches_ + batch); }
+  at::Tensor cpu_kernel_attention(const at::Tensor& q_units, const at::Tensor& keys, const at::Tensor& values,
+                                  const at::Tensor& unit_pad, int64_t seq_len, int64_t capacity);
+
+  int64_t num_batches_, kv_heads_, head_dim_;
+  bool cpu_attention_;
+  DeviceContext device_;
+  std::vector<std::unique_ptr<SplitTensor>> keys_, values_;
+};
+
+}  // namespace tiergen::runtime

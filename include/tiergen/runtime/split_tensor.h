@@ -1,0 +1,68 @@
+#pragma once
+// A tensor [units, positions, width] whose units (sequence x kv-head pairs of the KV
+// cache, or sequences of the hidden states) are split across tiers by a policy's
+// percentages: units [0, g) on the gpu, [g, g+c) on the cpu, the rest on disk, each
+// unit contiguous so that a unit's positions can be read and written in place.
+#include <ATen/ATen.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "tiergen/runtime/device.h"
+#include "tiergen/runtime/tiers.h"
+
+namespace tiergen::runtime {
+
+// A buffer brought closer to the compute device; its staging bytes stay reserved on
+// their tiers for as long as it lives.
+// Copies share the reservations; the last copy releases them.
+struct Staged {
+  at::Tensor tensor;
+  std::vector<std::shared_ptr<Reservation>> reservations;
+  void keep(Reservation&& reservation) { reservations.push_back(std::make_shared<Reservation>(std::move(reservation))); }
+};
+
+class SplitTensor {
+ public:
+  SplitTensor(Tiers& tiers, const DeviceContext& device, const std::array<int64_t, kNumTiers>& split,
+              int64_t positions, int64_t width, const std::string& what);
+
+  int64_t units() const { return begin_[kNumTiers]; }
+  int64_t units_on(Tier t) const { return begin_[idx(t) + 1] - begin_[idx(t)]; }
+  int64_t begin(Tier t) const { return begin_[idx(t)]; }
+  int64_t positions() const { return positions_; }
+
+  // Resident pieces ([n, positions, width]); undefined when the tier holds no unit.
+  const at::Tensor& gpu_piece() const { return gpu_; }
+  const at::Tensor& cpu_piece() const { return cpu_; }
+
+  // Writes src [units(), len, width] (any device) at positions [pos, pos + len).
+  void write(const at::Tensor& src, int64_t pos);
+  // Writes only the units of tier `t`: src is [units_on(t), len, width].
+  void write_tier(Tier t, const at::Tensor& src, int64_t pos);
+  // Positions [0, len) of tier t's units, as a tensor on the host (cpu and disk
+  // units; disk units are read into a staging buffer charged to the cpu tier).
+  Staged read_to_host(Tier t, int64_t len, int64_t capacity) const;
+  // The same on the compute device, charged to the gpu tier; `capacity` >= len
+  // positions are allocated so the caller can append the step's new entry.
+  Staged read_to_compute(Tier t, int64_t len, int64_t capacity) const;
+  // Positions [0, len) of all units, in unit order, as one tensor on the compute device.
+  Staged gather_to_compute(int64_t len) const;
+
+ private:
+  static int idx(Tier t) { return static_cast<int>(t); }
+  uint64_t unit_bytes() const { return static_cast<uint64_t>(positions_ * width_) * device_.dtype_bytes(); }
+
+  Tiers& tiers_;
+  DeviceContext device_;
+  std::array<int64_t, kNumTiers + 1> begin_{};
+  int64_t positions_;
+  int64_t width_;
+  std::string what_;
+  at::Tensor gpu_, cpu_;
+  DiskExtent disk_;
+  std::vector<Reservation> homes_;
+};
+
+}  // namespace tiergen::runtime

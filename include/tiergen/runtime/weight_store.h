@@ -1,0 +1,53 @@
+#pragma once
+// Weights at their homes, and their loading to the compute device layer by layer.
+// Each tensor of a FlexGen layer gets a home tier by FlexGen's rule (placement.h).
+// Disk-homed tensors whose checkpoint bytes are already in the compute dtype are read
+// straight from the safetensors file at their offset; others are written once to
+// the offload file.
+#include <memory>
+#include <vector>
+
+#include "tiergen/model/layer_weights.h"
+#include "tiergen/model/weight_source.h"
+#include "tiergen/runtime/device.h"
+#include "tiergen/runtime/split_tensor.h"
+#include "tiergen/runtime/tiers.h"
+
+namespace tiergen::runtime {
+
+// A layer's weights on the compute device plus the staging they occupy.
+struct LoadedLayer {
+  model::LayerWeights weights;
+  std::vector<Reservation> staging;
+};
+
+class WeightStore {
+ public:
+  WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source, Tiers& tiers,
+              const DeviceContext& device);
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  // Brings weight layer `index` (0 = embedding, 1..L decoder, L+1 head) to the device.
+  std::shared_ptr<LoadedLayer> load(int64_t index) const;
+
+ private:
+  struct Home {
+    model::TensorSpec spec;
+    Tier tier = Tier::Gpu;
+    at::Tensor resident;  // gpu or cpu home
+    DiskExtent extent;    // disk home
+    Reservation reservation;
+  };
+  struct Layer {
+    std::string prefix;
+    std::vector<Home> tensors;
+  };
+
+  Home make_home(const model::TensorSpec& tensor, Tier tier, const model::WeightSource& source);
+  at::Tensor read_disk(const Home& home, std::vector<Reservation>& staging) const;
+
+  Tiers& tiers_;
+  DeviceContext device_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace tiergen::runtime

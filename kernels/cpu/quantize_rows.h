@@ -1,0 +1,44 @@
+#pragma once
+// Per-row kernels behind quantize()/dequantize(): a portable version and an AVX2 one
+// (quantize_avx2.cpp) that produce identical bytes. Internal to kernels/cpu.
+#include <cstdint>
+
+#include "kernels/cpu/quantize.h"
+
+namespace tiergen::kernels::detail {
+
+// Quantizes one row of fp32 values into packed levels and group metadata.
+// `levels` is scratch for group_size bytes. Returns -1, or the column of the first
+// value that cannot be quantized (NaN, Inf or beyond +-65504); the row is then left
+// partly written.
+int64_t quantize_row(const float* x, int64_t cols, QuantFormat format, uint8_t* packed,
+                     uint16_t* mins, uint16_t* scales, uint8_t* levels);
+void dequantize_row(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
+                    int64_t cols, QuantFormat format, void* dst, ElemType type);
+void row_to_float(const void* src, ElemType type, int64_t n, float* dst);
+
+#if defined(__x86_64__)
+int64_t quantize_row_avx2(const float* x, int64_t cols, QuantFormat format, uint8_t* packed,
+                          uint16_t* mins, uint16_t* scales, uint8_t* levels);
+void dequantize_row_avx2(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
+                         int64_t cols, QuantFormat format, void* dst, ElemType type);
+void row_to_float_avx2(const void* src, ElemType type, int64_t n, float* dst);
+#endif
+
+// Writes group_size levels (each < 2^bits) as packed bytes: bytes are copied for 8 bits,
+// pairs share a byte (even element in the low nibble) for 4 bits.
+inline void pack_levels(const uint8_t* levels, int group_size, int bits, uint8_t* out) {
+  if (bits == 8) {
+    for (int i = 0; i < group_size; ++i) out[i] = levels[i];
+  } else {
+    for (int i = 0; i < group_size / 2; ++i) out[i] = uint8_t(levels[2 * i] | (levels[2 * i + 1] << 4));
+  }
+}
+
+inline uint32_t unpack_level(const uint8_t* group_bytes, int64_t i, int bits) {
+  if (bits == 8) return group_bytes[i];
+  const uint8_t b = group_bytes[i / 2];
+  return (i & 1) ? uint32_t(b >> 4) : uint32_t(b & 0xF);
+}
+
+}  // namespace tiergen::kernels::detail

@@ -1,0 +1,301 @@
+#include "policy/cost_model.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "tiergen/common/error.h"
+
+namespace tiergen::policy {
+
+const char* var_name(int var) {
+  static const char* names[] = {"wg", "wc", "wn", "cg", "cc", "cn", "hg", "hc", "hn"};
+  return var >= 0 && var < kNumVars ? names[var] : "?";
+}
+
+const char* lane_name(Lane lane) {
+  static const char* names[] = {"cpu_to_gpu", "gpu_to_cpu", "disk_to_cpu", "cpu_to_disk", "compute"};
+  return names[static_cast<int>(lane)];
+}
+
+const char* task_name(Task task) {
+  static const char* names[] = {"weight_load",      "cache_load", "cache_store", "activation_load",
+                                "activation_store", "compute",    "cpu_attention", "dequantize", "quantize"};
+  return names[static_cast<int>(task)];
+}
+
+Stream stream_of(Lane lane) {
+  switch (lane) {
+    case Lane::CpuToGpu:
+    case Lane::DiskToCpu: return Stream::Loader;
+    case Lane::GpuToCpu:
+    case Lane::CpuToDisk: return Stream::Storer;
+    case Lane::Compute: return Stream::Compute;
+  }
+  return Stream::Compute;
+}
+
+const char* stream_name(Stream stream) {
+  static const char* names[] = {"loader", "storer", "compute"};
+  return names[static_cast<int>(stream)];
+}
+
+Linear PhaseModel::stream_once(int stream) const {
+  Linear sum;
+  for (int lane = 0; lane < kNumLanes; ++lane) {
+    if (static_cast<int>(stream_of(static_cast<Lane>(lane))) == stream) sum += once[lane];
+  }
+  return sum;
+}
+
+Linear PhaseModel::stream_block(int stream) const {
+  Linear sum;
+  for (int lane = 0; lane < kNumLanes; ++lane) {
+    if (static_cast<int>(stream_of(static_cast<Lane>(lane))) == stream) sum += block[lane];
+  }
+  return sum;
+}
+
+void PhaseModel::add(Lane lane, Task task, const Linear& seconds) {
+  block[static_cast<int>(lane)] += seconds;
+  tasks[static_cast<int>(task)] += seconds;
+}
+
+void PhaseModel::add_once(Lane lane, Task task, const Linear& seconds) {
+  once[static_cast<int>(lane)] += seconds;
+  tasks[static_cast<int>(task)] += seconds;
+}
+
+namespace {
+
+// Everything a phase builder needs, with FlexGen's symbols.
+struct Terms {
+  const ModelSizes& sizes;
+  const runtime::Policy& policy;
+  const HardwareProfile& hw;
+  double s, n, bls;
+  double w;        // one decoder layer's weights at home (compressed or not)
+  double hidden;   // bytes of one token's hidden state
+  double kv;       // dense KV bytes of one token, one layer
+  double kv_home;  // KV bytes of one token, one layer, as stored
+};
+
+// The layer's matmuls for the whole block: FLOPs over the matmul rate, but never
+// faster than reading the dense weights once per gpu batch (the roofline of the small
+// batches of decode).
+double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
+  const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token();
+  const double gpu_batches = double(t.policy.num_gpu_batches);
+  return std::max(flops / flops_rate, gpu_batches * t.sizes.layer_weight_dense_bytes() / t.hw.gpu_memory_bandwidth);
+}
+
+// Weights stream from their homes to the gpu every layer, in prefill and decode alike;
+// compressed ones are dequantized on the gpu per use (LM-Offload eq. 4, 16).
+void add_weight_terms(const Terms& t, PhaseModel& phase) {
+  phase.add_once(Lane::CpuToGpu, Task::WeightLoad, Linear::sum(t.w / t.hw.cpu_to_gpu, {kWc, kWn}));
+  phase.add_once(Lane::DiskToCpu, Task::WeightLoad, Linear::sum(t.w / t.hw.disk_to_cpu, {kWn}));
+  if (t.policy.compress_weight.enabled) {
+    const double dense = t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight);
+    phase.add_once(Lane::CpuToGpu, Task::Dequantize, Linear::of(dense / t.hw.gpu_dequantize));
+  }
+}
+
+// Hidden states of `tokens` per sequence leave the gpu after a layer and come back
+// for the next one unless they live on the gpu (A.3 hidden_ctog, hidden_gtoc, ...).
+void add_activation_terms(const Terms& t, double tokens, double cpu_to_disk, PhaseModel& phase) {
+  const double bytes = tokens * t.hidden * t.bls;
+  phase.add(Lane::CpuToGpu, Task::ActivationLoad, Linear::sum(bytes / t.hw.cpu_to_gpu, {kHc, kHn}));
+  phase.add(Lane::DiskToCpu, Task::ActivationLoad, Linear::sum(bytes / t.hw.disk_to_cpu, {kHn}));
+  phase.add(Lane::GpuToCpu, Task::ActivationStore, Linear::sum(bytes / t.hw.gpu_to_cpu_hidden, {kHc, kHn}));
+  phase.add(Lane::CpuToDisk, Task::ActivationStore, Linear::sum(bytes / cpu_to_disk, {kHn}));
+}
+
+PhaseModel build_prefill(const Terms& t) {
+  PhaseModel phase;
+  add_weight_terms(t, phase);
+  add_activation_terms(t, t.s, t.hw.cpu_to_disk_hidden_prefill, phase);
+  // The prompt's KV cache (FlexGen counts s + 1 positions) goes to its homes.
+  const double cache = t.bls * (t.s + 1) * t.kv_home;
+  phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
+  phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(cache / t.hw.cpu_to_disk_cache_prefill, {kCn}));
+  // Prefill always computes on the gpu: matmuls plus s×s attention.
+  const double attention = t.bls * t.s * t.sizes.attention_flops(t.s);
+  phase.add(Lane::Compute, Task::Compute,
+            Linear::of(linear_seconds(t, t.s, t.hw.mm_flops_prefill) + attention / t.hw.bmm_flops_prefill));
+  // LM-Offload eq. 5: the prefilled cache is quantized on the gpu, not overlapped.
+  if (t.policy.compress_cache.enabled) {
+    phase.serial += Linear::of(t.bls * t.s * t.kv / t.hw.gpu_quantize);
+    phase.tasks[static_cast<int>(Task::Quantize)] += Linear::of(t.bls * t.s * t.kv / t.hw.gpu_quantize);
+  }
+  return phase;
+}
+
+// Decode attention where the KV cache lives on cpu/disk, computed on the cpu: no KV
+// moves over PCIe, only q/k/v of the new token go down and the output comes back.
+void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
+  const double dense = t.bls * context * t.kv;
+  phase.add(Lane::Compute, Task::CpuAttention, Linear::sum(dense / t.hw.cpu_attention_bandwidth, {kCc, kCn}));
+  if (t.policy.compress_cache.enabled) {
+    phase.add(Lane::Compute, Task::Dequantize, Linear::sum(dense / t.hw.cpu_dequantize, {kCc, kCn}));
+    phase.add(Lane::Compute, Task::Quantize, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));
+  }
+  const double qkv = t.bls * t.sizes.qkv_bytes_per_token();
+  phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(qkv / t.hw.gpu_to_cpu_hidden, {kCc, kCn}));
+  phase.add(Lane::CpuToGpu, Task::ActivationLoad, Linear::sum(t.bls * t.hidden / t.hw.cpu_to_gpu, {kCc, kCn}));
+  phase.add(Lane::DiskToCpu, Task::CacheLoad, Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu, {kCn}));
+  phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));
+  // The gpu-resident part of the cache is attended on the gpu.
+  const double flops = t.bls * t.sizes.attention_flops(context);
+  phase.add(Lane::Compute, Task::Compute, Linear::sum(flops / t.hw.bmm_flops_decode, {kCg}));
+}
+
+// Decode attention on the gpu: the offloaded cache is loaded (A.3 cache_dtoc, plus
+// cpu→gpu), the new token's KV stored back; with compression the whole cache is
+// dequantized per load (eq. 6, 24) and the new KV quantized per store (eq. 7, 19–23).
+void add_gpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
+  const double old_cache = t.bls * context * t.kv_home;
+  phase.add(Lane::CpuToGpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.cpu_to_gpu, {kCc, kCn}));
+  phase.add(Lane::DiskToCpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.disk_to_cpu, {kCn}));
+  const double new_cache = t.bls * t.kv_home;
+  phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(new_cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
+  phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(new_cache / t.hw.cpu_to_disk_decode, {kCn}));
+  if (t.policy.compress_cache.enabled) {
+    phase.add(Lane::CpuToGpu, Task::Dequantize, Linear::of(t.bls * context * t.kv / t.hw.gpu_dequantize));
+    phase.add(Lane::GpuToCpu, Task::Quantize, Linear::of(t.bls * t.kv / t.hw.gpu_quantize));
+  }
+  const double flops = t.bls * t.sizes.attention_flops(context);
+  phase.add(Lane::Compute, Task::Compute, Linear::of(flops / t.hw.bmm_flops_decode));
+}
+
+PhaseModel build_decode(const Terms& t) {
+  PhaseModel phase;
+  add_weight_terms(t, phase);
+  add_activation_terms(t, 1, t.hw.cpu_to_disk_decode, phase);
+  const double context = t.s + t.n / 2;  // average context over the decode steps
+  if (t.policy.cpu_cache_compute) {
+    add_cpu_attention_terms(t, context, phase);
+  } else {
+    add_gpu_attention_terms(t, context, phase);
+  }
+  phase.add(Lane::Compute, Task::Compute, Linear::of(linear_seconds(t, 1, t.hw.mm_flops_decode)));
+  return phase;
+}
+
+PhaseTimes evaluate_phase(const PhaseModel& phase, int64_t gpu_batches, const Fractions& p) {
+  PhaseTimes times;
+  const double ngb = double(gpu_batches);
+  double first_step = 0, other_steps = 0, busiest = -1;
+  for (int i = 0; i < kNumStreams; ++i) {
+    const double per_batch = phase.stream_block(i).at(p) / ngb;
+    const double once = phase.stream_once(i).at(p);
+    first_step = std::max(first_step, once + per_batch);
+    other_steps = std::max(other_steps, per_batch);
+    times.streams[i] = once + per_batch * ngb;
+    if (times.streams[i] > busiest) {
+      busiest = times.streams[i];
+      times.bottleneck = static_cast<Stream>(i);
+    }
+  }
+  for (int i = 0; i < kNumLanes; ++i) times.lanes[i] = phase.lane_total(i).at(p);
+  for (int i = 0; i < kNumTasks; ++i) times.tasks[i] = phase.tasks[i].at(p);
+  times.layer_seconds = first_step + (ngb - 1) * other_steps + phase.serial.at(p);
+  return times;
+}
+
+nlohmann::json phase_to_json(const PhaseTimes& t) {
+  nlohmann::json lanes, tasks, streams;
+  for (int i = 0; i < kNumLanes; ++i) lanes[lane_name(static_cast<Lane>(i))] = t.lanes[i];
+  for (int i = 0; i < kNumStreams; ++i) streams[stream_name(static_cast<Stream>(i))] = t.streams[i];
+  for (int i = 0; i < kNumTasks; ++i) tasks[task_name(static_cast<Task>(i))] = t.tasks[i];
+  return {{"layer_seconds", t.layer_seconds}, {"bottleneck", stream_name(t.bottleneck)}, {"lanes", lanes},
+          {"streams", streams},
+          {"tasks", tasks}};
+}
+
+}  // namespace
+
+CostModel build_cost_model(const ModelSizes& sizes, const runtime::Policy& policy,
+                           const runtime::Workload& workload, const HardwareProfile& hw) {
+  TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "cost model: prompt and generation lengths must be positive");
+  const Terms t{sizes,
+                policy,
+                hw,
+                double(workload.prompt_len),
+                double(workload.gen_len),
+                double(policy.block_size()),
+                sizes.layer_weight_bytes(policy.compress_weight),
+                sizes.hidden_bytes_per_token(),
+                sizes.kv_bytes_per_token(),
+                sizes.kv_stored_bytes_per_token(policy.compress_cache)};
+  CostModel model;
+  model.prefill = build_prefill(t);
+  model.decode = build_decode(t);
+  model.num_layers = sizes.num_layers();
+  model.prompt_len = workload.prompt_len;
+  model.gen_len = workload.gen_len;
+  model.block_size = policy.block_size();
+  model.num_gpu_batches = policy.num_gpu_batches;
+  if (policy.compress_weight.enabled) {  // LM-Offload eq. 3: once, at load, on the cpu
+    model.init_seconds =
+        double(sizes.num_layers()) * sizes.layer_compressed_dense_bytes(policy.compress_weight) / hw.cpu_quantize;
+  }
+  return model;
+}
+
+Prediction evaluate(const CostModel& model, const Fractions& p) {
+  Prediction r;
+  r.prefill = evaluate_phase(model.prefill, model.num_gpu_batches, p);
+  r.decode = evaluate_phase(model.decode, model.num_gpu_batches, p);
+  const double l = double(model.num_layers), n = double(model.gen_len), N = double(model.block_size);
+  r.prefill_seconds = r.prefill.layer_seconds * l;
+  r.decode_seconds = r.decode.layer_seconds * (n - 1) * l;
+  r.total_seconds = r.prefill_seconds + r.decode_seconds;
+  r.init_seconds = model.init_seconds;
+  r.prefill_throughput = r.prefill_seconds > 0 ? N * double(model.prompt_len) / r.prefill_seconds : 0;
+  r.decode_throughput = r.decode_seconds > 0 ? N * (n - 1) / r.decode_seconds : 0;
+  r.total_throughput = r.total_seconds > 0 ? N * n / r.total_seconds : 0;
+  return r;
+}
+
+Fractions effective_fractions(const ModelSizes& sizes, const runtime::Policy& policy) {
+  Fractions p{};
+  const auto& layer = sizes.decoder_layer();
+  const auto homes = runtime::place_layer_weights(layer, policy);
+  std::array<double, runtime::kNumTiers> weight{};
+  double total = 0;
+  for (size_t i = 0; i < layer.tensors.size(); ++i) {
+    const double bytes = double(runtime::weight_stored_bytes(layer, layer.tensors[i], sizes.dtype_bytes(),
+                                                             policy.compress_weight));
+    weight[static_cast<int>(homes[i])] += bytes;
+    total += bytes;
+  }
+  const int64_t cache_units = policy.gpu_batch_size * sizes.num_kv_heads();
+  const auto cache = runtime::split_units(cache_units, policy.cache_gpu_percent, policy.cache_cpu_percent);
+  const auto act = runtime::split_units(policy.gpu_batch_size, policy.act_gpu_percent, policy.act_cpu_percent);
+  for (int tier = 0; tier < runtime::kNumTiers; ++tier) {
+    p[kWg + tier] = weight[tier] / total;
+    p[kCg + tier] = double(cache[tier]) / double(cache_units);
+    p[kHg + tier] = double(act[tier]) / double(policy.gpu_batch_size);
+  }
+  return p;
+}
+
+Prediction predict(const model::Spec& spec, const runtime::Policy& policy, const runtime::Workload& workload,
+                   const HardwareProfile& hw, int dtype_bytes) {
+  policy.validate();
+  const ModelSizes sizes(spec, dtype_bytes);
+  return evaluate(build_cost_model(sizes, policy, workload, hw), effective_fractions(sizes, policy));
+}
+
+nlohmann::json prediction_to_json(const Prediction& r) {
+  return {{"prefill_layer", phase_to_json(r.prefill)},
+          {"decode_layer", phase_to_json(r.decode)},
+          {"prefill_seconds", r.prefill_seconds},
+          {"decode_seconds", r.decode_seconds},
+          {"total_seconds", r.total_seconds},
+          {"init_seconds", r.init_seconds},
+          {"throughput",
+           {{"prefill", r.prefill_throughput}, {"decode", r.decode_throughput}, {"total", r.total_throughput}}},
+          {"units", "seconds; tokens/s"}};
+}
+
+}  // namespace tiergen::policy

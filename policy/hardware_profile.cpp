@@ -1,0 +1,204 @@
+#include "policy/hardware_profile.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tiergen/common/error.h"
+
+namespace tiergen::policy {
+
+using nlohmann::json;
+
+namespace {
+
+// One numeric field of the file: its JSON location ("group.key") and its member.
+struct NumberField {
+  const char* group;
+  const char* key;
+  double HardwareProfile::*member;
+};
+
+const std::vector<NumberField>& number_fields() {
+  static const std::vector<NumberField> fields = {
+      {"bandwidth", "cpu_to_gpu", &HardwareProfile::cpu_to_gpu},
+      {"bandwidth", "gpu_to_cpu_cache", &HardwareProfile::gpu_to_cpu_cache},
+      {"bandwidth", "gpu_to_cpu_hidden", &HardwareProfile::gpu_to_cpu_hidden},
+      {"bandwidth", "disk_to_cpu", &HardwareProfile::disk_to_cpu},
+      {"bandwidth", "cpu_to_disk_cache_prefill", &HardwareProfile::cpu_to_disk_cache_prefill},
+      {"bandwidth", "cpu_to_disk_hidden_prefill", &HardwareProfile::cpu_to_disk_hidden_prefill},
+      {"bandwidth", "cpu_to_disk_decode", &HardwareProfile::cpu_to_disk_decode},
+      {"bandwidth", "gpu_memory", &HardwareProfile::gpu_memory_bandwidth},
+      {"gpu_flops", "mm_prefill", &HardwareProfile::mm_flops_prefill},
+      {"gpu_flops", "mm_decode", &HardwareProfile::mm_flops_decode},
+      {"gpu_flops", "bmm_prefill", &HardwareProfile::bmm_flops_prefill},
+      {"gpu_flops", "bmm_decode", &HardwareProfile::bmm_flops_decode},
+      {"cpu", "memory_bandwidth", &HardwareProfile::cpu_memory_bandwidth},
+      {"cpu", "attention_bandwidth", &HardwareProfile::cpu_attention_bandwidth},
+      {"cpu", "io_bandwidth_per_thread", &HardwareProfile::io_bandwidth_per_thread},
+      {"compression", "gpu_quantize", &HardwareProfile::gpu_quantize},
+      {"compression", "gpu_dequantize", &HardwareProfile::gpu_dequantize},
+      {"compression", "cpu_quantize", &HardwareProfile::cpu_quantize},
+      {"compression", "cpu_dequantize", &HardwareProfile::cpu_dequantize},
+  };
+  return fields;
+}
+
+const json& group_of(const json& j, const std::string& group, const std::string& source) {
+  TG_CHECK(j.contains(group), "{}: hardware profile has no '{}' section", source, group);
+  TG_CHECK(j.at(group).is_object(), "{}: hardware profile field '{}' must be an object", source, group);
+  return j.at(group);
+}
+
+double number_at(const json& group, const std::string& name, const std::string& source) {
+  const std::string key = name.substr(name.find('.') + 1);
+  TG_CHECK(group.contains(key), "{}: hardware profile has no field '{}'", source, name);
+  TG_CHECK(group.at(key).is_number(), "{}: hardware profile field '{}' must be a number", source, name);
+  const double value = group.at(key).get<double>();
+  TG_CHECK(value > 0, "{}: hardware profile field '{}' must be positive, got {}", source, name, value);
+  return value;
+}
+
+void check_keys(const json& j, const std::set<std::string>& known, const std::string& where,
+                const std::string& source) {
+  for (const auto& [key, value] : j.items()) {
+    TG_CHECK(known.count(key), "{}: unknown hardware profile field '{}{}'", source, where, key);
+  }
+}
+
+void read_capacities(HardwareProfile& p, const json& j, const std::string& source) {
+  const json& c = group_of(j, "capacity", source);
+  check_keys(c, {"gpu", "cpu", "disk"}, "capacity.", source);
+  p.gpu_memory = static_cast<uint64_t>(number_at(c, "capacity.gpu", source));
+  p.cpu_memory = static_cast<uint64_t>(number_at(c, "capacity.cpu", source));
+  p.disk_memory = static_cast<uint64_t>(number_at(c, "capacity.disk", source));
+}
+
+void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string& source) {
+  TG_CHECK(cpu.contains("threads") && cpu.at("threads").is_number_integer(),
+           "{}: hardware profile field 'cpu.threads' must be an integer", source);
+  p.cpu_threads = cpu.at("threads").get<int>();
+  if (!cpu.contains("thread_scaling")) return;
+  const json& s = cpu.at("thread_scaling");
+  TG_CHECK(s.is_array(), "{}: hardware profile field 'cpu.thread_scaling' must be a list of [threads, speedup]",
+           source);
+  for (const auto& entry : s) {
+    TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
+             "{}: hardware profile field 'cpu.thread_scaling' must hold [threads, speedup] pairs", source);
+    p.cpu_thread_scaling.emplace_back(entry[0].get<int>(), entry[1].get<double>());
+  }
+}
+
+}  // namespace
+
+double HardwareProfile::thread_speedup(int threads) const {
+  if (cpu_thread_scaling.empty() || threads <= 0) return 1.0;
+  const auto& s = cpu_thread_scaling;
+  if (threads <= s.front().first) return s.front().second * threads / s.front().first;
+  for (size_t i = 1; i < s.size(); ++i) {
+    if (threads <= s[i].first) {
+      const double t = double(threads - s[i - 1].first) / (s[i].first - s[i - 1].first);
+      return s[i - 1].second + t * (s[i].second - s[i - 1].second);
+    }
+  }
+  return s.back().second;  // no gain measured beyond the largest count
+}
+
+void HardwareProfile::validate(const std::string& where) const {
+  for (const auto& f : number_fields()) {
+    TG_CHECK(this->*f.member > 0, "{}: hardware profile field '{}.{}' must be positive", where, f.group, f.key);
+  }
+  TG_CHECK(cpu_threads >= 1, "{}: hardware profile field 'cpu.threads' must be at least 1", where);
+  TG_CHECK(gpu_memory > 0 && cpu_memory > 0 && disk_memory > 0,
+           "{}: hardware profile capacities must be positive", where);
+  for (size_t i = 0; i < cpu_thread_scaling.size(); ++i) {
+    const auto& [threads, speedup] = cpu_thread_scaling[i];
+    TG_CHECK(threads >= 1 && speedup > 0 && (i == 0 || threads > cpu_thread_scaling[i - 1].first),
+             "{}: hardware profile field 'cpu.thread_scaling' needs ascending thread counts and positive speedups",
+             where);
+  }
+}
+
+json profile_to_json(const HardwareProfile& p) {
+  json j;
+  j["name"] = p.name;
+  j["source"] = p.source;
+  j["units"] = {{"bandwidth", "bytes/s"},
+                {"gpu_flops", "FLOP/s"},
+                {"cpu.memory_bandwidth", "bytes/s"},
+                {"cpu.attention_bandwidth", "bytes of fp16 KV cache read by decode attention per second"},
+                {"cpu.io_bandwidth_per_thread", "bytes/s"},
+                {"compression", "bytes of dense fp16 data per second"},
+                {"capacity", "bytes"}};
+  j["gpu_is_host"] = p.gpu_is_host;
+  for (const auto& f : number_fields()) j[f.group][f.key] = p.*f.member;
+  j["cpu"]["threads"] = p.cpu_threads;
+  json scaling = json::array();
+  for (const auto& [threads, speedup] : p.cpu_thread_scaling) scaling.push_back({threads, speedup});
+  j["cpu"]["thread_scaling"] = scaling;
+  j["capacity"] = {{"gpu", p.gpu_memory}, {"cpu", p.cpu_memory}, {"disk", p.disk_memory}};
+  return j;
+}
+
+HardwareProfile profile_from_json(const json& j, const std::string& source) {
+  TG_CHECK(j.is_object(), "{}: a hardware profile must be a JSON object", source);
+  check_keys(j, {"name", "source", "units", "gpu_is_host", "bandwidth", "gpu_flops", "cpu", "compression", "capacity"},
+             "", source);
+  HardwareProfile p;
+  p.path = source;
+  p.name = j.value("name", std::string());
+  p.source = j.value("source", std::string());
+  p.gpu_is_host = j.value("gpu_is_host", false);
+  const char* groups[] = {"bandwidth", "gpu_flops", "cpu", "compression"};
+  std::set<std::string> known[4];
+  for (const auto& f : number_fields()) {
+    const json& group = group_of(j, f.group, source);
+    p.*f.member = number_at(group, std::string(f.group) + "." + f.key, source);
+    for (int g = 0; g < 4; ++g) {
+      if (std::string(groups[g]) == f.group) known[g].insert(f.key);
+    }
+  }
+  known[2].insert({"threads", "thread_scaling"});
+  for (int g = 0; g < 4; ++g) check_keys(j.at(groups[g]), known[g], std::string(groups[g]) + ".", source);
+  read_thread_scaling(p, j.at("cpu"), source);
+  read_capacities(p, j, source);
+  p.validate(source);
+  return p;
+}
+
+HardwareProfile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  TG_CHECK(in.good(), "{}: cannot open hardware profile", path);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    TG_THROW("{}: invalid JSON in hardware profile: {}", path, e.what());
+  }
+  return profile_from_json(j, path);
+}
+
+void save_profile(const HardwareProfile& profile, const std::string& path) {
+  profile.validate(path);
+  std::ofstream out(path);
+  TG_CHECK(out.good(), "{}: cannot write hardware profile", path);
+  out << profile_to_json(profile).dump(2) << "\n";
+  TG_CHECK(out.good(), "{}: writing the hardware profile failed", path);
+}
+
+std::string default_profile_path() {
+  if (const char* env = std::getenv("TIERGEN_HW_PROFILE"); env != nullptr && *env != '\0') return env;
+  return TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json";
+}
+
+HardwareProfile resolve_profile(const std::string& hw_option) {
+  const std::string path = hw_option.empty() ? default_profile_path() : hw_option;
+  const char* why = !hw_option.empty() ? "--hw" : std::getenv("TIERGEN_HW_PROFILE") ? "$TIERGEN_HW_PROFILE" : "default";
+  spdlog::info("hardware profile: {} ({})", path, why);
+  return load_profile(path);
+}
+
+}  // namespace tiergen::policy

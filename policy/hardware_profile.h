@@ -1,0 +1,75 @@
+#pragma once
+// HardwareProfile: the constants of the cost model for one machine (FlexGen's Table 7
+// plus LM-Offload's compression and CPU terms). Stored as JSON in configs/hw/;
+// `tiergen profile` measures one. Units: bandwidths in bytes/s, compute rates in
+// FLOP/s, capacities in bytes.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tiergen::policy {
+
+struct HardwareProfile {
+  std::string name;
+  std::string source;      // where the numbers come from, which ones are estimates
+  std::string path;        // file it was loaded from ("" when built in code)
+  bool gpu_is_host = false;  // the "gpu" tier is host memory (--device cpu)
+
+  // Links (bytes/s). FlexGen fits separate rates for cache and hidden-state copies.
+  double cpu_to_gpu = 0;
+  double gpu_to_cpu_cache = 0;
+  double gpu_to_cpu_hidden = 0;
+  double disk_to_cpu = 0;
+  double cpu_to_disk_cache_prefill = 0;
+  double cpu_to_disk_hidden_prefill = 0;
+  double cpu_to_disk_decode = 0;
+  // Device memory bandwidth: each gpu batch reads the layer's dense weights once, so
+  // small batches are bounded by it rather than by FLOPs (LM-Offload's gpu_mem_bdw).
+  double gpu_memory_bandwidth = 0;
+
+  // Compute device (FLOP/s): matmul and batched matmul, prefill- and decode-shaped.
+  double mm_flops_prefill = 0;
+  double mm_flops_decode = 0;
+  double bmm_flops_prefill = 0;
+  double bmm_flops_decode = 0;
+
+  // CPU. Decode attention over a CPU-resident KV cache is bounded by memory bandwidth,
+  // so its rate is bytes of (dense) KV cache processed per second.
+  double cpu_memory_bandwidth = 0;   // bytes/s, memcpy
+  double cpu_attention_bandwidth = 0;  // bytes of KV cache per second, all threads
+  int cpu_threads = 1;
+  // (threads, speedup over one thread) of the attention operators, ascending threads.
+  std::vector<std::pair<int, double>> cpu_thread_scaling;
+  double io_bandwidth_per_thread = 0;  // bytes/s one load/store worker moves
+
+  // Group-wise (de)quantization rates, bytes of dense fp16 data per second.
+  double gpu_quantize = 0;
+  double gpu_dequantize = 0;
+  double cpu_quantize = 0;
+  double cpu_dequantize = 0;
+
+  // Default capacities (bytes); --gpu-mem/--cpu-mem/--disk-mem override them.
+  uint64_t gpu_memory = 0;
+  uint64_t cpu_memory = 0;
+  uint64_t disk_memory = 0;
+
+  // Speedup of the attention operators at `threads` (interpolated, 1 when unknown).
+  double thread_speedup(int threads) const;
+  // Throws tiergen::Error naming the first field that is missing or not positive.
+  void validate(const std::string& where) const;
+};
+
+nlohmann::json profile_to_json(const HardwareProfile& profile);
+// `source` (a file path) goes into errors together with the field name.
+HardwareProfile profile_from_json(const nlohmann::json& json, const std::string& source);
+HardwareProfile load_profile(const std::string& path);
+void save_profile(const HardwareProfile& profile, const std::string& path);
+
+// --hw FILE, else $TIERGEN_HW_PROFILE, else the T4 profile shipped in configs/hw/.
+std::string default_profile_path();
+HardwareProfile resolve_profile(const std::string& hw_option);
+
+}  // namespace tiergen::policy

@@ -1,0 +1,69 @@
+#include "policy/model_sizes.h"
+
+#include <algorithm>
+
+#include "tiergen/common/error.h"
+#include "tiergen/runtime/placement.h"
+
+namespace tiergen::policy {
+
+ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes) : spec_(spec), dtype_bytes_(dtype_bytes) {
+  TG_CHECK(dtype_bytes == 2 || dtype_bytes == 4, "dtype size must be 2 or 4 bytes, got {}", dtype_bytes);
+  auto layers = spec.weight_layers();
+  TG_CHECK(layers.size() >= 3, "{}: a model needs an embedding, decoder layers and a head", spec.name);
+  embedding_ = layers.front();
+  decoder_ = layers.at(1);
+  head_ = layers.back();
+  layer_dense_ = double(decoder_.numel()) * dtype_bytes;
+  for (const auto& t : decoder_.tensors) {
+    if (t.shape.size() == 2) linear_flops_ += 2.0 * double(t.numel());
+  }
+  query_dim_ = spec.num_heads * spec.head_dim;
+  kv_dim_ = spec.kv_dim();
+  hidden_row_ = std::max(spec.hidden_size, spec.word_embed_proj_dim);
+}
+
+double ModelSizes::stored(const model::WeightLayer& layer, const runtime::CompressionConfig& compress) const {
+  double bytes = 0;
+  for (const auto& t : layer.tensors) bytes += double(runtime::weight_stored_bytes(layer, t, dtype_bytes_, compress));
+  return bytes;
+}
+
+double ModelSizes::compressed_dense(const model::WeightLayer& layer,
+                                    const runtime::CompressionConfig& compress) const {
+  double bytes = 0;
+  for (const auto& t : layer.tensors) {
+    if (runtime::weight_is_compressed(layer, t, compress)) bytes += double(t.numel()) * dtype_bytes_;
+  }
+  return bytes;
+}
+
+double ModelSizes::layer_weight_bytes(const runtime::CompressionConfig& compress) const {
+  return stored(decoder_, compress);
+}
+
+double ModelSizes::total_weight_bytes(const runtime::CompressionConfig& compress) const {
+  return stored(embedding_, compress) + double(spec_.num_layers) * stored(decoder_, compress) +
+         stored(head_, compress);
+}
+
+double ModelSizes::max_layer_weight_bytes(const runtime::CompressionConfig& compress) const {
+  return std::max({stored(embedding_, compress), stored(decoder_, compress), stored(head_, compress)});
+}
+
+double ModelSizes::max_layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {
+  return std::max(compressed_dense(decoder_, compress), compressed_dense(head_, compress));
+}
+
+double ModelSizes::layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {
+  return compressed_dense(decoder_, compress);
+}
+
+double ModelSizes::kv_stored_bytes_per_token(const runtime::CompressionConfig& compress) const {
+  if (!compress.enabled) return kv_bytes_per_token();
+  // The runtime stores each (sequence, kv head) unit as [positions, head_dim] groups.
+  const double per_position = double(runtime::quantized_bytes(1, spec_.head_dim, compress));
+  return 2.0 * double(spec_.num_kv_heads) * per_position;
+}
+
+}  // namespace tiergen::policy

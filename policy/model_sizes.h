@@ -1,0 +1,59 @@
+#pragma once
+// ModelSizes: the byte and FLOP sizes the cost and memory models need, taken from
+// model::Spec (grouped-query KV, three MLP matrices for LLaMA, untied heads) and from
+// the runtime's own per-tensor byte accounting, never from OPT's 8h²+4h·h₂ alone.
+#include <cstdint>
+
+#include "tiergen/model/spec.h"
+#include "tiergen/runtime/policy.h"
+
+namespace tiergen::policy {
+
+class ModelSizes {
+ public:
+  ModelSizes(const model::Spec& spec, int dtype_bytes);
+
+  const model::Spec& spec() const { return spec_; }
+  int dtype_bytes() const { return dtype_bytes_; }
+  int64_t num_layers() const { return spec_.num_layers; }
+
+  // Bytes one decoder layer's weights occupy at home / dense on the compute device.
+  double layer_weight_bytes(const runtime::CompressionConfig& compress) const;
+  double layer_weight_dense_bytes() const { return layer_dense_; }
+  // All weights of the model (embedding, decoder layers, head) at home.
+  double total_weight_bytes(const runtime::CompressionConfig& compress) const;
+  // Largest FlexGen layer at home, and the dense bytes of its compressed tensors:
+  // what the runtime double-buffers on the gpu while streaming weights.
+  double max_layer_weight_bytes(const runtime::CompressionConfig& compress) const;
+  double max_layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
+  // Dense bytes of the decoder layer's tensors that are stored compressed.
+  double layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
+
+  // Matmul FLOPs of one decoder layer for one token (2 per weight of every matrix).
+  double linear_flops_per_token() const { return linear_flops_; }
+  // Attention FLOPs for one query token against `context` keys (QKᵀ and PV).
+  double attention_flops(double context) const { return 4.0 * query_dim_ * context; }
+  // KV cache bytes of one token in one layer, dense and as stored.
+  double kv_bytes_per_token() const { return 2.0 * kv_dim_ * dtype_bytes_; }
+  double kv_stored_bytes_per_token(const runtime::CompressionConfig& compress) const;
+  // Hidden state bytes of one token (the activations FlexGen moves between layers).
+  double hidden_bytes_per_token() const { return double(hidden_row_) * dtype_bytes_; }
+  // q, k, v of one token (what CPU attention receives from the gpu).
+  double qkv_bytes_per_token() const { return double(query_dim_ + 2 * kv_dim_) * dtype_bytes_; }
+  const model::WeightLayer& decoder_layer() const { return decoder_; }
+  int64_t num_kv_heads() const { return spec_.num_kv_heads; }
+  int64_t head_dim() const { return spec_.head_dim; }
+
+ private:
+  double stored(const model::WeightLayer& layer, const runtime::CompressionConfig& compress) const;
+  double compressed_dense(const model::WeightLayer& layer, const runtime::CompressionConfig& compress) const;
+
+  model::Spec spec_;
+  int dtype_bytes_;
+  model::WeightLayer embedding_, decoder_, head_;
+  double layer_dense_ = 0;
+  double linear_flops_ = 0;
+  int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0;
+};
+
+}  // namespace tiergen::policy

@@ -1,0 +1,116 @@
+#include "policy/report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tiergen/common/bytes.h"
+
+namespace tiergen::policy {
+
+namespace {
+
+using runtime::Tier;
+
+std::string compression_text(const runtime::CompressionConfig& c) {
+  return c.enabled ? fmt::format("{}-bit, group {}", c.bits, c.group_size) : "off";
+}
+
+void append_placement(std::string& out, const runtime::Policy& p) {
+  out += fmt::format("{:<14}{:>8}{:>8}{:>8}\n", "placement", "gpu", "cpu", "disk");
+  auto row = [&](const char* what, double gpu, double cpu, double disk) {
+    out += fmt::format("{:<14}{:>7.1f}%{:>7.1f}%{:>7.1f}%\n", what, gpu, cpu, disk);
+  };
+  row("weights", p.w_gpu_percent, p.w_cpu_percent, p.w_disk_percent());
+  row("kv cache", p.cache_gpu_percent, p.cache_cpu_percent, p.cache_disk_percent());
+  row("activations", p.act_gpu_percent, p.act_cpu_percent, p.act_disk_percent());
+}
+
+void append_times(std::string& out, const Prediction& r) {
+  out += fmt::format("\n{:<22}{:>12}{:>12}\n", "per-layer time (ms)", "prefill", "decode");
+  for (int i = 0; i < kNumTasks; ++i) {
+    if (r.prefill.tasks[i] == 0 && r.decode.tasks[i] == 0) continue;
+    out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", task_name(static_cast<Task>(i)), r.prefill.tasks[i] * 1e3,
+                       r.decode.tasks[i] * 1e3);
+  }
+  out += "  links (A.3 tasks):\n";
+  for (int i = 0; i < kNumLanes; ++i) {
+    out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", lane_name(static_cast<Lane>(i)), r.prefill.lanes[i] * 1e3,
+                       r.decode.lanes[i] * 1e3);
+  }
+  out += "  overlapped workers:\n";
+  for (int i = 0; i < kNumStreams; ++i) {
+    out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", stream_name(static_cast<Stream>(i)),
+                       r.prefill.streams[i] * 1e3, r.decode.streams[i] * 1e3);
+  }
+  out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "layer (synchronised)", r.prefill.layer_seconds * 1e3,
+                     r.decode.layer_seconds * 1e3);
+  out += fmt::format("  {:<20}{:>12}{:>12}\n", "bottleneck", stream_name(r.prefill.bottleneck),
+                     stream_name(r.decode.bottleneck));
+}
+
+void append_memory(std::string& out, const runtime::MemoryPlan& m, const runtime::Budgets& b) {
+  out += fmt::format("\n{:<14}{:>13}{:>13}{:>13}\n", "peak memory", "gpu", "cpu", "disk");
+  auto row = [&](const char* what, const runtime::TierBytes& t) {
+    out += fmt::format("{:<14}{:>13}{:>13}{:>13}\n", what, format_bytes(t[Tier::Gpu]), format_bytes(t[Tier::Cpu]),
+                       format_bytes(t[Tier::Disk]));
+  };
+  row("weights", m.weights);
+  row("kv cache", m.kv_cache);
+  row("activations", m.activations);
+  row("working", m.working);
+  row("total", m.total());
+  out += fmt::format("{:<14}{:>13}{:>13}{:>13}\n", "budget", format_bytes(b.gpu), format_bytes(b.cpu),
+                     format_bytes(b.disk));
+}
+
+nlohmann::json tier_json(const runtime::TierBytes& t) {
+  return {{"gpu", t[Tier::Gpu]}, {"cpu", t[Tier::Cpu]}, {"disk", t[Tier::Disk]}};
+}
+
+}  // namespace
+
+std::string format_report(const SearchResult& result, const ReportContext& c) {
+  const auto& p = result.policy;
+  const auto& r = result.prediction;
+  std::string out = fmt::format("model {} ({} layers, hidden {}), prompt {}, gen {}; hardware {}\n\n", c.spec->name,
+                                c.spec->num_layers, c.spec->hidden_size, c.workload.prompt_len, c.workload.gen_len,
+                                c.hw->name);
+  append_placement(out, p);
+  out += fmt::format("\nbatches       gpu batch {} x {} gpu batches = block of {} sequences\n", p.gpu_batch_size,
+                     p.num_gpu_batches, p.block_size());
+  out += fmt::format("compression   weights {}; kv cache {}\n", compression_text(p.compress_weight),
+                     compression_text(p.compress_cache));
+  out += fmt::format("attention     {}\n", p.cpu_cache_compute ? "cpu (decode attention where the KV cache lives)"
+                                                               : "gpu (offloaded KV cache is loaded)");
+  out += fmt::format("threads       compute intra-op {}, inter-op {}; load/store {}\n", p.threads.compute_intra_op,
+                     p.threads.compute_inter_op, p.threads.io_threads);
+  out += fmt::format("\npredicted throughput (token/s): prefill {:.2f}, decode {:.2f}, total {:.3f}\n",
+                     r.prefill_throughput, r.decode_throughput, r.total_throughput);
+  out += fmt::format("predicted time (s): prefill {:.1f}, decode {:.1f}, total {:.1f}{}\n", r.prefill_seconds,
+                     r.decode_seconds, r.total_seconds,
+                     r.init_seconds > 0 ? fmt::format(" (+{:.1f} one-off weight quantization)", r.init_seconds) : "");
+  append_times(out, r);
+  append_memory(out, result.memory, c.budgets);
+  out += fmt::format("\nsearch: {} feasible LPs, {} rounded policies checked, {:.3f} s\n", result.lp_solved,
+                     result.exact_checked, result.seconds);
+  return out;
+}
+
+nlohmann::json report_json(const SearchResult& result, const ReportContext& c) {
+  nlohmann::json predicted = prediction_to_json(result.prediction);
+  predicted["peak_memory"] = {{"weights", tier_json(result.memory.weights)},
+                              {"kv_cache", tier_json(result.memory.kv_cache)},
+                              {"activations", tier_json(result.memory.activations)},
+                              {"working", tier_json(result.memory.working)},
+                              {"total", tier_json(result.memory.total())},
+                              {"units", "bytes"}};
+  return {{"policy", runtime::policy_to_json(result.policy)},
+          {"predicted", predicted},
+          {"model", c.spec->name},
+          {"workload", {{"prompt_len", c.workload.prompt_len}, {"gen_len", c.workload.gen_len}}},
+          {"budgets", {{"gpu", c.budgets.gpu}, {"cpu", c.budgets.cpu}, {"disk", c.budgets.disk}}},
+          {"hardware_profile", c.hw->path}};
+}
+
+}  // namespace tiergen::policy

@@ -1,0 +1,162 @@
+#include "policy/search.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "policy/memory_model.h"
+#include "policy/placement_lp.h"
+#include "policy/rounding.h"
+#include "policy/thread_search.h"
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::policy {
+
+CompressionMode compression_mode_from_string(const std::string& text) {
+  if (text == "auto") return CompressionMode::Auto;
+  if (text == "on") return CompressionMode::On;
+  if (text == "off") return CompressionMode::Off;
+  TG_THROW("--compress must be auto, on or off, got '{}'", text);
+}
+
+const char* compression_mode_name(CompressionMode mode) {
+  return mode == CompressionMode::Auto ? "auto" : mode == CompressionMode::On ? "on" : "off";
+}
+
+namespace {
+
+// One point of the outer enumeration with its LP answer.
+struct Candidate {
+  runtime::Policy shape;
+  PlacementAnswer answer;
+};
+
+std::vector<int64_t> default_gpu_batch_sizes() {
+  return {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+}
+
+// 1..16, then coarser steps: block sizes far apart in batches differ little in T/bls.
+std::vector<int64_t> num_gpu_batch_choices(int64_t max) {
+  std::vector<int64_t> out;
+  for (int64_t k = 1; k <= max; k += k < 16 ? 1 : k < 64 ? 4 : 16) out.push_back(k);
+  return out;
+}
+
+// (compress weights, compress cache, cpu attention) combinations to try. LM-Offload's
+// observation 1: with CPU attention the KV cache never crosses PCIe, so compressing it
+// only adds work; that combination is left out.
+struct Variant {
+  bool compress_weight, compress_cache, cpu_attention;
+};
+
+std::vector<Variant> variants(const SearchOptions& o) {
+  std::vector<Variant> out;
+  for (int w = 0; w < 2; ++w) {
+    for (int c = 0; c < 2; ++c) {
+      const bool any = w || c;
+      if (o.compression == CompressionMode::Off && any) continue;
+      if (o.compression == CompressionMode::On && !any) continue;
+      out.push_back({bool(w), bool(c), false});
+      if (o.allow_cpu_attention && !c) out.push_back({bool(w), bool(c), true});
+    }
+  }
+  return out;
+}
+
+runtime::Policy make_shape(int64_t gbs, int64_t ngb, const Variant& v, const SearchOptions& o) {
+  runtime::Policy p;
+  p.gpu_batch_size = gbs;
+  p.num_gpu_batches = ngb;
+  p.cpu_cache_compute = v.cpu_attention;
+  p.compress_weight = o.compression_config;
+  p.compress_weight.enabled = v.compress_weight;
+  p.compress_cache = o.compression_config;
+  p.compress_cache.enabled = v.compress_cache;
+  return p;
+}
+
+std::vector<Candidate> solve_all(const ModelSizes& sizes, const runtime::Workload& w,
+                                 const std::array<double, runtime::kNumTiers>& caps, const HardwareProfile& hw,
+                                 const SearchOptions& o) {
+  std::vector<Candidate> out;
+  const auto batch_sizes = o.gpu_batch_sizes.empty() ? default_gpu_batch_sizes() : o.gpu_batch_sizes;
+  for (const Variant& v : variants(o)) {
+    for (int64_t gbs : batch_sizes) {
+      for (int64_t ngb : num_gpu_batch_choices(o.max_num_gpu_batches)) {
+        const runtime::Policy shape = make_shape(gbs, ngb, v, o);
+        auto answer = solve_placement_lp(build_cost_model(sizes, shape, w, hw), build_memory_model(sizes, shape, w),
+                                         caps, o.tie_break);
+        if (!answer) break;  // more batches only need more memory
+        out.push_back({shape, *answer});
+      }
+    }
+  }
+  return out;
+}
+
+[[noreturn]] void throw_infeasible(const ModelSizes& sizes, const runtime::Budgets& budgets, const SearchOptions& o) {
+  runtime::CompressionConfig c = o.compression_config;
+  c.enabled = o.compression != CompressionMode::Off;
+  throw InfeasibleError(fmt::format(
+      "no placement of {} fits the memory budgets (gpu {}, cpu {}, disk {}; the planner uses {:.0f}% of each): "
+      "its weights alone take {}{}; give more memory (--gpu-mem/--cpu-mem/--disk-mem) or a shorter workload",
+      sizes.spec().name, format_bytes(budgets.gpu), format_bytes(budgets.cpu), format_bytes(budgets.disk),
+      o.memory_cap_fraction * 100, format_bytes(uint64_t(sizes.total_weight_bytes(c))),
+      c.enabled ? " compressed" : ""));
+}
+
+}  // namespace
+
+SearchResult search_policy(const model::Spec& spec, const runtime::Workload& workload,
+                           const runtime::Budgets& budgets, const HardwareProfile& hw, const SearchOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "policy search: prompt and generation lengths must be positive");
+  TG_CHECK(o.memory_cap_fraction > 0 && o.memory_cap_fraction <= 1, "policy search: memory cap fraction must be in (0, 1]");
+  const ModelSizes sizes(spec, o.dtype_bytes);
+  const std::array<double, runtime::kNumTiers> caps = {double(budgets.gpu) * o.memory_cap_fraction,
+                                                       double(budgets.cpu) * o.memory_cap_fraction,
+                                                       double(budgets.disk) * o.memory_cap_fraction};
+  std::vector<Candidate> candidates = solve_all(sizes, workload, caps, hw, o);
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.answer.seconds_per_token < b.answer.seconds_per_token;
+  });
+
+  SearchResult best;
+  bool found = false;
+  int accepted = 0;
+  for (const Candidate& c : candidates) {
+    if (accepted >= o.exact_checks) break;
+    ++best.exact_checked;
+    auto policy = round_to_executable(sizes, c.shape, c.answer.fractions, workload, budgets);
+    spdlog::debug("candidate {} x {}, compress w/c {}/{}, cpu attention {}: LP {:.3f} token/s, wg {:.2f} cg {:.2f} "
+                  "hg {:.2f} -> {}",
+                  c.shape.gpu_batch_size, c.shape.num_gpu_batches, c.shape.compress_weight.enabled,
+                  c.shape.compress_cache.enabled, c.shape.cpu_cache_compute,
+                  double(workload.gen_len) / c.answer.seconds_per_token, c.answer.fractions[kWg],
+                  c.answer.fractions[kCg], c.answer.fractions[kHg], policy ? "fits" : "does not fit after rounding");
+    if (!policy) continue;
+    ++accepted;
+    const Prediction prediction = predict(spec, *policy, workload, hw, o.dtype_bytes);
+    if (!found || prediction.total_throughput > best.prediction.total_throughput) {
+      found = true;
+      best.policy = *policy;
+      best.prediction = prediction;
+      best.lp_fractions = c.answer.fractions;
+      best.lp_throughput = 1.0 / c.answer.seconds_per_token * double(workload.gen_len);
+    }
+  }
+  if (!found) throw_infeasible(sizes, budgets, o);
+  best.lp_solved = static_cast<int>(candidates.size());
+  apply_threads(choose_threads(thread_input_for(spec, best.policy, workload, best.prediction, hw), hw), best.policy);
+  best.memory = runtime::plan_memory(spec, best.policy, workload, o.dtype_bytes);
+  TG_CHECK(best.memory.over_budget(budgets).empty(), "policy search: internal error, chosen policy over budget: {}",
+           best.memory.over_budget(budgets));
+  best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("policy search: {} LPs feasible, {} rounded policies checked exactly, {:.3f} s", best.lp_solved,
+               best.exact_checked, best.seconds);
+  return best;
+}
+
+}  // namespace tiergen::policy

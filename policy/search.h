@@ -1,0 +1,62 @@
+#pragma once
+// Policy search (FlexGen section 4.3, LM-Offload sections 3–4): an outer enumeration
+// over gpu batch size, number of gpu batches, compression and attention placement;
+// for each, a linear program over the nine placement fractions minimises T/bls under
+// the peak-memory constraints; the best fractional answers are rounded to executable
+// percentages, re-checked with the runtime's exact byte accounting
+// (runtime::plan_memory against the user's budgets) and ranked by predicted total
+// throughput; LM-Offload's Algorithm 3 then picks thread counts.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policy/cost_model.h"
+#include "policy/hardware_profile.h"
+#include "tiergen/model/spec.h"
+#include "tiergen/runtime/placement.h"
+#include "tiergen/runtime/policy.h"
+
+namespace tiergen::policy {
+
+enum class CompressionMode {
+  Auto,  // try none, weights, KV cache and both; keep what the cost model prefers
+  On,    // only policies that compress weights, KV cache or both
+  Off,   // never compress
+};
+CompressionMode compression_mode_from_string(const std::string& text);
+const char* compression_mode_name(CompressionMode mode);
+
+struct SearchOptions {
+  CompressionMode compression = CompressionMode::Auto;
+  bool allow_cpu_attention = true;
+  int dtype_bytes = 2;
+  // FlexGen's relaxation: the LP may plan at most this share of each tier's budget
+  // (its peak-memory estimate ignores fragmentation). The rounded policy is then
+  // checked exactly against the full budgets.
+  double memory_cap_fraction = 0.8;
+  runtime::CompressionConfig compression_config{true, 4, 64};
+  std::vector<int64_t> gpu_batch_sizes;  // empty: 1, 2, 4, 8, 16, 32, 48, 64, 96, ... 1024
+  int64_t max_num_gpu_batches = 256;
+  int exact_checks = 8;  // best LP answers rounded and checked exactly
+  // Weight of the sum of all lane times in the objective, breaking ties between
+  // placements of equal T/bls in favour of less traffic.
+  double tie_break = 1e-3;
+};
+
+struct SearchResult {
+  runtime::Policy policy;
+  Prediction prediction;      // of the rounded, executable policy
+  runtime::MemoryPlan memory;  // its exact peak bytes per tier
+  Fractions lp_fractions{};    // the LP's fractional answer for the chosen candidate
+  double lp_throughput = 0;    // and its throughput before rounding
+  int lp_solved = 0;           // candidates whose LP was feasible
+  int exact_checked = 0;       // rounded policies checked with plan_memory
+  double seconds = 0;          // wall time of the search
+};
+
+// Throws tiergen::InfeasibleError when no placement fits the budgets.
+SearchResult search_policy(const model::Spec& spec, const runtime::Workload& workload,
+                           const runtime::Budgets& budgets, const HardwareProfile& hw,
+                           const SearchOptions& options = {});
+
+}  // namespace tiergen::policy

@@ -1,0 +1,150 @@
+#include "policy/thread_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <queue>
+
+#include "policy/model_sizes.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::policy {
+
+GraphSchedule schedule_graph(const std::vector<Operator>& ops, double speedup) {
+  const int n = static_cast<int>(ops.size());
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int i = 0; i < n; ++i) {
+    for (int in : ops[i].inputs) {
+      TG_CHECK(in >= 0 && in < n && in != i, "operator graph: '{}' has a bad input {}", ops[i].name, in);
+      ++pending[i];
+      users[in].push_back(i);
+    }
+  }
+  // Kahn's algorithm in topological order, each operator starting when its inputs end.
+  std::vector<double> start(n, 0), end(n, 0);
+  std::queue<int> ready;
+  for (int i = 0; i < n; ++i) {
+    if (pending[i] == 0) ready.push(i);
+  }
+  int visited = 0;
+  while (!ready.empty()) {
+    const int i = ready.front();
+    ready.pop();
+    ++visited;
+    end[i] = start[i] + ops[i].single_thread_seconds / speedup;
+    for (int u : users[i]) {
+      start[u] = std::max(start[u], end[i]);
+      if (--pending[u] == 0) ready.push(u);
+    }
+  }
+  TG_CHECK(visited == n, "operator graph has a cycle");
+  GraphSchedule s;
+  for (int i = 0; i < n; ++i) {
+    s.makespan = std::max(s.makespan, end[i]);
+    int running = 0;  // operators live at the moment operator i starts
+    for (int j = 0; j < n; ++j) {
+      if (start[j] <= start[i] && (end[j] > start[i] || j == i)) ++running;
+    }
+    s.max_concurrency = std::max(s.max_concurrency, running);
+  }
+  return s;
+}
+
+namespace {
+
+// Splits `threads` (≥ kNumIoTasks) over the I/O tasks: one each, the rest by bytes.
+std::array<int, kNumIoTasks> split_io_threads(int threads, const std::array<double, kNumIoTasks>& bytes) {
+  std::array<int, kNumIoTasks> out{1, 1, 1, 1, 1};
+  const int extra = threads - kNumIoTasks;
+  const double total = std::accumulate(bytes.begin(), bytes.end(), 0.0);
+  if (extra <= 0 || total <= 0) return out;
+  std::array<double, kNumIoTasks> remainder{};
+  int given = 0;
+  for (int i = 0; i < kNumIoTasks; ++i) {
+    const double share = extra * bytes[i] / total;
+    out[i] += static_cast<int>(share);
+    given += static_cast<int>(share);
+    remainder[i] = share - std::floor(share);
+  }
+  while (given < extra) {  // largest remainders first
+    const int i = static_cast<int>(std::max_element(remainder.begin(), remainder.end()) - remainder.begin());
+    ++out[i];
+    remainder[i] = -1;
+    ++given;
+  }
+  return out;
+}
+
+double io_seconds(const ThreadSearchInput& in, const std::array<int, kNumIoTasks>& threads) {
+  double slowest = 0;
+  for (int i = 0; i < kNumIoTasks; ++i) {
+    double t = in.io_link_seconds[i];
+    if (in.io_bandwidth_per_thread > 0) t = std::max(t, in.io_bytes[i] / (threads[i] * in.io_bandwidth_per_thread));
+    slowest = std::max(slowest, t);
+  }
+  return slowest;
+}
+
+}  // namespace
+
+ThreadChoice choose_threads(const ThreadSearchInput& in, const HardwareProfile& hw) {
+  ThreadChoice best;
+  for (int intra = 1; intra <= in.max_threads - kNumIoTasks; ++intra) {
+    const GraphSchedule schedule = schedule_graph(in.compute_ops, hw.thread_speedup(intra));
+    const int inter = schedule.max_concurrency;
+    const int free_threads = in.max_threads - inter * intra;
+    if (free_threads < kNumIoTasks) continue;
+    const auto io = split_io_threads(free_threads, in.io_bytes);
+    const double seconds = std::max(schedule.makespan + in.other_compute_seconds, io_seconds(in, io));
+    // Ties go to fewer compute threads (less pressure on caches and memory bandwidth).
+    if (!best.found || seconds < best.layer_seconds * (1 - 1e-9)) {
+      best = ThreadChoice{intra, inter, io, seconds, true};
+    }
+  }
+  return best;
+}
+
+ThreadSearchInput thread_input_for(const model::Spec& spec, const runtime::Policy& policy,
+                                   const runtime::Workload& workload, const Prediction& prediction,
+                                   const HardwareProfile& hw) {
+  ThreadSearchInput in;
+  in.max_threads = hw.cpu_threads;
+  const auto& decode = prediction.decode;
+  auto task = [&](Task t) { return decode.tasks[static_cast<int>(t)]; };
+  // The profile's attention rate is at all threads; scale back to one thread.
+  const double attention = task(Task::CpuAttention) * hw.thread_speedup(hw.cpu_threads);
+  const double append = policy.cpu_cache_compute ? attention / std::max<double>(1, workload.prompt_len) : 0;
+  in.compute_ops = {
+      {"append_k", append, {}},
+      {"append_v", append, {}},
+      {"q_scale", attention * 0.02, {}},
+      {"scores_qk", attention * 0.45, {0, 2}},
+      {"softmax", attention * 0.06, {3}},
+      {"context_pv", attention * 0.45, {1, 4}},
+      {"output", attention * 0.02, {5}},
+  };
+  in.other_compute_seconds = task(Task::Compute);
+  const ModelSizes sizes(spec, 2);
+  const double bls = double(policy.block_size());
+  const double kv = bls * sizes.kv_stored_bytes_per_token(policy.compress_cache);
+  in.io_bytes = {sizes.layer_weight_bytes(policy.compress_weight) * (1 - policy.w_gpu_percent / 100),
+                 kv * (workload.prompt_len + workload.gen_len / 2.0) * (1 - policy.cache_gpu_percent / 100),
+                 kv * (1 - policy.cache_gpu_percent / 100),
+                 bls * sizes.hidden_bytes_per_token() * (1 - policy.act_gpu_percent / 100),
+                 bls * sizes.hidden_bytes_per_token() * (1 - policy.act_gpu_percent / 100)};
+  if (policy.cpu_cache_compute) in.io_bytes[1] = 0;
+  in.io_link_seconds = {task(Task::WeightLoad), task(Task::CacheLoad), task(Task::CacheStore),
+                        task(Task::ActivationLoad), task(Task::ActivationStore)};
+  in.io_bandwidth_per_thread = hw.io_bandwidth_per_thread;
+  return in;
+}
+
+void apply_threads(const ThreadChoice& choice, runtime::Policy& policy) {
+  if (!choice.found) return;
+  policy.threads.compute_intra_op = choice.compute_intra_op;
+  policy.threads.compute_inter_op = choice.compute_inter_op + kNumIoTasks;
+  policy.threads.io_threads = std::accumulate(choice.io_threads.begin(), choice.io_threads.end(), 0);
+}
+
+}  // namespace tiergen::policy

@@ -1,0 +1,127 @@
+#include "src/cli/engine_flags.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+#include "tiergen/model/presets.h"
+
+namespace tiergen::cli {
+
+void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
+  c->add_option("-m,--model", f.model, "Model directory (config.json + safetensors) or preset (opt-30b, facebook/opt-30b, llama-3-8b, ...)")
+      ->required();
+  c->add_flag("--dummy", f.dummy, "Use seeded random weights instead of a checkpoint (throughput runs; implied for presets)");
+  c->add_option("--dummy-seed", f.dummy_seed, "Seed of the dummy weights");
+  c->add_option("--device", f.device, "auto, cpu, cuda or cuda:N; with cpu, host memory stands in for the GPU tier")
+      ->capture_default_str();
+  c->add_option("--dtype", f.dtype, "Compute dtype: auto (float16 on cuda, float32 on cpu), float32, float16, bfloat16")
+      ->capture_default_str();
+  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's memory; with --device cpu, a quarter of RAM)");
+  c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of RAM)");
+  c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
+  c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (removed after the run)")->capture_default_str();
+  c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str();
+  auto* policy = c->add_option("--policy", f.policy_file, "Policy JSON (FlexGen's field names; `tiergen policy --json` writes one)");
+  c->add_option("--percent", f.percent, "FlexGen placement: wg wc cg cc hg hc (weights, KV cache, activations on gpu/cpu; disk gets the rest)")
+      ->expected(6)->excludes(policy);
+  c->add_option("--gpu-batch-size", f.gpu_batch_size, fmt::format("Sequences per gpu batch (default {})", default_batch_size));
+  c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)");
+  c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
+  c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off")->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  c->add_flag("--compress-weight", f.compress_weight, "Group-wise quantize weights");
+  c->add_flag("--compress-cache", f.compress_cache, "Group-wise quantize the KV cache");
+  c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
+  c->add_option("--compress-group-size", f.compress_group_size, "Elements per quantization group")->capture_default_str();
+}
+
+model::Spec load_spec(const EngineFlags& f) { return model::resolve_spec(f.model); }
+
+std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const model::Spec& spec) {
+  if (f.dummy || !std::filesystem::is_directory(f.model)) {
+    if (!f.dummy) spdlog::info("'{}' is a preset: running on dummy weights", f.model);
+    return model::make_dummy_weights(f.dummy_seed);
+  }
+  return model::open_checkpoint_weights(f.model, spec);
+}
+
+runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size) {
+  runtime::Policy p;
+  if (!f.policy_file.empty()) {
+    p = runtime::policy_from_file(f.policy_file);
+  } else {
+    p.gpu_batch_size = default_batch_size;
+    if (!f.percent.empty()) {
+      p.w_gpu_percent = f.percent[0];
+      p.w_cpu_percent = f.percent[1];
+      p.cache_gpu_percent = f.percent[2];
+      p.cache_cpu_percent = f.percent[3];
+      p.act_gpu_percent = f.percent[4];
+      p.act_cpu_percent = f.percent[5];
+    }
+    p.cpu_cache_compute = f.cpu_attention;
+    p.overlap = f.overlap == "on";
+  }
+  // Explicit flags refine a policy file too.
+  if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
+  if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
+  if (f.cpu_attention) p.cpu_cache_compute = true;
+  if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
+  if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
+  p.validate();
+  return p;
+}
+
+runtime::DeviceContext make_device(const EngineFlags& f) {
+  std::string dtype = f.dtype;
+  if (dtype == "auto") {
+    const bool cuda = f.device != "cpu" && runtime::cuda_available();
+    dtype = cuda ? "float16" : "float32";
+  }
+  return runtime::make_device_context(f.device, dtype, /*pin_host=*/true);
+}
+
+namespace {
+
+uint64_t host_ram_bytes() {
+  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+}
+
+uint64_t free_disk_bytes(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = dir;
+  while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
+  struct statvfs s {};
+  if (p.empty() || ::statvfs(p.c_str(), &s) != 0) return 0;
+  return static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
+}
+
+}  // namespace
+
+runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext& device) {
+  runtime::Budgets b;
+  const uint64_t ram = host_ram_bytes();
+  b.gpu = f.gpu_mem.empty() ? ram / 4 : parse_bytes(f.gpu_mem, "--gpu-mem");
+  b.cpu = f.cpu_mem.empty() ? ram / 10 * 8 : parse_bytes(f.cpu_mem, "--cpu-mem");
+  b.disk = f.disk_mem.empty() ? free_disk_bytes(f.offload_dir) : parse_bytes(f.disk_mem, "--disk-mem");
+  if (device.is_cuda() && f.gpu_mem.empty()) {
+    spdlog::warn("--gpu-mem not given: using {} for the GPU tier", format_bytes(b.gpu));
+  }
+  return b;
+}
+
+runtime::EngineOptions make_engine_options(const EngineFlags& f) {
+  runtime::EngineOptions o;
+  o.device = make_device(f);
+  o.budgets = make_budgets(f, o.device);
+  o.offload_dir = f.offload_dir;
+  o.io_threads = f.io_threads;
+  return o;
+}
+
+}  // namespace tiergen::cli

@@ -1,0 +1,49 @@
+#pragma once
+// Flags shared by `generate` and `bench`: the model, the device, budgets and the
+// policy (a file, FlexGen-compatible flags, or the defaults), and how to turn them
+// into an Engine.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tiergen/model/spec.h"
+#include "tiergen/model/weight_source.h"
+#include "tiergen/runtime/engine.h"
+
+namespace tiergen::cli {
+
+struct EngineFlags {
+  std::string model;
+  bool dummy = false;
+  uint64_t dummy_seed = 0;
+  std::string device = "auto";
+  std::string dtype = "auto";
+  std::string gpu_mem, cpu_mem, disk_mem;
+  std::string offload_dir = "/tmp/tiergen-offload";
+  int io_threads = 4;
+  // Policy.
+  std::string policy_file;
+  std::vector<double> percent;
+  int64_t gpu_batch_size = 0;  // 0: not given
+  int64_t num_gpu_batches = 0;
+  bool cpu_attention = false;
+  std::string overlap = "on";
+  bool compress_weight = false, compress_cache = false;
+  int compress_bits = 4, compress_group_size = 64;
+};
+
+void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size);
+
+// The model's spec: a directory with config.json, or a preset name.
+model::Spec load_spec(const EngineFlags& flags);
+// Checkpoint weights from the model directory, or dummy weights (--dummy, or a preset).
+std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, const model::Spec& spec);
+runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size);
+runtime::DeviceContext make_device(const EngineFlags& flags);
+runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device);
+runtime::EngineOptions make_engine_options(const EngineFlags& flags);
+
+}  // namespace tiergen::cli

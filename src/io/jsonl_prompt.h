@@ -1,0 +1,24 @@
+#pragma once
+// One JSONL prompt line -> PromptRecord. The kind of object (plain prompt, token ids,
+// OpenAI batch request) is decided per line; see tiergen/io/prompts.h for the formats.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tiergen/io/prompts.h"
+
+namespace tiergen::io {
+
+// Warnings given at most once per file, so that a million-line file with an unknown
+// key logs one line, not a million.
+struct JsonlWarnings {
+  bool unknown_key = false;
+  bool stop = false;
+};
+
+// Parses `text` (one line, without '\n'/'\r') as the prompt at `index` on line `line`
+// of file `name`. Throws tiergen::Error starting "name:line: ".
+PromptRecord parse_jsonl_prompt(std::string_view text, const std::string& name, int64_t line,
+                                int64_t index, JsonlWarnings& warnings);
+
+}  // namespace tiergen::io

@@ -1,0 +1,252 @@
+// Durable, ordered, resumable results. The file is the job's checkpoint: what is in it
+// is done, so it must only ever hold complete lines in prompt order. Hence one write()
+// per line, fsync before submit() returns, and on resume a scan that keeps the longest
+// prefix of good lines and cuts away a line torn by a crash.
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+
+#include "src/io/line_reader.h"
+#include "tiergen/common/error.h"
+#include "tiergen/io/results.h"
+
+namespace tiergen::io {
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+// A new file's name is only durable once its directory is synced.
+void sync_parent_directory(const std::string& path) {
+  auto dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);  // best effort: some file systems refuse fsync on directories
+  ::close(fd);
+}
+
+}  // namespace
+
+ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, bool resume,
+                                std::vector<std::string> ids_in_order, bool overwrite) {
+  TG_CHECK(total_prompts >= 0, "results: negative prompt count {}", total_prompts);
+  TG_CHECK(ids_in_order.empty() || static_cast<int64_t>(ids_in_order.size()) == total_prompts,
+           "results: {} prompt ids for {} prompts", ids_in_order.size(), total_prompts);
+  TG_CHECK(!(resume && overwrite), "results: resume and overwrite exclude each other");
+  ResultWriter w;
+  w.path_ = path.empty() ? "-" : path;
+  w.total_ = total_prompts;
+  w.ids_ = std::move(ids_in_order);
+
+  if (w.path_ == "-") {
+    TG_CHECK(!resume, "results go to stdout, which cannot be resumed; write them to a file");
+    std::cout.flush();  // lines go to the fd directly; nothing buffered may follow them
+    std::fflush(stdout);
+    w.fd_ = STDOUT_FILENO;
+    struct stat st {};
+    w.regular_file_ = ::fstat(w.fd_, &st) == 0 && S_ISREG(st.st_mode);
+    return w;
+  }
+
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(w.path_, ec);
+  w.fd_ = ::open(w.path_.c_str(), (resume ? O_RDWR : O_WRONLY) | O_CREAT | O_CLOEXEC, 0644);
+  TG_CHECK(w.fd_ >= 0, "{}: cannot open results file: {}", w.path_, errno_text());
+  w.owns_fd_ = true;
+  struct stat st {};
+  TG_CHECK(::fstat(w.fd_, &st) == 0, "{}: cannot stat results file: {}", w.path_, errno_text());
+  w.regular_file_ = S_ISREG(st.st_mode);
+  if (!existed) sync_parent_directory(w.path_);
+
+  if (resume) {
+    TG_CHECK(w.regular_file_, "{}: can only resume a regular file", w.path_);
+    w.scan_for_resume();
+  } else if (w.regular_file_ && st.st_size > 0) {
+    // Hours of results may be in there.
+    TG_CHECK(overwrite,
+             "{}: results file already exists ({} bytes); resume it, or ask to overwrite it, or choose "
+             "another path",
+             w.path_, static_cast<int64_t>(st.st_size));
+    TG_CHECK(::ftruncate(w.fd_, 0) == 0, "{}: cannot truncate: {}", w.path_, errno_text());
+    spdlog::info("{}: overwriting the existing results file", w.path_);
+  }
+  if (w.regular_file_) {
+    TG_CHECK(::lseek(w.fd_, static_cast<off_t>(w.good_size_), SEEK_SET) >= 0, "{}: cannot seek: {}", w.path_,
+             errno_text());
+  }
+  return w;
+}
+
+// Keeps the leading lines that are complete, JSON, and carry the expected id; cuts a
+// damaged last line. A damaged line with more lines after it is not a crash's doing,
+// so that is an error rather than something to cut.
+void ResultWriter::scan_for_resume() {
+  std::ifstream in(path_, std::ios::binary);
+  TG_CHECK(in.is_open(), "{}: cannot read results file: {}", path_, errno_text());
+  LineReader reader(in, path_, std::numeric_limits<size_t>::max());
+  struct Damage {
+    int64_t line;
+    std::string why;
+  };
+  std::optional<Damage> damage;
+  std::string line;
+  while (reader.next(line)) {
+    const int64_t n = reader.line_number();
+    TG_CHECK(!damage, "results file {} line {} is damaged ({}) but more lines follow it; fix or move the file",
+             path_, damage ? damage->line : 0, damage ? damage->why : "");
+    if (!reader.ended_with_newline()) {
+      damage = Damage{n, "no newline at its end"};
+      break;
+    }
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("id") || !j["id"].is_string()) {
+      damage = Damage{n, j.is_discarded() ? "not valid JSON" : "not a result record"};
+      continue;
+    }
+    TG_CHECK(done_count_ < total_, "results file {} has more lines than the {} prompts: was it made from another "
+             "prompt file?", path_, total_);
+    const auto id = j["id"].get<std::string>();
+    if (!ids_.empty()) {
+      TG_CHECK(id == ids_[done_count_],
+               "results file {} line {} has id \"{}\" but the prompt at that position (index {}) is \"{}\": was "
+               "it made from another prompt file?",
+               path_, n, id, done_count_, ids_[done_count_]);
+    }
+    ++done_count_;
+    good_size_ = reader.line_offset() + line.size() + 1;
+  }
+  in.close();
+
+  struct stat st {};
+  TG_CHECK(::fstat(fd_, &st) == 0, "{}: cannot stat results file: {}", path_, errno_text());
+  if (static_cast<uint64_t>(st.st_size) > good_size_) {
+    spdlog::warn("results file {} line {} is torn ({}), probably by a crash mid-write; cutting its {} bytes away",
+                 path_, damage ? damage->line : done_count_ + 1, damage ? damage->why : "partial",
+                 static_cast<uint64_t>(st.st_size) - good_size_);
+    TG_CHECK(::ftruncate(fd_, static_cast<off_t>(good_size_)) == 0, "{}: cannot truncate the torn line: {}",
+             path_, errno_text());
+    sync();
+  }
+  next_index_ = done_count_;
+  spdlog::info("{}: resuming with {} of {} results already done", path_, done_count_, total_);
+}
+
+ResultWriter::ResultWriter(ResultWriter&& other) noexcept { *this = std::move(other); }
+
+ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
+  if (this != &other) {
+    close_quietly();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    owns_fd_ = std::exchange(other.owns_fd_, false);
+    regular_file_ = other.regular_file_;
+    total_ = other.total_;
+    done_count_ = other.done_count_;
+    next_index_ = other.next_index_;
+    ids_ = std::move(other.ids_);
+    pending_ = std::move(other.pending_);
+    other.pending_.clear();
+    good_size_ = other.good_size_;
+    failed_ = other.failed_;
+    finished_ = std::exchange(other.finished_, true);
+  }
+  return *this;
+}
+
+ResultWriter::~ResultWriter() { close_quietly(); }
+
+void ResultWriter::close_quietly() noexcept {
+  if (!finished_ && !pending_.empty()) {
+    spdlog::warn("{}: closing with {} finished results unwritten (they wait for prompt {}); resuming redoes them",
+                 path_, pending_.size(), next_index_);
+  }
+  pending_.clear();
+  if (owns_fd_ && fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  owns_fd_ = false;
+}
+
+void ResultWriter::submit(ResultRecord record) {
+  TG_CHECK(!finished_, "{}: result for prompt {} submitted after finish()", path_, record.index);
+  TG_CHECK(!failed_, "{}: an earlier write failed; no more results are written", path_);
+  TG_CHECK(record.index >= 0 && record.index < total_, "{}: result for prompt {} but there are only {} prompts",
+           path_, record.index, total_);
+  TG_CHECK(record.index >= next_index_ && pending_.count(record.index) == 0,
+           "{}: result for prompt {} (id \"{}\") submitted twice, or it was already done before resuming", path_,
+           record.index, record.id);
+  if (!ids_.empty()) {
+    TG_CHECK(record.id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
+             path_, record.index, record.id, ids_[record.index]);
+  }
+  pending_.emplace(record.index, result_to_json_line(record) + '\n');
+  bool wrote = false;
+  while (!pending_.empty() && pending_.begin()->first == next_index_) {
+    write_line(pending_.begin()->second);
+    pending_.erase(pending_.begin());
+    ++next_index_;
+    wrote = true;
+  }
+  if (wrote) sync();
+}
+
+void ResultWriter::write_line(const std::string& line) {
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? errno_text() : "wrote nothing";
+      failed_ = true;
+      // Take back a partial line so that the file still ends with a complete one.
+      if (regular_file_ && ::ftruncate(fd_, static_cast<off_t>(good_size_)) == 0) {
+        ::lseek(fd_, static_cast<off_t>(good_size_), SEEK_SET);
+      }
+      TG_THROW("{}: cannot write the result for prompt {}: {}", path_, next_index_, why);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  good_size_ += line.size();
+}
+
+void ResultWriter::sync() {
+  if (!regular_file_) return;  // a pipe or terminal has nothing to sync
+  if (::fsync(fd_) != 0) {
+    failed_ = true;
+    TG_THROW("{}: cannot sync results to disk: {}", path_, errno_text());
+  }
+}
+
+void ResultWriter::finish() {
+  TG_CHECK(!finished_, "{}: finish() called twice", path_);
+  TG_CHECK(!failed_, "{}: an earlier write failed; the file holds {} of {} results", path_, next_index_, total_);
+  if (next_index_ < total_) {
+    const std::string id = ids_.empty() ? std::to_string(next_index_) : ids_[next_index_];
+    TG_THROW("{}: only {} of {} results written: prompt {} (id \"{}\") has none{}", path_, next_index_, total_,
+             next_index_, id,
+             pending_.empty() ? "" : fmt::format(" and {} later results wait for it", pending_.size()));
+  }
+  sync();
+  finished_ = true;
+  if (owns_fd_) {
+    const int fd = std::exchange(fd_, -1);
+    owns_fd_ = false;
+    TG_CHECK(::close(fd) == 0, "{}: closing the results file failed: {}", path_, errno_text());
+  }
+}
+
+}  // namespace tiergen::io

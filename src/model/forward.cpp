@@ -1,0 +1,33 @@
+#include "tiergen/model/forward.h"
+
+#include "src/model/model_internal.h"
+
+namespace tiergen::model {
+
+at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name) {
+  return at::linear(x, w.get(name + ".weight"), w.get_optional(name + ".bias"));
+}
+
+at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
+  return spec.family == Family::Opt ? opt::embed(spec, w, ids, step) : llama::embed(spec, w, ids, step);
+}
+
+QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,
+                          const StepInputs& step) {
+  return spec.family == Family::Opt ? opt::project_qkv(spec, w, hidden, step)
+                                    : llama::project_qkv(spec, w, hidden, step);
+}
+
+at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,
+                        const at::Tensor& attention) {
+  return spec.family == Family::Opt ? opt::finish_layer(spec, w, hidden, attention)
+                                    : llama::finish_layer(spec, w, hidden, attention);
+}
+
+at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {
+  const at::Tensor last = hidden.select(1, hidden.size(1) - 1);
+  const at::Tensor h = spec.family == Family::Opt ? opt::head_hidden(spec, w, last) : llama::head_hidden(spec, w, last);
+  return at::linear(h, w.get("lm_head.weight")).to(at::kFloat);
+}
+
+}  // namespace tiergen::model

@@ -1,0 +1,30 @@
+#include "tiergen/model/layer_weights.h"
+
+#include "tiergen/common/error.h"
+#include "tiergen/model/spec.h"
+
+namespace tiergen::model {
+
+void LayerWeights::set(const std::string& name, at::Tensor tensor) {
+  const std::string key = name.rfind(prefix_, 0) == 0 ? name.substr(prefix_.size()) : name;
+  tensors_[key] = std::move(tensor);
+}
+
+const at::Tensor& LayerWeights::get(const std::string& suffix) const {
+  auto it = tensors_.find(suffix);
+  TG_CHECK(it != tensors_.end(), "weights of layer '{}' have no tensor '{}'", prefix_, suffix);
+  return it->second;
+}
+
+at::Tensor LayerWeights::get_optional(const std::string& suffix) const {
+  auto it = tensors_.find(suffix);
+  return it == tensors_.end() ? at::Tensor() : it->second;
+}
+
+std::string layer_prefix(const Spec& spec, int64_t index) {
+  const bool opt = spec.family == Family::Opt;
+  if (index == 0 || index == spec.num_layers + 1) return opt ? "model.decoder." : "model.";
+  return (opt ? "model.decoder.layers." : "model.layers.") + std::to_string(index - 1) + ".";
+}
+
+}  // namespace tiergen::model

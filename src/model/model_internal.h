@@ -1,0 +1,25 @@
+#pragma once
+// Per-family implementations behind include/tiergen/model/forward.h.
+#include "tiergen/model/forward.h"
+
+namespace tiergen::model {
+
+at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name);
+
+namespace opt {
+at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step);
+QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const StepInputs& step);
+at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const at::Tensor& attention);
+at::Tensor head_hidden(const Spec& spec, const LayerWeights& w, const at::Tensor& last);
+}  // namespace opt
+
+namespace llama {
+at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step);
+QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const StepInputs& step);
+at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const at::Tensor& attention);
+at::Tensor head_hidden(const Spec& spec, const LayerWeights& w, const at::Tensor& last);
+// RoPE inverse frequencies [head_dim/2] (float32), with llama3 scaling when configured.
+at::Tensor rope_inv_freq(const Spec& spec);
+}  // namespace llama
+
+}  // namespace tiergen::model

@@ -1,0 +1,326 @@
+#include "tiergen/runtime/block_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "tiergen/common/error.h"
+#include "tiergen/model/forward.h"
+
+namespace tiergen::runtime {
+
+// Everything one gpu batch of the block carries through the schedule.
+struct BlockRunner::BatchState {
+  std::vector<int64_t> slots;  // block slot of each row; -1 for padding rows
+  at::Tensor prompt_ids;       // [gbs, S] host, left-padded
+  at::Tensor pad;              // [gbs] host
+  at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
+  std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
+  std::vector<SequenceSampler> samplers;
+};
+
+// Prefetched inputs and owed stores, carried from one step to the next.
+struct BlockRunner::Pending {
+  std::unique_ptr<Worker> loader, storer;
+  std::unique_ptr<KvCache> cache;
+  std::shared_ptr<LoadedLayer> weights;  // layer being computed
+  int64_t weights_layer = -1;
+  std::shared_future<std::shared_ptr<LoadedLayer>> next_weights;
+  int64_t next_weights_layer = -1;
+  std::map<std::pair<int64_t, int64_t>, std::shared_future<std::shared_ptr<CacheLoad>>> cache_loads;
+  std::map<std::pair<int64_t, int64_t>, std::shared_future<Staged>> hidden_loads;
+  std::vector<std::shared_future<void>> hidden_stored;  // per batch: its last hidden store
+  std::vector<std::function<void()>> owed_stores;       // results of the last compute
+  std::vector<std::function<void()>> in_flight;         // waits for everything submitted this step
+  int64_t S = 0, L = 0, NL = 0, ngb = 0;
+  std::vector<std::vector<int64_t>>* outputs = nullptr;
+  std::vector<bool>* finished = nullptr;
+  std::vector<std::string>* reasons = nullptr;
+  const std::vector<SequenceRequest>* requests = nullptr;
+  const TokenCallback* on_token = nullptr;
+};
+
+BlockRunner::BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
+                         const DeviceContext& device, Stats& stats)
+    : spec_(spec), policy_(policy), weights_(weights), tiers_(tiers), device_(device), stats_(stats),
+      eos_ids_(spec.eos_token_ids) {}
+
+namespace {
+
+model::StepInputs step_inputs(const at::Tensor& pad, int64_t i, int64_t S) {
+  model::StepInputs step;
+  step.pad = pad;
+  if (i == 0) {
+    step.positions = at::clamp_min(at::arange(S, at::kLong).unsqueeze(0) - pad.unsqueeze(1), 0);
+    step.past_len = 0;
+  } else {
+    step.past_len = S + i - 1;
+    step.positions = (step.past_len - pad).unsqueeze(1);
+  }
+  return step;
+}
+
+}  // namespace
+
+std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token) {
+  const int64_t gbs = policy_.gpu_batch_size, ngb = policy_.num_gpu_batches;
+  TG_CHECK(!block.empty() && static_cast<int64_t>(block.size()) <= gbs * ngb, "internal: block of {} sequences for {}x{}",
+           block.size(), gbs, ngb);
+  int64_t S = 0, gen_len = 0;
+  for (const auto& r : block) {
+    S = std::max<int64_t>(S, static_cast<int64_t>(r.prompt.size()));
+    gen_len = std::max(gen_len, r.max_new_tokens);
+  }
+  TG_CHECK(S > 0 && gen_len > 0, "internal: empty prompt or no tokens to generate");
+
+  Pending p;
+  p.S = S;
+  p.L = spec_.num_layers;
+  p.NL = spec_.num_weight_layers();
+  p.ngb = ngb;
+  p.loader = std::make_unique<Worker>(policy_.overlap);
+  p.storer = std::make_unique<Worker>(policy_.overlap);
+  p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + gen_len);
+  p.hidden_stored.resize(static_cast<size_t>(ngb));
+  std::vector<std::vector<int64_t>> outputs(block.size());
+  std::vector<bool> finished(block.size(), false);
+  std::vector<std::string> reasons(block.size(), "length");
+  p.outputs = &outputs;
+  p.finished = &finished;
+  p.reasons = &reasons;
+  p.requests = &block;
+  p.on_token = &on_token;
+
+  const auto act_split = split_units(gbs, policy_.act_gpu_percent, policy_.act_cpu_percent);
+  std::vector<BatchState> batches(static_cast<size_t>(ngb));
+  for (int64_t k = 0; k < ngb; ++k) {
+    BatchState& b = batches[static_cast<size_t>(k)];
+    b.prompt_ids = at::zeros({gbs, S}, at::kLong);
+    b.pad = at::full({gbs}, S - 1, at::kLong);  // padding rows: one token
+    b.next_ids = at::zeros({gbs, 1}, at::kLong);
+    for (int64_t r = 0; r < gbs; ++r) {
+      const int64_t slot = k * gbs + r;
+      if (slot >= static_cast<int64_t>(block.size())) {
+        b.slots.push_back(-1);
+        b.samplers.emplace_back(SamplingParams{}, 0);
+        continue;
+      }
+      const auto& prompt = block[static_cast<size_t>(slot)].prompt;
+      const int64_t pad = S - static_cast<int64_t>(prompt.size());
+      for (size_t t = 0; t < prompt.size(); ++t) b.prompt_ids[r][pad + static_cast<int64_t>(t)] = prompt[t];
+      b.pad[r] = pad;
+      b.slots.push_back(slot);
+      b.samplers.emplace_back(block[static_cast<size_t>(slot)].sampling, static_cast<uint64_t>(block[static_cast<size_t>(slot)].index));
+    }
+    b.hidden = std::make_unique<SplitTensor>(tiers_, device_, act_split, S, spec_.hidden_size,
+                                             fmt::format("activations batch {}", k));
+  }
+
+  try {
+    for (int64_t i = 0; i < gen_len; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t j = 0; j < p.NL; ++j) {
+        for (int64_t k = 0; k < ngb; ++k) run_step(i, j, k, batches, p);
+      }
+      // Flush what the last step owes before the next token reads it.
+      for (auto& store : p.owed_stores) p.storer->submit(std::move(store)).get();
+      p.owed_stores.clear();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      (i == 0 ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
+      if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
+    }
+  } catch (...) {
+    // Let queued tasks finish before the buffers they reference go away.
+    p.loader.reset();
+    p.storer.reset();
+    throw;
+  }
+  p.loader.reset();
+  p.storer.reset();
+
+  std::vector<SequenceResult> results(block.size());
+  for (size_t s = 0; s < block.size(); ++s) results[s] = {outputs[s], reasons[s]};
+  return results;
+}
+
+void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+  const bool prefill = i == 0;
+  // Stores owed by the previous step go first, so loads below can wait on them.
+  for (auto& store : p.owed_stores) {
+    auto done = p.storer->submit([this, store = std::move(store)] {
+      store();
+      device_.synchronize();
+    });
+    p.in_flight.push_back([done] { done.get(); });
+  }
+  p.owed_stores.clear();
+
+  // Weights of the next layer, once per layer (on its first gpu batch).
+  if (k == 0 && p.NL > 1) {
+    const int64_t next = (j + 1) % p.NL;
+    p.next_weights_layer = next;
+    p.next_weights = p.loader->submit([this, next, prefill] {
+      ScopedTimer timer(stats_, Task::LoadWeight, prefill);
+      return weights_.load(next);
+    });
+    p.in_flight.push_back([f = p.next_weights] { f.get(); });
+  }
+
+  // Inputs of the next gpu batch (same layer, or batch 0 of the next layer).
+  int64_t nk = k + 1, nj = j;
+  if (nk == p.ngb) {
+    nk = 0;
+    nj = j + 1;
+  }
+  if (nj < p.NL && !(nj == j + 1 && p.ngb == 1)) {
+    if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
+      const int64_t pos = p.S + i - 1;
+      p.cache_loads[{nj, nk}] = p.loader->submit([this, &p, nj, nk, pos] {
+        ScopedTimer timer(stats_, Task::LoadCache, false);
+        return p.cache->load(nj - 1, nk, pos);
+      });
+    }
+    if (nj >= 1 && !p.hidden_loads.count({nj, nk})) {
+      BatchState& nb = batches[static_cast<size_t>(nk)];
+      const int64_t t = prefill ? p.S : 1;
+      auto stored = p.hidden_stored[static_cast<size_t>(nk)];
+      p.hidden_loads[{nj, nk}] = p.loader->submit([this, &nb, t, prefill, stored] {
+        if (stored.valid()) stored.get();
+        ScopedTimer timer(stats_, Task::LoadHidden, prefill);
+        return nb.hidden->gather_to_compute(t);
+      });
+    }
+  }
+
+  compute_step(i, j, k, batches, p);
+
+  // FlexGen's sync(): the step's loads and stores are done before the next step.
+  for (auto& wait : p.in_flight) wait();
+  p.in_flight.clear();
+}
+
+}  // namespace tiergen::runtime
+
+namespace tiergen::runtime {
+
+void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+  const bool prefill = i == 0;
+  BatchState& b = batches[static_cast<size_t>(k)];
+  if (k == 0) {
+    // This layer's weights: prefetched by the previous layer's first step, or loaded now.
+    if (p.next_weights_layer == j && p.next_weights.valid() && p.weights_layer != j) {
+      p.weights = p.next_weights.get();
+    } else if (p.weights_layer != j) {
+      p.weights.reset();
+      ScopedTimer timer(stats_, Task::LoadWeight, prefill);
+      p.weights = weights_.load(j);
+    }
+    p.weights_layer = j;
+  }
+  const model::LayerWeights& w = p.weights->weights;
+  const model::StepInputs step = step_inputs(b.pad, i, p.S);
+
+  at::Tensor hidden;
+  Staged hidden_in;
+  if (j >= 1) {
+    auto it = p.hidden_loads.find({j, k});
+    if (it != p.hidden_loads.end()) {
+      hidden_in = it->second.get();
+      p.hidden_loads.erase(it);
+    } else {
+      if (p.hidden_stored[static_cast<size_t>(k)].valid()) p.hidden_stored[static_cast<size_t>(k)].get();
+      ScopedTimer timer(stats_, Task::LoadHidden, prefill);
+      hidden_in = b.hidden->gather_to_compute(prefill ? p.S : 1);
+    }
+    hidden = hidden_in.tensor;
+  }
+
+  std::shared_ptr<CacheLoad> cache_in;
+  if (!prefill && j >= 1 && j <= p.L) {
+    auto it = p.cache_loads.find({j, k});
+    if (it != p.cache_loads.end()) {
+      cache_in = it->second.get();
+      p.cache_loads.erase(it);
+    } else {
+      ScopedTimer timer(stats_, Task::LoadCache, false);
+      cache_in = p.cache->load(j - 1, k, step.past_len);
+    }
+  }
+
+  at::Tensor out;
+  {
+    ScopedTimer timer(stats_, Task::Compute, prefill);
+    if (j == 0) {
+      out = model::embed(spec_, w, (prefill ? b.prompt_ids : b.next_ids).to(device_.compute), step);
+    } else if (j <= p.L) {
+      const model::QkvProjection qkv = model::project_qkv(spec_, w, hidden, step);
+      at::Tensor attention;
+      if (prefill) {
+        attention = model::attend(qkv.q, qkv.k, qkv.v, step);
+        const int64_t units = qkv.k.size(0) * qkv.k.size(1);
+        SplitTensor* keys = &p.cache->keys(j - 1, k);
+        SplitTensor* values = &p.cache->values(j - 1, k);
+        const at::Tensor kn = qkv.k.reshape({units, p.S, -1}), vn = qkv.v.reshape({units, p.S, -1});
+        p.owed_stores.push_back([this, keys, values, kn, vn] {
+          ScopedTimer t(stats_, Task::StoreCache, true);
+          keys->write(kn, 0);
+          values->write(vn, 0);
+        });
+      } else {
+        std::vector<std::function<void()>> cache_stores;
+        attention = p.cache->decode_attention(j - 1, k, qkv, step, cache_in.get(), stats_, cache_stores);
+        for (auto& store : cache_stores) {
+          p.owed_stores.push_back([this, store = std::move(store)] {
+            ScopedTimer t(stats_, Task::StoreCache, false);
+            store();
+          });
+        }
+      }
+      out = model::finish_layer(spec_, w, hidden, attention);
+    }
+    device_.synchronize();
+  }
+  cache_in.reset();
+  hidden_in = Staged{};
+
+  if (j == p.L + 1) {
+    at::Tensor logits;
+    {
+      ScopedTimer timer(stats_, Task::Compute, prefill);
+      logits = model::head_logits(spec_, w, hidden).to(at::kCPU).contiguous();
+    }
+    ScopedTimer timer(stats_, Task::Sample, prefill);
+    const int64_t vocab = logits.size(1);
+    for (size_t r = 0; r < b.slots.size(); ++r) {
+      const int64_t token = b.samplers[r].sample(logits.data_ptr<float>() + static_cast<int64_t>(r) * vocab, vocab);
+      b.next_ids[static_cast<int64_t>(r)][0] = token;
+      const int64_t slot = b.slots[r];
+      if (slot < 0 || (*p.finished)[static_cast<size_t>(slot)]) continue;
+      auto& tokens = (*p.outputs)[static_cast<size_t>(slot)];
+      tokens.push_back(token);
+      if (*p.on_token) (*p.on_token)(static_cast<size_t>(slot), token);
+      if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+        (*p.finished)[static_cast<size_t>(slot)] = true;
+        (*p.reasons)[static_cast<size_t>(slot)] = "stop";
+      } else if (static_cast<int64_t>(tokens.size()) >= (*p.requests)[static_cast<size_t>(slot)].max_new_tokens) {
+        (*p.finished)[static_cast<size_t>(slot)] = true;
+      }
+    }
+    return;
+  }
+  SplitTensor* home = b.hidden.get();
+  std::shared_ptr<std::promise<void>> stored = std::make_shared<std::promise<void>>();
+  p.hidden_stored[static_cast<size_t>(k)] = stored->get_future().share();
+  p.owed_stores.push_back([this, home, out, prefill, stored] {
+    try {
+      ScopedTimer timer(stats_, Task::StoreHidden, prefill);
+      home->write(out, 0);
+      stored->set_value();
+    } catch (...) {
+      stored->set_exception(std::current_exception());
+      throw;
+    }
+  });
+}
+
+}  // namespace tiergen::runtime

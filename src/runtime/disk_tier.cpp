@@ -1,0 +1,161 @@
+#include "tiergen/runtime/disk_tier.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <future>
+
+#include "tiergen/common/error.h"
+
+namespace tiergen::runtime {
+
+namespace {
+
+// Signal-safe registry of offload files: fixed storage, written before use.
+constexpr int kMaxOffloadFiles = 16;
+constexpr size_t kMaxPath = 4096;
+char g_offload_paths[kMaxOffloadFiles][kMaxPath];
+std::atomic<bool> g_offload_used[kMaxOffloadFiles];
+char g_interrupt_message[1024];
+
+int register_offload_file(const std::string& path) {
+  for (int i = 0; i < kMaxOffloadFiles; ++i) {
+    bool expected = false;
+    if (!g_offload_used[i].load() && path.size() < kMaxPath) {
+      std::strncpy(g_offload_paths[i], path.c_str(), kMaxPath - 1);
+      if (g_offload_used[i].compare_exchange_strong(expected, true)) return i;
+    }
+  }
+  return -1;
+}
+
+void unregister_offload_file(int slot) {
+  if (slot >= 0) g_offload_used[slot].store(false);
+}
+
+void on_signal(int signal) {
+  remove_offload_files_now();
+  const size_t n = std::strlen(g_interrupt_message);
+  if (n > 0) {
+    [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, g_interrupt_message, n);
+  }
+  _exit(128 + signal);
+}
+
+constexpr uint64_t kRequestBytes = 8ull << 20;  // one I/O request of the pool
+
+}  // namespace
+
+void remove_offload_files_now() {
+  for (int i = 0; i < kMaxOffloadFiles; ++i) {
+    if (g_offload_used[i].load()) ::unlink(g_offload_paths[i]);
+  }
+}
+
+void install_interrupt_handlers(const std::string& message) {
+  std::strncpy(g_interrupt_message, message.c_str(), sizeof(g_interrupt_message) - 1);
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threads)
+    : account_(Tier::Disk, budget), io_threads_(std::max(1, io_threads)) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(offload_dir, ec);
+  TG_CHECK(!ec && fs::is_directory(offload_dir), "offload directory '{}' cannot be created: {}", offload_dir,
+           ec.message());
+  std::string pattern = (fs::path(offload_dir) / "tiergen-offload-XXXXXX").string();
+  fd_ = ::mkstemp(pattern.data());
+  TG_CHECK(fd_ >= 0, "offload directory '{}' is not writable: {}", offload_dir, std::strerror(errno));
+  path_ = pattern;
+  slot_ = register_offload_file(path_);
+}
+
+DiskTier::~DiskTier() {
+  for (auto& [path, fd] : checkpoint_fds_) ::close(fd);
+  if (fd_ >= 0) ::close(fd_);
+  if (!path_.empty()) ::unlink(path_.c_str());
+  unregister_offload_file(slot_);
+}
+
+DiskExtent DiskTier::allocate(uint64_t bytes, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reservations_.push_back(account_.reserve(bytes, what));
+  DiskExtent extent{fd_, end_, bytes};
+  end_ += (bytes + 4095) / 4096 * 4096;  // page-aligned extents
+  return extent;
+}
+
+void DiskTier::reset_to(uint64_t mark) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Extents are released in reverse allocation order (a stack), as blocks do.
+  while (!reservations_.empty() && end_ > mark) {
+    const uint64_t bytes = reservations_.back().bytes();
+    end_ -= std::min(end_, (bytes + 4095) / 4096 * 4096);
+    reservations_.pop_back();
+  }
+  end_ = std::min(end_, mark);
+  if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
+    TG_THROW("offload file '{}': cannot truncate: {}", path_, std::strerror(errno));
+  }
+}
+
+void DiskTier::io(bool is_write, int fd, uint64_t offset, void* buffer, uint64_t bytes) const {
+  auto* bytes_ptr = static_cast<uint8_t*>(buffer);
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = is_write ? ::pwrite(fd, bytes_ptr + done, bytes - done, static_cast<off_t>(offset + done))
+                               : ::pread(fd, bytes_ptr + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    TG_CHECK(n > 0, "{} {} bytes at offset {} of {}: {}", is_write ? "writing" : "reading", bytes - done,
+             offset + done, fd == fd_ ? path_ : "a checkpoint file",
+             n == 0 ? "unexpected end of file" : std::strerror(errno));
+    done += static_cast<uint64_t>(n);
+  }
+  // Drop what we just moved from the page cache: disk-homed data must not occupy
+  // host memory behind the budget's back.
+  ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_DONTNEED);
+}
+
+void DiskTier::read(const DiskExtent& extent, uint64_t offset_in_extent, void* dst, uint64_t bytes) const {
+  TG_CHECK(offset_in_extent + bytes <= extent.bytes, "disk read outside its extent");
+  const uint64_t base = extent.offset + offset_in_extent;
+  if (bytes <= kRequestBytes || io_threads_ == 1) {
+    io(false, extent.fd, base, dst, bytes);
+    return;
+  }
+  // Large reads are split into requests served in parallel.
+  std::vector<std::future<void>> parts;
+  const uint64_t chunk = std::max(kRequestBytes, (bytes / io_threads_ + 4095) / 4096 * 4096);
+  for (uint64_t off = 0; off < bytes; off += chunk) {
+    const uint64_t n = std::min(chunk, bytes - off);
+    parts.push_back(std::async(std::launch::async, [=] { io(false, extent.fd, base + off, static_cast<uint8_t*>(dst) + off, n); }));
+  }
+  for (auto& p : parts) p.get();
+}
+
+void DiskTier::write(const DiskExtent& extent, uint64_t offset_in_extent, const void* src, uint64_t bytes) const {
+  TG_CHECK(offset_in_extent + bytes <= extent.bytes, "disk write outside its extent");
+  io(true, extent.fd, extent.offset + offset_in_extent, const_cast<void*>(src), bytes);
+}
+
+int DiskTier::open_checkpoint_file(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [p, fd] : checkpoint_fds_) {
+    if (p == path) return fd;
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TG_CHECK(fd >= 0, "{}: cannot open for reading: {}", path, std::strerror(errno));
+  checkpoint_fds_.emplace_back(path, fd);
+  return fd;
+}
+
+}  // namespace tiergen::runtime

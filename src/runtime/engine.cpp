@@ -1,0 +1,96 @@
+#include "tiergen/runtime/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::runtime {
+
+namespace {
+
+bool uses_disk(const MemoryPlan& plan) { return plan.total()[Tier::Disk] > 0; }
+
+}  // namespace
+
+Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const Policy& policy,
+               const EngineOptions& options, const Workload& max_workload)
+    : spec_(spec), policy_(policy), options_(options) {
+  policy_.validate();
+  plan_ = plan_memory(spec_, policy_, max_workload, options_.device.dtype_bytes());
+  const std::string over = plan_.over_budget(options_.budgets);
+  if (!over.empty()) {
+    throw InfeasibleError(fmt::format(
+        "policy does not fit for prompt length {} and {} new tokens: {}. Lower the gpu batch size or number of "
+        "gpu batches, move more to cpu/disk (--percent), enable compression, or raise the budget; "
+        "`tiergen policy` searches for one that fits",
+        max_workload.prompt_len, max_workload.gen_len, over));
+  }
+  tiers_ = std::make_unique<Tiers>(options_.budgets, options_.offload_dir, uses_disk(plan_), options_.io_threads);
+  // LibTorch allocates compute temporaries itself; the plan's bound for them is held
+  // on the gpu tier for the whole run so the other allocations cannot use it.
+  scratch_.push_back(tiers_->gpu.reserve(compute_scratch_bytes(spec_, policy_, max_workload, options_.device.dtype_bytes()),
+                                         "compute scratch"));
+  spdlog::info("placing weights ({}) on gpu {}, cpu {}, disk {}", source.describe(),
+               format_bytes(plan_.weights[Tier::Gpu]), format_bytes(plan_.weights[Tier::Cpu]),
+               format_bytes(plan_.weights[Tier::Disk]));
+  weights_ = std::make_unique<WeightStore>(spec_, policy_, source, *tiers_, options_.device);
+}
+
+Engine::~Engine() = default;
+
+std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceRequest>& requests) const {
+  const size_t block_size = static_cast<size_t>(policy_.block_size());
+  const size_t window = block_size * static_cast<size_t>(std::max<int64_t>(1, options_.length_window_blocks));
+  std::vector<std::vector<size_t>> blocks;
+  for (size_t start = 0; start < requests.size(); start += window) {
+    std::vector<size_t> order(std::min(window, requests.size() - start));
+    std::iota(order.begin(), order.end(), start);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return requests[a].prompt.size() < requests[b].prompt.size();
+    });
+    for (size_t i = 0; i < order.size(); i += block_size) {
+      blocks.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
+                          order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), i + block_size)));
+    }
+  }
+  return blocks;
+}
+
+void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result) {
+  BlockRunner runner(spec_, policy_, *weights_, *tiers_, options_.device, stats_);
+  for (const auto& indices : make_blocks(requests)) {
+    std::vector<SequenceRequest> block;
+    int64_t padded_len = 0;
+    for (size_t i : indices) {
+      block.push_back(requests[i]);
+      padded_len = std::max<int64_t>(padded_len, static_cast<int64_t>(requests[i].prompt.size()));
+    }
+    const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
+    const auto results = runner.run(block);
+    if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
+    for (size_t s = 0; s < indices.size(); ++s) {
+      stats_.sequences += 1;
+      stats_.prompt_tokens += padded_len;
+      const auto n = static_cast<int64_t>(results[s].tokens.size());
+      stats_.generated_tokens += n;
+      stats_.decode_tokens += std::max<int64_t>(0, n - 1);
+      on_result(indices[s], results[s]);
+    }
+  }
+  stats_.peak_bytes = tiers_->peaks();
+  stats_.budgets[Tier::Gpu] = options_.budgets.gpu;
+  stats_.budgets[Tier::Cpu] = options_.budgets.cpu;
+  stats_.budgets[Tier::Disk] = options_.budgets.disk;
+}
+
+std::vector<SequenceResult> Engine::generate(const std::vector<SequenceRequest>& requests) {
+  std::vector<SequenceResult> results(requests.size());
+  generate(requests, [&](size_t i, const SequenceResult& r) { results[i] = r; });
+  return results;
+}
+
+}  // namespace tiergen::runtime

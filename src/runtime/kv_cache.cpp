@@ -1,0 +1,135 @@
+#include "tiergen/runtime/kv_cache.h"
+
+#include <cmath>
+
+#include "kernels/cpu/attention.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::runtime {
+
+KvCache::KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, const DeviceContext& device,
+                 int64_t max_len)
+    : num_batches_(policy.num_gpu_batches),
+      kv_heads_(spec.num_kv_heads),
+      head_dim_(spec.head_dim),
+      cpu_attention_(policy.cpu_cache_compute),
+      device_(device) {
+  const int64_t units = policy.gpu_batch_size * spec.num_kv_heads;
+  const auto split = split_units(units, policy.cache_gpu_percent, policy.cache_cpu_percent);
+  for (int64_t layer = 0; layer < spec.num_layers; ++layer) {
+    for (int64_t batch = 0; batch < num_batches_; ++batch) {
+      const std::string where = fmt::format("KV cache layer {} batch {}", layer, batch);
+      keys_.push_back(std::make_unique<SplitTensor>(tiers, device, split, max_len, head_dim_, where + " keys"));
+      values_.push_back(std::make_unique<SplitTensor>(tiers, device, split, max_len, head_dim_, where + " values"));
+    }
+  }
+}
+
+std::shared_ptr<CacheLoad> KvCache::load(int64_t layer, int64_t batch, int64_t pos) {
+  auto loaded = std::make_shared<CacheLoad>();
+  SplitTensor& k = keys(layer, batch);
+  SplitTensor& v = values(layer, batch);
+  for (Tier t : {Tier::Cpu, Tier::Disk}) {
+    if (k.units_on(t) == 0) continue;
+    if (cpu_attention_for(t)) {
+      if (t == Tier::Disk) {  // cpu units are read in place
+        loaded->keys[2] = k.read_to_host(t, pos, pos + 1);
+        loaded->values[2] = v.read_to_host(t, pos, pos + 1);
+      }
+    } else {
+      loaded->keys[static_cast<int>(t)] = k.read_to_compute(t, pos, pos + 1);
+      loaded->values[static_cast<int>(t)] = v.read_to_compute(t, pos, pos + 1);
+    }
+  }
+  return loaded;
+}
+
+at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const at::Tensor& keys, const at::Tensor& values,
+                                         const at::Tensor& unit_pad, int64_t seq_len, int64_t capacity) {
+  // q_units [n, groups, 1, d] -> host fp32 [n, groups, d]; only q and the output cross.
+  const at::Tensor q = q_units.squeeze(2).to(at::kCPU).to(at::kFloat).contiguous();
+  at::Tensor out = at::empty_like(q);
+  const at::Tensor start = unit_pad.to(at::kCPU).contiguous();
+  const auto elem = device_.dtype == at::kHalf       ? kernels::ElemType::F16
+                    : device_.dtype == at::kBFloat16 ? kernels::ElemType::BF16
+                                                     : kernels::ElemType::F32;
+  kernels::DecodeAttentionArgs args;
+  args.q = q.data_ptr<float>();
+  args.out = out.data_ptr<float>();
+  args.batch = q.size(0);
+  args.num_heads = q.size(1);
+  args.num_kv_heads = 1;
+  args.head_dim = q.size(2);
+  args.max_len = capacity;
+  args.seq_len = seq_len;
+  args.start = start.data_ptr<int64_t>();
+  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
+  args.k = kernels::KvView::dense(keys.data_ptr(), elem);
+  args.v = kernels::KvView::dense(values.data_ptr(), elem);
+  kernels::decode_attention(args);
+  return out.to(device_.dtype).to(device_.compute).unsqueeze(2);
+}
+
+at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
+                                     const model::StepInputs& step, CacheLoad* loaded, Stats& stats,
+                                     std::vector<std::function<void()>>& pending_stores) {
+  const int64_t b = qkv.q.size(0), heads = qkv.q.size(1), d = qkv.q.size(3);
+  const int64_t groups = heads / kv_heads_, units = b * kv_heads_, pos = step.past_len;
+  // Unit-major views: each (sequence, kv head) is an independent attention problem.
+  const at::Tensor q_units = qkv.q.reshape({units, groups, 1, d});
+  const at::Tensor k_new = qkv.k.reshape({units, 1, d});
+  const at::Tensor v_new = qkv.v.reshape({units, 1, d});
+  const at::Tensor unit_pad = step.pad.to(qkv.q.device()).repeat_interleave(kv_heads_);
+  SplitTensor& keys_home = keys(layer, batch);
+  SplitTensor& values_home = values(layer, batch);
+
+  std::vector<at::Tensor> outputs;
+  for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    const int64_t n = keys_home.units_on(t);
+    if (n == 0) continue;
+    const int64_t first = keys_home.begin(t);
+    const at::Tensor kn = k_new.narrow(0, first, n), vn = v_new.narrow(0, first, n);
+    const at::Tensor pad = unit_pad.narrow(0, first, n);
+    at::Tensor kt, vt;
+    int64_t capacity = pos + 1;
+    if (t == Tier::Gpu) {
+      keys_home.write_tier(t, kn, pos);
+      values_home.write_tier(t, vn, pos);
+      kt = keys_home.gpu_piece();
+      vt = values_home.gpu_piece();
+      capacity = keys_home.positions();
+    } else if (t == Tier::Cpu && cpu_attention_) {
+      keys_home.write_tier(t, kn, pos);  // attention reads the home in place
+      values_home.write_tier(t, vn, pos);
+      kt = keys_home.cpu_piece();
+      vt = values_home.cpu_piece();
+      capacity = keys_home.positions();
+    } else {
+      const int i = static_cast<int>(t);
+      TG_CHECK(loaded && loaded->keys[i].tensor.defined(), "internal: KV cache of layer {} batch {} not loaded", layer, batch);
+      kt = loaded->keys[i].tensor;
+      vt = loaded->values[i].tensor;
+      kt.narrow(1, pos, 1).copy_(kn);
+      vt.narrow(1, pos, 1).copy_(vn);
+      // The home still owes the new entry; it is written by the store task.
+      const at::Tensor kh = kn.to(at::kCPU), vh = vn.to(at::kCPU);
+      pending_stores.push_back([&keys_home, &values_home, t, kh, vh, pos] {
+        keys_home.write_tier(t, kh, pos);
+        values_home.write_tier(t, vh, pos);
+      });
+    }
+    if (t != Tier::Gpu && cpu_attention_) {
+      ScopedTimer timer(stats, Task::CpuAttention, false);
+      outputs.push_back(cpu_kernel_attention(q_units.narrow(0, first, n), kt, vt, pad, pos + 1, capacity));
+    } else {
+      model::StepInputs unit_step{at::Tensor(), pad, pos};
+      const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]
+      const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
+      outputs.push_back(model::attend(q_units.narrow(0, first, n), kk, vv, unit_step).view({n, groups, 1, d}));
+    }
+  }
+  // [units, groups, 1, d] -> [b, 1, heads * d] (head = kv_head * groups + group).
+  return at::cat(outputs, 0).view({b, heads * d}).unsqueeze(1);
+}
+
+}  // namespace tiergen::runtime

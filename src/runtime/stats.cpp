@@ -1,0 +1,74 @@
+#include "tiergen/runtime/stats.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tiergen/common/bytes.h"
+
+namespace tiergen::runtime {
+
+namespace {
+constexpr Task kAllTasks[] = {Task::LoadWeight, Task::LoadCache,  Task::StoreCache,   Task::LoadHidden,
+                              Task::StoreHidden, Task::Compute, Task::CpuAttention, Task::Sample};
+}
+
+std::string task_name(Task task) {
+  switch (task) {
+    case Task::LoadWeight: return "load_weight";
+    case Task::LoadCache: return "load_cache";
+    case Task::StoreCache: return "store_cache";
+    case Task::LoadHidden: return "load_hidden";
+    case Task::StoreHidden: return "store_hidden";
+    case Task::Compute: return "compute";
+    case Task::CpuAttention: return "cpu_attention";
+    case Task::Sample: return "sample";
+  }
+  return "?";
+}
+
+void Stats::add(Task task, bool prefill, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  task_seconds_[{task, prefill}] += seconds;
+}
+
+double Stats::seconds(Task task, bool prefill) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = task_seconds_.find({task, prefill});
+  return it == task_seconds_.end() ? 0.0 : it->second;
+}
+
+std::string Stats::report() const {
+  std::string out = fmt::format(
+      "prefill latency: {:.3f} s  prefill throughput: {:.3f} token/s\n"
+      "decode latency: {:.3f} s  decode throughput: {:.3f} token/s\n"
+      "total latency: {:.3f} s  total throughput: {:.3f} token/s\n",
+      prefill_seconds, prefill_throughput(), decode_seconds, decode_throughput(), prefill_seconds + decode_seconds,
+      total_throughput());
+  out += "task times (s, prefill / decode):";
+  for (Task t : kAllTasks) out += fmt::format(" {} {:.3f}/{:.3f}", task_name(t), seconds(t, true), seconds(t, false));
+  out += fmt::format("\npeak memory: gpu {} of {}, cpu {} of {}, disk {} of {}", format_bytes(peak_bytes[Tier::Gpu]),
+                     format_bytes(budgets[Tier::Gpu]), format_bytes(peak_bytes[Tier::Cpu]),
+                     format_bytes(budgets[Tier::Cpu]), format_bytes(peak_bytes[Tier::Disk]),
+                     format_bytes(budgets[Tier::Disk]));
+  return out;
+}
+
+nlohmann::json Stats::to_json() const {
+  nlohmann::json tasks = nlohmann::json::object();
+  for (Task t : kAllTasks) tasks[task_name(t)] = {{"prefill", seconds(t, true)}, {"decode", seconds(t, false)}};
+  return {{"sequences", sequences},
+          {"prompt_tokens", prompt_tokens},
+          {"generated_tokens", generated_tokens},
+          {"prefill_latency_s", prefill_seconds},
+          {"decode_latency_s", decode_seconds},
+          {"total_latency_s", prefill_seconds + decode_seconds},
+          {"prefill_throughput", prefill_throughput()},
+          {"decode_throughput", decode_throughput()},
+          {"total_throughput", total_throughput()},
+          {"task_seconds", tasks},
+          {"peak_bytes", {{"gpu", peak_bytes[Tier::Gpu]}, {"cpu", peak_bytes[Tier::Cpu]}, {"disk", peak_bytes[Tier::Disk]}}},
+          {"budget_bytes", {{"gpu", budgets[Tier::Gpu]}, {"cpu", budgets[Tier::Cpu]}, {"disk", budgets[Tier::Disk]}}}};
+}
+
+}  // namespace tiergen::runtime

@@ -1,0 +1,45 @@
+#include "tiergen/runtime/worker.h"
+
+namespace tiergen::runtime {
+
+Worker::Worker(bool threaded) : threaded_(threaded) {
+  if (threaded_) thread_ = std::thread([this] { run(); });
+}
+
+Worker::~Worker() {
+  if (!threaded_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void Worker::enqueue(std::function<void()> job) {
+  if (!threaded_) {
+    job();  // packaged_task stores any exception in its future
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+}
+
+void Worker::run() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace tiergen::runtime
