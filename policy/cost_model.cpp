@@ -141,7 +141,8 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
   const double qkv = t.bls * t.sizes.qkv_bytes_per_token();
   phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(qkv / t.hw.gpu_to_cpu_hidden, {kCc, kCn}));
   phase.add(Lane::CpuToGpu, Task::ActivationLoad, Linear::sum(t.bls * t.hidden / t.hw.cpu_to_gpu, {kCc, kCn}));
-  phase.add(Lane::DiskToCpu, Task::CacheLoad, Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu, {kCn}));
+  phase.add(Lane::DiskToCpu, Task::CacheLoad,
+            Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu_cache, {kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));
   // The gpu-resident part of the cache is attended on the gpu.
   const double flops = t.bls * t.sizes.attention_flops(context);
@@ -153,8 +154,8 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
 // dequantized per load (eq. 6, 24) and the new KV quantized per store (eq. 7, 19–23).
 void add_gpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
   const double old_cache = t.bls * context * t.kv_home;
-  phase.add(Lane::CpuToGpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.cpu_to_gpu, {kCc, kCn}));
-  phase.add(Lane::DiskToCpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.disk_to_cpu, {kCn}));
+  phase.add(Lane::CpuToGpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.cpu_to_gpu_cache, {kCc, kCn}));
+  phase.add(Lane::DiskToCpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.disk_to_cpu_cache, {kCn}));
   const double new_cache = t.bls * t.kv_home;
   phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(new_cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(new_cache / t.hw.cpu_to_disk_decode, {kCn}));

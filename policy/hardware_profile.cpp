@@ -25,9 +25,11 @@ struct NumberField {
 const std::vector<NumberField>& number_fields() {
   static const std::vector<NumberField> fields = {
       {"bandwidth", "cpu_to_gpu", &HardwareProfile::cpu_to_gpu},
+      {"bandwidth", "cpu_to_gpu_cache", &HardwareProfile::cpu_to_gpu_cache},
       {"bandwidth", "gpu_to_cpu_cache", &HardwareProfile::gpu_to_cpu_cache},
       {"bandwidth", "gpu_to_cpu_hidden", &HardwareProfile::gpu_to_cpu_hidden},
       {"bandwidth", "disk_to_cpu", &HardwareProfile::disk_to_cpu},
+      {"bandwidth", "disk_to_cpu_cache", &HardwareProfile::disk_to_cpu_cache},
       {"bandwidth", "cpu_to_disk_cache_prefill", &HardwareProfile::cpu_to_disk_cache_prefill},
       {"bandwidth", "cpu_to_disk_hidden_prefill", &HardwareProfile::cpu_to_disk_hidden_prefill},
       {"bandwidth", "cpu_to_disk_decode", &HardwareProfile::cpu_to_disk_decode},

@@ -20,9 +20,11 @@ struct HardwareProfile {
 
   // Links (bytes/s). FlexGen fits separate rates for cache and hidden-state copies.
   double cpu_to_gpu = 0;
+  double cpu_to_gpu_cache = 0;  // KV cache loads (many head-sized slices)
   double gpu_to_cpu_cache = 0;
   double gpu_to_cpu_hidden = 0;
   double disk_to_cpu = 0;
+  double disk_to_cpu_cache = 0;  // KV cache reads (many sequential slices per layer)
   double cpu_to_disk_cache_prefill = 0;
   double cpu_to_disk_hidden_prefill = 0;
   double cpu_to_disk_decode = 0;

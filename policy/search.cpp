@@ -96,6 +96,24 @@ std::vector<Candidate> solve_all(const ModelSizes& sizes, const runtime::Workloa
   return out;
 }
 
+// The fastest policy, except that among those within `near_tie` of it (closer than the
+// model can tell apart) the one keeping the least on disk wins.
+SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie) {
+  double fastest = 0;
+  for (const auto& r : accepted) fastest = std::max(fastest, r.prediction.total_throughput);
+  const SearchResult* best = nullptr;
+  for (const auto& r : accepted) {
+    if (r.prediction.total_throughput < fastest * (1 - near_tie)) continue;
+    const uint64_t disk = r.memory.total()[runtime::Tier::Disk];
+    if (best == nullptr || disk < best->memory.total()[runtime::Tier::Disk] ||
+        (disk == best->memory.total()[runtime::Tier::Disk] &&
+         r.prediction.total_throughput > best->prediction.total_throughput)) {
+      best = &r;
+    }
+  }
+  return *best;
+}
+
 [[noreturn]] void throw_infeasible(const ModelSizes& sizes, const runtime::Budgets& budgets, const SearchOptions& o) {
   runtime::CompressionConfig c = o.compression_config;
   c.enabled = o.compression != CompressionMode::Off;
@@ -124,10 +142,9 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
   });
 
   SearchResult best;
-  bool found = false;
-  int accepted = 0;
+  std::vector<SearchResult> accepted;
   for (const Candidate& c : candidates) {
-    if (accepted >= o.exact_checks) break;
+    if (int(accepted.size()) >= o.exact_checks) break;
     ++best.exact_checked;
     auto policy = round_to_executable(sizes, c.shape, c.answer.fractions, workload, budgets);
     spdlog::debug("candidate {} x {}, compress w/c {}/{}, cpu attention {}: LP {:.3f} token/s, wg {:.2f} cg {:.2f} "
@@ -137,17 +154,18 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
                   double(workload.gen_len) / c.answer.seconds_per_token, c.answer.fractions[kWg],
                   c.answer.fractions[kCg], c.answer.fractions[kHg], policy ? "fits" : "does not fit after rounding");
     if (!policy) continue;
-    ++accepted;
-    const Prediction prediction = predict(spec, *policy, workload, hw, o.dtype_bytes);
-    if (!found || prediction.total_throughput > best.prediction.total_throughput) {
-      found = true;
-      best.policy = *policy;
-      best.prediction = prediction;
-      best.lp_fractions = c.answer.fractions;
-      best.lp_throughput = 1.0 / c.answer.seconds_per_token * double(workload.gen_len);
-    }
+    SearchResult r;
+    r.policy = *policy;
+    r.prediction = predict(spec, *policy, workload, hw, o.dtype_bytes);
+    r.memory = runtime::plan_memory(spec, *policy, workload, o.dtype_bytes);
+    r.lp_fractions = c.answer.fractions;
+    r.lp_throughput = double(workload.gen_len) / c.answer.seconds_per_token;
+    accepted.push_back(r);
   }
-  if (!found) throw_infeasible(sizes, budgets, o);
+  if (accepted.empty()) throw_infeasible(sizes, budgets, o);
+  const int checked = best.exact_checked;
+  best = pick(accepted, o.near_tie);
+  best.exact_checked = checked;
   best.lp_solved = static_cast<int>(candidates.size());
   apply_threads(choose_threads(thread_input_for(spec, best.policy, workload, best.prediction, hw), hw), best.policy);
   best.memory = runtime::plan_memory(spec, best.policy, workload, o.dtype_bytes);

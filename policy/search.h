@@ -41,6 +41,9 @@ struct SearchOptions {
   // Weight of the sum of all lane times in the objective, breaking ties between
   // placements of equal T/bls in favour of less traffic.
   double tie_break = 1e-3;
+  // Rounded policies predicted within this share of the fastest count as equally fast;
+  // among them the one keeping the least on disk is chosen.
+  double near_tie = 0.02;
 };
 
 struct SearchResult {

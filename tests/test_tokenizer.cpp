@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tiergen/common/error.h"
 #include "tiergen/tokenizer/tokenizer.h"
@@ -269,6 +270,21 @@ TEST(MalformedFiles, BadFieldsNameTheField) {
   d.write("tokenizer.json", json.dump());
   d.write("tokenizer_config.json", R"({"add_bos_token": "yes"})");
   expect_load_error(d.str(), {"tokenizer_config.json", "add_bos_token"});
+}
+
+TEST(SentencePieceBpe, ConcurrentEncodesAgree) {
+  const auto tok = load_fixture("sentencepiece");
+  const std::string text = "Hello world 中文 the world Hello é!";
+  const Ids expected = tok->encode(text);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) ok[t] += tok->encode(text) == expected;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, std::vector<int>(4, 200));
 }
 
 TEST(Utf8, ValidationAndReplacement) {

@@ -7,7 +7,6 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -58,14 +57,12 @@ TG_AVX2 inline void group_meta(const KvRows& kv, int64_t r, int64_t j0, __m256* 
   }
 }
 
-// Prefetch distance in bytes ahead of the rows being read (temporary tuning knob).
-inline int64_t prefetch_bytes() {
-  static const int64_t v = std::getenv("TG_PF") ? std::atoll(std::getenv("TG_PF")) : 0;
-  return v;
-}
+// Software prefetch distance. A task streams two contiguous regions (its K rows, then
+// its V rows) of a few hundred KiB each; asking for lines 4 KiB ahead keeps more misses
+// in flight than the hardware prefetcher alone (measured ~1.5x faster on the dev box).
+constexpr int64_t kPrefetchBytes = 4096;
 
-// Asks for the cache lines of `bytes` bytes at p ahead of use; rows of one task are
-// contiguous, so this runs ahead of the hardware prefetcher's ramp-up on each stream.
+// Prefetching past the end of the cache is harmless: prefetches never fault.
 TG_AVX2 inline void prefetch_span(const uint8_t* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(p + b), _MM_HINT_T0);
 }
@@ -74,7 +71,7 @@ TG_AVX2 inline void prefetch_span(const uint8_t* p, int64_t bytes) {
 template <Fmt F, int R, int H>
 TG_AVX2 void score_tile(const KvRows& k, int64_t row0, const float* q, int64_t d, float* scores,
                         int64_t len, int64_t t) {
-  if (prefetch_bytes()) prefetch_span(k.row(row0) + prefetch_bytes(), R * k.row_bytes);
+  prefetch_span(k.row(row0) + kPrefetchBytes, R * k.row_bytes);
   __m256 acc[R][H];
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
@@ -100,7 +97,7 @@ TG_AVX2 void score_tile(const KvRows& k, int64_t row0, const float* q, int64_t d
 template <Fmt F, int R, int H>
 TG_AVX2 void accumulate_tile(const KvRows& v, int64_t row0, const float* p, int64_t len, int64_t t,
                              float* acc, int64_t d) {
-  if (prefetch_bytes()) prefetch_span(v.row(row0) + prefetch_bytes(), R * v.row_bytes);
+  prefetch_span(v.row(row0) + kPrefetchBytes, R * v.row_bytes);
   __m256 pb[R][H];
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < H; ++h) pb[r][h] = _mm256_set1_ps(p[h * len + t + r]);

@@ -258,8 +258,8 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       if (prefill) {
         attention = model::attend(qkv.q, qkv.k, qkv.v, step);
         const int64_t units = qkv.k.size(0) * qkv.k.size(1);
-        SplitTensor* keys = &p.cache->keys(j - 1, k);
-        SplitTensor* values = &p.cache->values(j - 1, k);
+        CacheTensor* keys = &p.cache->keys(j - 1, k);
+        CacheTensor* values = &p.cache->values(j - 1, k);
         const at::Tensor kn = qkv.k.reshape({units, p.S, -1}), vn = qkv.v.reshape({units, p.S, -1});
         p.owed_stores.push_back([this, keys, values, kn, vn] {
           ScopedTimer t(stats_, Task::StoreCache, true);

@@ -13,59 +13,59 @@ KvCache::KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, co
       kv_heads_(spec.num_kv_heads),
       head_dim_(spec.head_dim),
       cpu_attention_(policy.cpu_cache_compute),
-      device_(device) {
+      device_(device),
+      compression_(policy.compress_cache) {
   const int64_t units = policy.gpu_batch_size * spec.num_kv_heads;
   const auto split = split_units(units, policy.cache_gpu_percent, policy.cache_cpu_percent);
   for (int64_t layer = 0; layer < spec.num_layers; ++layer) {
     for (int64_t batch = 0; batch < num_batches_; ++batch) {
       const std::string where = fmt::format("KV cache layer {} batch {}", layer, batch);
-      keys_.push_back(std::make_unique<SplitTensor>(tiers, device, split, max_len, head_dim_, where + " keys"));
-      values_.push_back(std::make_unique<SplitTensor>(tiers, device, split, max_len, head_dim_, where + " values"));
+      keys_.push_back(std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " keys", compression_));
+      values_.push_back(
+          std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " values", compression_));
     }
   }
 }
 
 std::shared_ptr<CacheLoad> KvCache::load(int64_t layer, int64_t batch, int64_t pos) {
   auto loaded = std::make_shared<CacheLoad>();
-  SplitTensor& k = keys(layer, batch);
-  SplitTensor& v = values(layer, batch);
+  CacheTensor& k = keys(layer, batch);
+  CacheTensor& v = values(layer, batch);
   for (Tier t : {Tier::Cpu, Tier::Disk}) {
+    const int i = static_cast<int>(t);
     if (k.units_on(t) == 0) continue;
     if (cpu_attention_for(t)) {
       if (t == Tier::Disk) {  // cpu units are read in place
-        loaded->keys[2] = k.read_to_host(t, pos, pos + 1);
-        loaded->values[2] = v.read_to_host(t, pos, pos + 1);
+        loaded->host_keys[i] = k.host_view(t, pos, pos + 1);
+        loaded->host_values[i] = v.host_view(t, pos, pos + 1);
       }
     } else {
-      loaded->keys[static_cast<int>(t)] = k.read_to_compute(t, pos, pos + 1);
-      loaded->values[static_cast<int>(t)] = v.read_to_compute(t, pos, pos + 1);
+      loaded->keys[i] = k.dense_on_compute(t, pos, pos + 1);
+      loaded->values[i] = v.dense_on_compute(t, pos, pos + 1);
     }
   }
   return loaded;
 }
 
-at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const at::Tensor& keys, const at::Tensor& values,
-                                         const at::Tensor& unit_pad, int64_t seq_len, int64_t capacity) {
+at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const HostCacheView& keys,
+                                         const HostCacheView& values, const at::Tensor& unit_pad, int64_t seq_len) {
   // q_units [n, groups, 1, d] -> host fp32 [n, groups, d]; only q and the output cross.
   const at::Tensor q = q_units.squeeze(2).to(at::kCPU).to(at::kFloat).contiguous();
   at::Tensor out = at::empty_like(q);
   const at::Tensor start = unit_pad.to(at::kCPU).contiguous();
-  const auto elem = device_.dtype == at::kHalf       ? kernels::ElemType::F16
-                    : device_.dtype == at::kBFloat16 ? kernels::ElemType::BF16
-                                                     : kernels::ElemType::F32;
   kernels::DecodeAttentionArgs args;
   args.q = q.data_ptr<float>();
   args.out = out.data_ptr<float>();
   args.batch = q.size(0);
   args.num_heads = q.size(1);
-  args.num_kv_heads = 1;
+  args.num_kv_heads = 1;  // one unit = one (sequence, kv head)
   args.head_dim = q.size(2);
-  args.max_len = capacity;
+  args.max_len = keys.capacity;
   args.seq_len = seq_len;
   args.start = start.data_ptr<int64_t>();
   args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
-  args.k = kernels::KvView::dense(keys.data_ptr(), elem);
-  args.v = kernels::KvView::dense(values.data_ptr(), elem);
+  args.k = keys.view(device_, compression_);
+  args.v = values.view(device_, compression_);
   kernels::decode_attention(args);
   return out.to(device_.dtype).to(device_.compute).unsqueeze(2);
 }
@@ -80,53 +80,59 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
   const at::Tensor k_new = qkv.k.reshape({units, 1, d});
   const at::Tensor v_new = qkv.v.reshape({units, 1, d});
   const at::Tensor unit_pad = step.pad.to(qkv.q.device()).repeat_interleave(kv_heads_);
-  SplitTensor& keys_home = keys(layer, batch);
-  SplitTensor& values_home = values(layer, batch);
+  CacheTensor& keys_home = keys(layer, batch);
+  CacheTensor& values_home = values(layer, batch);
 
   std::vector<at::Tensor> outputs;
   for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
     const int64_t n = keys_home.units_on(t);
     if (n == 0) continue;
+    const int i = static_cast<int>(t);
     const int64_t first = keys_home.begin(t);
     const at::Tensor kn = k_new.narrow(0, first, n), vn = v_new.narrow(0, first, n);
     const at::Tensor pad = unit_pad.narrow(0, first, n);
-    at::Tensor kt, vt;
-    int64_t capacity = pos + 1;
-    if (t == Tier::Gpu) {
+    const at::Tensor q = q_units.narrow(0, first, n);
+    const bool on_cpu = t != Tier::Gpu && cpu_attention_;
+    if (t == Tier::Gpu || (t == Tier::Cpu && on_cpu)) {
+      // Homes attention reads in place get the new entry now.
       keys_home.write_tier(t, kn, pos);
       values_home.write_tier(t, vn, pos);
-      kt = keys_home.gpu_piece();
-      vt = values_home.gpu_piece();
-      capacity = keys_home.positions();
-    } else if (t == Tier::Cpu && cpu_attention_) {
-      keys_home.write_tier(t, kn, pos);  // attention reads the home in place
-      values_home.write_tier(t, vn, pos);
-      kt = keys_home.cpu_piece();
-      vt = values_home.cpu_piece();
-      capacity = keys_home.positions();
     } else {
-      const int i = static_cast<int>(t);
-      TG_CHECK(loaded && loaded->keys[i].tensor.defined(), "internal: KV cache of layer {} batch {} not loaded", layer, batch);
-      kt = loaded->keys[i].tensor;
-      vt = loaded->values[i].tensor;
-      kt.narrow(1, pos, 1).copy_(kn);
-      vt.narrow(1, pos, 1).copy_(vn);
-      // The home still owes the new entry; it is written by the store task.
+      // The home still owes the new entry; the store task writes it.
       const at::Tensor kh = kn.to(at::kCPU), vh = vn.to(at::kCPU);
       pending_stores.push_back([&keys_home, &values_home, t, kh, vh, pos] {
         keys_home.write_tier(t, kh, pos);
         values_home.write_tier(t, vh, pos);
       });
     }
-    if (t != Tier::Gpu && cpu_attention_) {
+    if (on_cpu) {
       ScopedTimer timer(stats, Task::CpuAttention, false);
-      outputs.push_back(cpu_kernel_attention(q_units.narrow(0, first, n), kt, vt, pad, pos + 1, capacity));
-    } else {
-      model::StepInputs unit_step{at::Tensor(), pad, pos};
-      const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]
-      const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
-      outputs.push_back(model::attend(q_units.narrow(0, first, n), kk, vv, unit_step).view({n, groups, 1, d}));
+      HostCacheView kv = t == Tier::Cpu ? keys_home.host_view(t, pos + 1, pos + 1) : loaded->host_keys[i];
+      HostCacheView vv = t == Tier::Cpu ? values_home.host_view(t, pos + 1, pos + 1) : loaded->host_values[i];
+      if (t == Tier::Disk) {
+        TG_CHECK(kv.values.tensor.defined(), "internal: KV cache of layer {} batch {} not loaded", layer, batch);
+        keys_home.put_row(kv, kn, pos);
+        values_home.put_row(vv, vn, pos);
+      }
+      outputs.push_back(cpu_kernel_attention(q, kv, vv, pad, pos + 1));
+      continue;
     }
+    at::Tensor kt, vt;
+    if (t == Tier::Gpu) {
+      kt = keys_home.dense_on_compute(t, pos + 1, pos + 1).tensor;
+      vt = values_home.dense_on_compute(t, pos + 1, pos + 1).tensor;
+    } else {
+      TG_CHECK(loaded && loaded->keys[i].tensor.defined(), "internal: KV cache of layer {} batch {} not loaded", layer,
+               batch);
+      kt = loaded->keys[i].tensor;
+      vt = loaded->values[i].tensor;
+      kt.narrow(1, pos, 1).copy_(kn);
+      vt.narrow(1, pos, 1).copy_(vn);
+    }
+    model::StepInputs unit_step{at::Tensor(), pad, pos};
+    const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]
+    const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
+    outputs.push_back(model::attend(q, kk, vv, unit_step).view({n, groups, 1, d}));
   }
   // [units, groups, 1, d] -> [b, 1, heads * d] (head = kv_head * groups + group).
   return at::cat(outputs, 0).view({b, heads * d}).unsqueeze(1);

@@ -5,17 +5,19 @@
 namespace tiergen::runtime {
 
 SplitTensor::SplitTensor(Tiers& tiers, const DeviceContext& device, const std::array<int64_t, kNumTiers>& split,
-                         int64_t positions, int64_t width, const std::string& what)
-    : tiers_(tiers), device_(device), positions_(positions), width_(width), what_(what) {
+                         int64_t positions, int64_t width, const std::string& what,
+                         std::optional<at::ScalarType> elem)
+    : tiers_(tiers), device_(device), positions_(positions), width_(width), what_(what),
+      elem_(elem.value_or(device.dtype)) {
   for (int i = 0; i < kNumTiers; ++i) begin_[i + 1] = begin_[i] + split[i];
   const int64_t g = units_on(Tier::Gpu), c = units_on(Tier::Cpu), d = units_on(Tier::Disk);
   if (g > 0) {
     homes_.push_back(tiers_.gpu.reserve(g * unit_bytes(), what_));
-    gpu_ = at::zeros({g, positions_, width_}, device_.compute_options());
+    gpu_ = at::zeros({g, positions_, width_}, compute_options());
   }
   if (c > 0) {
     homes_.push_back(tiers_.cpu.reserve(c * unit_bytes(), what_));
-    cpu_ = at::zeros({c, positions_, width_}, device_.host_options());
+    cpu_ = at::zeros({c, positions_, width_}, host_options());
   }
   if (d > 0) disk_ = tiers_.disk_tier().allocate(d * unit_bytes(), what_);
 }
@@ -38,9 +40,9 @@ void SplitTensor::write_tier(Tier t, const at::Tensor& src, int64_t pos) {
     cpu_.narrow(1, pos, len).copy_(src);
     return;
   }
-  const at::Tensor host = src.device().is_cpu() ? src.to(device_.dtype).contiguous() : src.to(at::kCPU).to(device_.dtype).contiguous();
-  const uint64_t row = static_cast<uint64_t>(len * width_) * device_.dtype_bytes();
-  const uint64_t at_pos = static_cast<uint64_t>(pos * width_) * device_.dtype_bytes();
+  const at::Tensor host = src.to(at::kCPU).to(elem_).contiguous();
+  const uint64_t row = static_cast<uint64_t>(len * width_) * elem_bytes();
+  const uint64_t at_pos = static_cast<uint64_t>(pos * width_) * elem_bytes();
   const auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
   for (int64_t u = 0; u < src.size(0); ++u) {
     tiers_.disk_tier().write(disk_, u * unit_bytes() + at_pos, bytes + u * row, row);
@@ -55,12 +57,12 @@ Staged SplitTensor::read_to_host(Tier t, int64_t len, int64_t capacity) const {
     return staged;
   }
   TG_CHECK(t == Tier::Disk, "internal: read_to_host of gpu units");
-  const uint64_t staging = static_cast<uint64_t>(n * capacity * width_) * device_.dtype_bytes();
+  const uint64_t staging = static_cast<uint64_t>(n * capacity * width_) * elem_bytes();
   staged.keep(tiers_.cpu.reserve(staging, what_ + " disk staging"));
-  at::Tensor buffer = at::empty({n, capacity, width_}, device_.host_options());
-  const uint64_t row = static_cast<uint64_t>(len * width_) * device_.dtype_bytes();
+  at::Tensor buffer = at::empty({n, capacity, width_}, host_options());
+  const uint64_t row = static_cast<uint64_t>(len * width_) * elem_bytes();
   auto* bytes = static_cast<uint8_t*>(buffer.data_ptr());
-  const uint64_t stride = static_cast<uint64_t>(capacity * width_) * device_.dtype_bytes();
+  const uint64_t stride = static_cast<uint64_t>(capacity * width_) * elem_bytes();
   for (int64_t u = 0; u < n; ++u) tiers_.disk_tier().read(disk_, u * unit_bytes(), bytes + u * stride, row);
   staged.tensor = buffer;
   return staged;
@@ -74,9 +76,9 @@ Staged SplitTensor::read_to_compute(Tier t, int64_t len, int64_t capacity) const
     return staged;
   }
   Staged host = read_to_host(t, len, capacity);
-  const uint64_t bytes = static_cast<uint64_t>(n * capacity * width_) * device_.dtype_bytes();
+  const uint64_t bytes = static_cast<uint64_t>(n * capacity * width_) * elem_bytes();
   staged.keep(tiers_.gpu.reserve(bytes, what_ + " load"));
-  staged.tensor = at::empty({n, capacity, width_}, device_.compute_options());
+  staged.tensor = at::empty({n, capacity, width_}, compute_options());
   staged.tensor.narrow(1, 0, len).copy_(host.tensor.narrow(1, 0, len), /*non_blocking=*/host.tensor.is_pinned());
   device_.synchronize();
   return staged;
@@ -91,7 +93,7 @@ Staged SplitTensor::gather_to_compute(int64_t len) const {
     parts.push_back(part.tensor.narrow(1, 0, len));
     for (auto& r : part.reservations) gathered.reservations.push_back(r);
   }
-  const uint64_t bytes = static_cast<uint64_t>(units() * len * width_) * device_.dtype_bytes();
+  const uint64_t bytes = static_cast<uint64_t>(units() * len * width_) * elem_bytes();
   gathered.keep(tiers_.gpu.reserve(bytes, what_ + " gather"));
   gathered.tensor = at::cat(parts, 0);
   return gathered;

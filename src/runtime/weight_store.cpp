@@ -19,40 +19,63 @@ bool same_dtype(model::DType file_dtype, at::ScalarType dtype) {
 
 WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source,
                          Tiers& tiers, const DeviceContext& device)
-    : tiers_(tiers), device_(device) {
+    : tiers_(tiers), device_(device), compression_(policy.compress_weight) {
   const auto weight_layers = spec.weight_layers();
   for (size_t i = 0; i < weight_layers.size(); ++i) {
     const auto homes = place_layer_weights(weight_layers[i], policy);
     Layer layer{model::layer_prefix(spec, static_cast<int64_t>(i)), {}};
     for (size_t t = 0; t < homes.size(); ++t) {
-      layer.tensors.push_back(make_home(weight_layers[i].tensors[t], homes[t], source));
+      layer.tensors.push_back(make_home(weight_layers[i], weight_layers[i].tensors[t], homes[t], source));
     }
     layers_.push_back(std::move(layer));
   }
 }
 
-WeightStore::Home WeightStore::make_home(const model::TensorSpec& tensor, Tier tier,
+WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier tier,
                                          const model::WeightSource& source) {
   Home home;
   home.spec = tensor;
   home.tier = tier;
-  const uint64_t bytes = static_cast<uint64_t>(tensor.numel()) * device_.dtype_bytes();
-  if (tier == Tier::Disk) {
+  home.compressed = weight_is_compressed(layer, tensor, compression_);
+  const uint64_t bytes = weight_stored_bytes(layer, tensor, device_.dtype_bytes(), compression_);
+  const std::string what = "weight " + tensor.name;
+  if (tier == Tier::Disk && !home.compressed) {
     const model::TensorInfo* file = source.file_tensor(tensor);
     if (file && same_dtype(file->dtype, device_.dtype)) {
       // Read in place from the checkpoint: no second copy of the model on disk.
       home.extent = DiskExtent{tiers_.disk_tier().open_checkpoint_file(file->file), file->file_offset, file->nbytes};
       return home;
     }
-    home.extent = tiers_.disk_tier().allocate(bytes, "weight " + tensor.name);
-    const at::Tensor host = source.read(tensor, device_.dtype).contiguous();
-    tiers_.disk_tier().write(home.extent, 0, host.data_ptr(), bytes);
+  }
+  if (tier == Tier::Disk) home.extent = tiers_.disk_tier().allocate(bytes, what);
+  else home.reservation = tiers_.account(tier).reserve(bytes, what);
+
+  const at::Tensor dense = source.read(tensor, device_.dtype);
+  if (home.compressed) {
+    // Quantized once, on the host, grouped along the output dimension.
+    home.quantized = compress(dense.t().contiguous(), compression_);
+    if (tier == Tier::Disk) {
+      uint64_t offset = 0;
+      for (const at::Tensor* part : {&home.quantized.packed, &home.quantized.mins, &home.quantized.scales}) {
+        tiers_.disk_tier().write(home.extent, offset, part->data_ptr(), part->nbytes());
+        offset += part->nbytes();
+      }
+      home.quantized.packed = home.quantized.mins = home.quantized.scales = at::Tensor();
+    } else if (tier == Tier::Gpu) {
+      home.quantized = home.quantized.to(device_.compute);
+    } else if (device_.pin_host) {
+      home.quantized.packed = home.quantized.packed.pin_memory();
+      home.quantized.mins = home.quantized.mins.pin_memory();
+      home.quantized.scales = home.quantized.scales.pin_memory();
+    }
     return home;
   }
-  home.reservation = tiers_.account(tier).reserve(bytes, "weight " + tensor.name);
-  const at::Tensor host = source.read(tensor, device_.dtype);
-  home.resident = tier == Tier::Gpu ? host.to(device_.compute)
-                                    : (device_.pin_host ? host.pin_memory() : host);
+  if (tier == Tier::Disk) {
+    const at::Tensor host = dense.contiguous();
+    tiers_.disk_tier().write(home.extent, 0, host.data_ptr(), bytes);
+  } else {
+    home.resident = tier == Tier::Gpu ? dense.to(device_.compute) : (device_.pin_host ? dense.pin_memory() : dense);
+  }
   return home;
 }
 
@@ -63,22 +86,49 @@ at::Tensor WeightStore::read_disk(const Home& home, std::vector<Reservation>& st
   return host;
 }
 
+CompressedTensor WeightStore::read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const {
+  staging.push_back(tiers_.cpu.reserve(home.extent.bytes, "disk weight staging"));
+  // Shapes of the three parts follow from the [in, out] matrix and the format.
+  CompressedTensor c = compress(at::zeros({1, home.spec.shape[0]}, at::kFloat), compression_);
+  c.rows = home.spec.shape[1];
+  c.cols = home.spec.shape[0];
+  const auto opts = device_.host_options();
+  c.packed = at::empty({c.rows, c.packed.size(1)}, opts.dtype(at::kByte));
+  c.mins = at::empty({c.rows, c.mins.size(1)}, opts.dtype(at::kShort));
+  c.scales = at::empty({c.rows, c.scales.size(1)}, opts.dtype(at::kShort));
+  uint64_t offset = 0;
+  for (at::Tensor* part : {&c.packed, &c.mins, &c.scales}) {
+    tiers_.disk_tier().read(home.extent, offset, part->data_ptr(), part->nbytes());
+    offset += part->nbytes();
+  }
+  return c;
+}
+
+at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const {
+  const uint64_t dense_bytes = static_cast<uint64_t>(home.spec.numel()) * device_.dtype_bytes();
+  std::vector<Reservation> disk_staging;
+  if (home.compressed) {
+    CompressedTensor on_device = home.quantized;
+    if (home.tier != Tier::Gpu) {
+      const CompressedTensor host = home.tier == Tier::Cpu ? home.quantized : read_disk_compressed(home, disk_staging);
+      loaded.staging.push_back(tiers_.gpu.reserve(host.nbytes(), "weight load " + home.spec.name));
+      on_device = host.to(device_.compute);
+    }
+    loaded.staging.push_back(tiers_.gpu.reserve(dense_bytes, "weight dequantize " + home.spec.name));
+    return decompress(on_device, device_.dtype).t();  // [in, out] -> [out, in] view
+  }
+  if (home.tier == Tier::Gpu) return home.resident;
+  const at::Tensor host = home.tier == Tier::Cpu ? home.resident : read_disk(home, disk_staging);
+  loaded.staging.push_back(tiers_.gpu.reserve(dense_bytes, "weight load " + home.spec.name));
+  return device_.to_compute(host);
+}
+
 std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index) const {
   TG_CHECK(index >= 0 && index < num_layers(), "internal: weight layer {} out of range", index);
   const Layer& layer = layers_[static_cast<size_t>(index)];
   auto loaded = std::make_shared<LoadedLayer>();
   loaded->weights = model::LayerWeights(layer.prefix);
-  for (const Home& home : layer.tensors) {
-    if (home.tier == Tier::Gpu) {
-      loaded->weights.set(home.spec.name, home.resident);
-      continue;
-    }
-    std::vector<Reservation> disk_staging;
-    const at::Tensor host = home.tier == Tier::Cpu ? home.resident : read_disk(home, disk_staging);
-    loaded->staging.push_back(tiers_.gpu.reserve(static_cast<uint64_t>(home.spec.numel()) * device_.dtype_bytes(),
-                                                 "weight load " + home.spec.name));
-    loaded->weights.set(home.spec.name, device_.to_compute(host));
-  }
+  for (const Home& home : layer.tensors) loaded->weights.set(home.spec.name, load_tensor(home, *loaded));
   device_.synchronize();
   return loaded;
 }

@@ -1,55 +1,54 @@
 #include "src/tokenizer/word_cache.h"
 
-#include <cstring>
+#include <functional>
 
 namespace tiergen::tokenizer {
 
-namespace {
-constexpr std::size_t kKeyBlockBytes = 1 << 16;
+WordCache::WordCache(std::size_t max_words) : max_words_(max_words) {
+  std::size_t capacity = 16;
+  while (capacity < 2 * max_words_) capacity <<= 1;
+  slots_.resize(capacity);
+}
+
+std::size_t WordCache::probe(std::string_view word, uint64_t hash) const {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.ids_count == 0) return i;
+    if (s.hash == hash && s.key_size == word.size() && keys_.compare(s.key_offset, s.key_size, word) == 0) return i;
+  }
 }
 
 bool WordCache::lookup(std::string_view word, std::vector<int64_t>& out) const {
+  const uint64_t hash = std::hash<std::string_view>{}(word);
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = index_.find(word);
-  if (it == index_.end()) return false;
-  const int32_t* ids = ids_.data() + it->second.offset;
-  out.insert(out.end(), ids, ids + it->second.count);
+  const Slot& s = slots_[probe(word, hash)];
+  if (s.ids_count == 0) return false;
+  const int32_t* ids = ids_.data() + s.ids_offset;
+  out.insert(out.end(), ids, ids + s.ids_count);
   return true;
 }
 
 void WordCache::insert(std::string_view word, const int32_t* ids, std::size_t count) {
+  if (count == 0) return;
+  const uint64_t hash = std::hash<std::string_view>{}(word);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (index_.size() >= max_words_) clear_locked();
-  if (index_.count(word) != 0) return;
-  const std::string_view key = store_key(word);
-  const auto offset = static_cast<uint32_t>(ids_.size());
+  // Offsets are 32-bit; the size bound keeps the arenas far below that.
+  if (size_ >= max_words_ || keys_.size() + word.size() > UINT32_MAX / 2) clear_locked();
+  Slot& s = slots_[probe(word, hash)];
+  if (s.ids_count != 0) return;  // another thread got there first
+  s = Slot{hash, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(word.size()),
+           static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(count)};
+  keys_.append(word);
   ids_.insert(ids_.end(), ids, ids + count);
-  index_.emplace(key, Entry{offset, static_cast<uint32_t>(count)});
-}
-
-std::string_view WordCache::store_key(std::string_view word) {
-  if (word.size() > kKeyBlockBytes) {  // oversized words get a block of their own
-    key_blocks_.push_back(std::make_unique<char[]>(word.size()));
-    std::memcpy(key_blocks_.back().get(), word.data(), word.size());
-    block_used_ = block_size_ = 0;  // the next key starts a fresh block
-    return {key_blocks_.back().get(), word.size()};
-  }
-  if (key_blocks_.empty() || block_used_ + word.size() > block_size_) {
-    key_blocks_.push_back(std::make_unique<char[]>(kKeyBlockBytes));
-    block_used_ = 0;
-    block_size_ = kKeyBlockBytes;
-  }
-  char* dst = key_blocks_.back().get() + block_used_;
-  std::memcpy(dst, word.data(), word.size());
-  block_used_ += word.size();
-  return {dst, word.size()};
+  ++size_;
 }
 
 void WordCache::clear_locked() {
-  index_.clear();
+  std::fill(slots_.begin(), slots_.end(), Slot{});
+  keys_.clear();
   ids_.clear();
-  key_blocks_.clear();
-  block_used_ = block_size_ = 0;
+  size_ = 0;
 }
 
 }  // namespace tiergen::tokenizer

@@ -6,22 +6,23 @@
 #include <vector>
 
 #include "tiergen/model/forward.h"
-#include "tiergen/runtime/split_tensor.h"
+#include "tiergen/runtime/cache_tensor.h"
 #include "tiergen/runtime/stats.h"
 
 namespace tiergen::runtime {
 
 // Cache units of one (layer, batch) brought next to where decode attention runs.
 struct CacheLoad {
-  std::array<Staged, kNumTiers> keys, values;
+  std::array<Staged, kNumTiers> keys, values;                  // dense, on the compute device
+  std::array<HostCacheView, kNumTiers> host_keys, host_values;  // for the CPU kernel
 };
 
 class KvCache {
  public:
   KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, const DeviceContext& device, int64_t max_len);
 
-  SplitTensor& keys(int64_t layer, int64_t batch) { return *keys_[slot(layer, batch)]; }
-  SplitTensor& values(int64_t layer, int64_t batch) { return *values_[slot(layer, batch)]; }
+  CacheTensor& keys(int64_t layer, int64_t batch) { return *keys_[slot(layer, batch)]; }
+  CacheTensor& values(int64_t layer, int64_t batch) { return *values_[slot(layer, batch)]; }
 
   // Which tiers' units attention reads from the host (cpu attention) or needs on the device.
   bool cpu_attention_for(Tier t) const { return t != Tier::Gpu && cpu_attention_; }
@@ -39,13 +40,14 @@ class KvCache {
 
  private:
   size_t slot(int64_t layer, int64_t batch) const { return static_cast<size_t>(layer * num_batches_ + batch); }
-  at::Tensor cpu_kernel_attention(const at::Tensor& q_units, const at::Tensor& keys, const at::Tensor& values,
-                                  const at::Tensor& unit_pad, int64_t seq_len, int64_t capacity);
+  at::Tensor cpu_kernel_attention(const at::Tensor& q_units, const HostCacheView& keys, const HostCacheView& values,
+                                  const at::Tensor& unit_pad, int64_t seq_len);
 
   int64_t num_batches_, kv_heads_, head_dim_;
   bool cpu_attention_;
   DeviceContext device_;
-  std::vector<std::unique_ptr<SplitTensor>> keys_, values_;
+  CompressionConfig compression_;
+  std::vector<std::unique_ptr<CacheTensor>> keys_, values_;
 };
 
 }  // namespace tiergen::runtime

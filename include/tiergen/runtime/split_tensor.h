@@ -7,6 +7,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tiergen/runtime/device.h"
@@ -25,8 +26,11 @@ struct Staged {
 
 class SplitTensor {
  public:
+  // `elem` is the stored element type: the compute dtype by default, or the bytes and
+  // fp16 bits of a quantized cache (kByte, kShort).
   SplitTensor(Tiers& tiers, const DeviceContext& device, const std::array<int64_t, kNumTiers>& split,
-              int64_t positions, int64_t width, const std::string& what);
+              int64_t positions, int64_t width, const std::string& what,
+              std::optional<at::ScalarType> elem = std::nullopt);
 
   int64_t units() const { return begin_[kNumTiers]; }
   int64_t units_on(Tier t) const { return begin_[idx(t) + 1] - begin_[idx(t)]; }
@@ -52,7 +56,10 @@ class SplitTensor {
 
  private:
   static int idx(Tier t) { return static_cast<int>(t); }
-  uint64_t unit_bytes() const { return static_cast<uint64_t>(positions_ * width_) * device_.dtype_bytes(); }
+  uint64_t elem_bytes() const { return c10::elementSize(elem_); }
+  uint64_t unit_bytes() const { return static_cast<uint64_t>(positions_ * width_) * elem_bytes(); }
+  at::TensorOptions compute_options() const { return device_.compute_options().dtype(elem_); }
+  at::TensorOptions host_options() const { return device_.host_options().dtype(elem_); }
 
   Tiers& tiers_;
   DeviceContext device_;
@@ -60,6 +67,7 @@ class SplitTensor {
   int64_t positions_;
   int64_t width_;
   std::string what_;
+  at::ScalarType elem_;
   at::Tensor gpu_, cpu_;
   DiskExtent disk_;
   std::vector<Reservation> homes_;

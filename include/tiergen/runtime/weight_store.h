@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tiergen/model/layer_weights.h"
+#include "tiergen/runtime/compressed_tensor.h"
 #include "tiergen/model/weight_source.h"
 #include "tiergen/runtime/device.h"
 #include "tiergen/runtime/split_tensor.h"
@@ -33,8 +34,10 @@ class WeightStore {
   struct Home {
     model::TensorSpec spec;
     Tier tier = Tier::Gpu;
-    at::Tensor resident;  // gpu or cpu home
-    DiskExtent extent;    // disk home
+    at::Tensor resident;  // gpu or cpu home, dense
+    bool compressed = false;
+    CompressedTensor quantized;  // gpu or cpu home when compressed ([in, out], grouped along out)
+    DiskExtent extent;           // disk home (compressed: packed, mins, scales back to back)
     Reservation reservation;
   };
   struct Layer {
@@ -42,11 +45,15 @@ class WeightStore {
     std::vector<Home> tensors;
   };
 
-  Home make_home(const model::TensorSpec& tensor, Tier tier, const model::WeightSource& source);
+  Home make_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier tier,
+                 const model::WeightSource& source);
   at::Tensor read_disk(const Home& home, std::vector<Reservation>& staging) const;
+  CompressedTensor read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const;
+  at::Tensor load_tensor(const Home& home, LoadedLayer& loaded) const;
 
   Tiers& tiers_;
   DeviceContext device_;
+  CompressionConfig compression_;
   std::vector<Layer> layers_;
 };
 

@@ -1,0 +1,239 @@
+// The only policy/ file that uses LibTorch (ATen) for its measurements.
+#include "policy/profiler.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/quantize.h"
+#include "tiergen/common/error.h"
+
+#if defined(TIERGEN_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace tiergen::policy {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds of `reps` runs of `fn` after one warm-up.
+double median_seconds(int reps, const std::function<void()>& fn, const std::function<void()>& sync = [] {}) {
+  fn();
+  sync();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = Clock::now();
+    fn();
+    sync();
+    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return std::max(times[times.size() / 2], 1e-9);
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes) : size(bytes) {
+    void* p = nullptr;
+    TG_CHECK(posix_memalign(&p, 4096, bytes) == 0, "profiler: cannot allocate {} bytes", bytes);
+    data.reset(static_cast<char*>(p));
+    std::memset(p, 1, bytes);
+  }
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  size_t size;
+};
+
+double memcpy_bandwidth(size_t bytes, int reps) {
+  AlignedBuffer a(bytes), b(bytes);
+  return double(bytes) / median_seconds(reps, [&] { std::memcpy(b.data.get(), a.data.get(), bytes); });
+}
+
+// Sequential write then read of a temp file; O_DIRECT bypasses the page cache where the
+// filesystem supports it (tmpfs does not: then the numbers are memory speed).
+void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, double& write_bw) {
+  const std::string path = (std::filesystem::path(dir) / ("tiergen-profile-" + std::to_string(getpid()))).string();
+  int flags = O_RDWR | O_CREAT | O_TRUNC;
+  int fd = ::open(path.c_str(), flags | O_DIRECT, 0600);
+  const bool direct = fd >= 0;
+  if (!direct) fd = ::open(path.c_str(), flags, 0600);
+  TG_CHECK(fd >= 0, "profiler: cannot create a test file in --offload-dir {}: {}", dir, std::strerror(errno));
+  AlignedBuffer buffer(bytes);
+  auto io = [&](bool write) {
+    ::lseek(fd, 0, SEEK_SET);
+    size_t done = 0;
+    while (done < bytes) {
+      const ssize_t n = write ? ::write(fd, buffer.data.get() + done, bytes - done)
+                              : ::read(fd, buffer.data.get() + done, bytes - done);
+      TG_CHECK(n > 0, "profiler: disk test in {} failed: {}", dir, std::strerror(errno));
+      done += size_t(n);
+    }
+    if (write) ::fsync(fd);
+  };
+  write_bw = double(bytes) / median_seconds(3, [&] { io(true); });
+  read_bw = double(bytes) / median_seconds(3, [&] { io(false); });
+  ::close(fd);
+  std::filesystem::remove(path);
+  spdlog::info("disk ({}): read {:.2f} GB/s, write {:.2f} GB/s", direct ? "O_DIRECT" : "page cache", read_bw / 1e9,
+               write_bw / 1e9);
+}
+
+struct Device {
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;  // CPU matmuls in fp32 (fp16 CPU GEMM is slow)
+  std::function<void()> sync = [] {};
+};
+
+double matmul_flops(const Device& d, int64_t m, int64_t k, int64_t n, int reps) {
+  const auto opts = at::TensorOptions().device(d.device).dtype(d.dtype);
+  const at::Tensor a = at::randn({m, k}, opts), b = at::randn({k, n}, opts);
+  return 2.0 * m * k * n / median_seconds(reps, [&] { (void)at::matmul(a, b); }, d.sync);
+}
+
+double bmm_flops(const Device& d, int64_t batch, int64_t m, int64_t k, int64_t n, int reps) {
+  const auto opts = at::TensorOptions().device(d.device).dtype(d.dtype);
+  const at::Tensor a = at::randn({batch, m, k}, opts), b = at::randn({batch, k, n}, opts);
+  return 2.0 * batch * m * k * n / median_seconds(reps, [&] { (void)at::bmm(a, b); }, d.sync);
+}
+
+// Decode attention over a CPU-resident cache: bytes of fp16-equivalent K and V per second.
+double cpu_attention_bandwidth(int64_t heads, int64_t context, int reps) {
+  const int64_t d = 128, batch = 4;
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  const at::Tensor q = at::randn({batch * heads, 1, d}, opts);
+  const at::Tensor k = at::randn({batch * heads, d, context}, opts);
+  const at::Tensor v = at::randn({batch * heads, context, d}, opts);
+  const double seconds = median_seconds(reps, [&] { (void)at::bmm(at::softmax(at::bmm(q, k), -1), v); });
+  return 2.0 * double(batch * heads * context * d) * 2 / seconds;
+}
+
+std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick) {
+  std::vector<std::pair<int, double>> scaling;
+  const int previous = at::get_num_threads();
+  double single = 0;
+  for (int t = 1; t <= max_threads; t = quick || (t < max_threads && t * 2 > max_threads) ? max_threads : t * 2) {
+    at::set_num_threads(t);
+    const double rate = cpu_attention_bandwidth(8, quick ? 256 : 2048, quick ? 2 : 7);
+    if (t == 1) single = rate;
+    scaling.emplace_back(t, rate / single);
+    if (t == max_threads) break;
+  }
+  at::set_num_threads(previous);
+  return scaling;
+}
+
+void compression_rates(HardwareProfile& p, bool quick) {
+  const int64_t rows = quick ? 512 : 8192, cols = 4096;
+  const kernels::QuantFormat format{4, 64};
+  const auto layout = kernels::quantized_layout(rows, cols, format);
+  std::vector<uint16_t> dense(size_t(rows * cols), 0x3c00);  // fp16 ones
+  std::vector<uint8_t> packed(size_t(layout.packed_bytes()));
+  std::vector<uint16_t> mins(size_t(layout.meta_elems())), scales(size_t(layout.meta_elems()));
+  const double bytes = double(rows * cols) * 2;
+  p.cpu_quantize = bytes / median_seconds(quick ? 2 : 7, [&] {
+    kernels::quantize(dense.data(), kernels::ElemType::F16, rows, cols, format, packed.data(), mins.data(),
+                      scales.data());
+  });
+  p.cpu_dequantize = bytes / median_seconds(quick ? 2 : 7, [&] {
+    kernels::dequantize(packed.data(), mins.data(), scales.data(), rows, cols, format, dense.data(),
+                        kernels::ElemType::F16);
+  });
+}
+
+uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
+
+uint64_t free_disk(const std::string& dir) {
+  struct statvfs s {};
+  TG_CHECK(statvfs(dir.c_str(), &s) == 0, "profiler: cannot stat --offload-dir {}", dir);
+  return uint64_t(s.f_bavail) * uint64_t(s.f_frsize);
+}
+
+}  // namespace
+
+HardwareProfile measure_host(const ProfilerOptions& o) {
+  TG_CHECK(std::filesystem::is_directory(o.offload_dir), "profiler: --offload-dir {} is not a directory", o.offload_dir);
+  HardwareProfile p;
+  const int reps = o.quick ? 2 : 9;
+  const size_t copy_bytes = o.quick ? (32u << 20) : (512u << 20);
+  p.cpu_threads = std::max(1u, std::thread::hardware_concurrency());
+  p.cpu_memory_bandwidth = memcpy_bandwidth(copy_bytes, reps);
+  p.io_bandwidth_per_thread = p.cpu_memory_bandwidth / std::max(1, std::min(p.cpu_threads, 4));
+  spdlog::info("memcpy: {:.2f} GB/s", p.cpu_memory_bandwidth / 1e9);
+
+  Device device;
+  p.gpu_is_host = true;
+#if defined(TIERGEN_WITH_CUDA)
+  if (at::hasCUDA()) {
+    device = Device{at::Device(at::kCUDA, 0), at::kHalf, [] { at::cuda::getCurrentCUDAStream().synchronize(); }};
+    p.gpu_is_host = false;
+  }
+#endif
+  if (p.gpu_is_host) {
+    // --device cpu: the "gpu" tier is host memory, its copies are memcpy.
+    p.cpu_to_gpu = p.cpu_to_gpu_cache = p.gpu_to_cpu_cache = p.gpu_to_cpu_hidden = p.cpu_memory_bandwidth;
+    p.gpu_memory_bandwidth = p.cpu_memory_bandwidth;
+    p.gpu_memory = physical_memory() / 4;
+  } else {
+#if defined(TIERGEN_WITH_CUDA)
+    const int64_t n = int64_t(copy_bytes / 2);
+    const at::Tensor host = at::empty({n}, at::TensorOptions().dtype(at::kHalf).pinned_memory(true));
+    const at::Tensor dev = at::empty({n}, at::TensorOptions().dtype(at::kHalf).device(device.device));
+    p.cpu_to_gpu = double(copy_bytes) / median_seconds(reps, [&] { dev.copy_(host, true); }, device.sync);
+    p.gpu_to_cpu_hidden = double(copy_bytes) / median_seconds(reps, [&] { host.copy_(dev, true); }, device.sync);
+    p.cpu_to_gpu_cache = p.cpu_to_gpu;
+    p.gpu_to_cpu_cache = p.gpu_to_cpu_hidden;
+    const at::Tensor other = at::empty_like(dev);
+    p.gpu_memory_bandwidth = 2.0 * double(copy_bytes) / median_seconds(reps, [&] { other.copy_(dev); }, device.sync);
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    p.gpu_memory = total_bytes;
+#endif
+  }
+  disk_bandwidth(o.offload_dir, o.quick ? (32u << 20) : (1024u << 20), p.disk_to_cpu, p.cpu_to_disk_decode);
+  p.disk_to_cpu_cache = p.disk_to_cpu;
+  p.cpu_to_disk_cache_prefill = p.cpu_to_disk_hidden_prefill = p.cpu_to_disk_decode;
+
+  const int64_t h = o.quick ? 1024 : 4096;
+  p.mm_flops_prefill = matmul_flops(device, o.quick ? 256 : 2048, h, h, reps);
+  p.mm_flops_decode = matmul_flops(device, 32, h, h, reps);
+  p.bmm_flops_prefill = bmm_flops(device, o.quick ? 8 : 32, o.quick ? 128 : 512, 128, o.quick ? 128 : 512, reps);
+  p.bmm_flops_decode = bmm_flops(device, o.quick ? 64 : 256, 1, 128, o.quick ? 256 : 2048, reps);
+  p.cpu_attention_bandwidth = cpu_attention_bandwidth(o.quick ? 8 : 32, o.quick ? 256 : 2048, reps);
+  p.cpu_thread_scaling = thread_scaling(p.cpu_threads, o.quick);
+  compression_rates(p, o.quick);
+  // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
+  // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per
+  // element) from the device bandwidth.
+  p.gpu_quantize = p.gpu_is_host ? p.cpu_quantize : p.gpu_memory_bandwidth / 2;
+  p.gpu_dequantize = p.gpu_is_host ? p.cpu_dequantize : p.gpu_memory_bandwidth / 1.2;
+
+  p.cpu_memory = physical_memory();
+  p.disk_memory = free_disk(o.offload_dir);
+  p.name = "measured";
+  p.source = std::string("measured by `tiergen profile`") + (o.quick ? " --quick" : "") +
+             (p.gpu_is_host ? "; no CUDA device: the gpu numbers describe the host standing in for the GPU "
+                              "(--device cpu), its capacity a quarter of physical memory"
+                            : "; gpu quantize/dequantize estimated from device memory bandwidth") +
+             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu.attention_bandwidth counts fp16-equivalent KV "
+             "bytes of a fp32 bmm-softmax-bmm decode attention; cache-slice link rates equal the bulk rates";
+  p.validate("measured profile");
+  return p;
+}
+
+}  // namespace tiergen::policy

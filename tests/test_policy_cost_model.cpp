@@ -1,0 +1,154 @@
+// The cost model against the papers' structure: A.3's terms, LM-Offload's compression
+// observations, CPU attention by bandwidth, and the memory model against plan_memory.
+#include <gtest/gtest.h>
+
+#include "policy/cost_model.h"
+
+#include <algorithm>
+#include "policy/memory_model.h"
+#include "tiergen/model/presets.h"
+
+namespace tiergen::policy {
+namespace {
+
+HardwareProfile hw(const std::string& name) { return load_profile(TIERGEN_SOURCE_DIR "/configs/hw/" + name + ".json"); }
+
+runtime::Policy offload_policy(int64_t gbs, int64_t ngb, double w_gpu, bool cpu_attention) {
+  runtime::Policy p;
+  p.gpu_batch_size = gbs;
+  p.num_gpu_batches = ngb;
+  p.w_gpu_percent = w_gpu;
+  p.w_cpu_percent = 100 - w_gpu;
+  p.cache_gpu_percent = 0;
+  p.cache_cpu_percent = 100;
+  p.act_gpu_percent = 0;
+  p.act_cpu_percent = 100;
+  p.cpu_cache_compute = cpu_attention;
+  return p;
+}
+
+TEST(PolicyCostModel, ThroughputFollowsFlexGenDefinitions) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const auto r = predict(spec, offload_policy(32, 4, 0, true), w, hw("t4-flexgen"));
+  const double n = 128;  // block size
+  EXPECT_NEAR(r.prefill_throughput, n * 512 / r.prefill_seconds, 1e-9);
+  EXPECT_NEAR(r.decode_throughput, n * 31 / r.decode_seconds, 1e-9);
+  EXPECT_NEAR(r.total_throughput, n * 32 / (r.prefill_seconds + r.decode_seconds), 1e-9);
+  EXPECT_NEAR(r.prefill_seconds, r.prefill.layer_seconds * 48, 1e-9);
+  EXPECT_NEAR(r.decode_seconds, r.decode.layer_seconds * 31 * 48, 1e-9);
+}
+
+TEST(PolicyCostModel, OneGpuBatchIsTheMaxOfTheTasks) {
+  // With one gpu batch the layer time is A.3's max over the (worker-grouped) tasks.
+  const auto spec = model::resolve_spec("opt-6.7b");
+  const auto r = predict(spec, offload_policy(8, 1, 50, false), {256, 16}, hw("t4-flexgen"));
+  for (const auto* phase : {&r.prefill, &r.decode}) {
+    double slowest = 0;
+    for (double s : phase->streams) slowest = std::max(slowest, s);
+    EXPECT_NEAR(phase->layer_seconds, slowest, 1e-12);
+    EXPECT_NEAR(phase->streams[0], phase->lanes[0] + phase->lanes[2], 1e-12);  // loader: ctog + dtoc
+  }
+}
+
+TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  auto profile = hw("t4-flexgen");
+  const auto slow = predict(spec, offload_policy(32, 4, 0, true), w, profile);
+  profile.cpu_attention_bandwidth *= 2;
+  const auto fast = predict(spec, offload_policy(32, 4, 0, true), w, profile);
+  const int attention = static_cast<int>(Task::CpuAttention);
+  // bls·(s + n/2)·(2·kv_dim·2 bytes) over the bandwidth.
+  const double bytes = 128.0 * (512 + 16) * 2 * 7168 * 2;
+  EXPECT_NEAR(slow.decode.tasks[attention], bytes / hw("t4-flexgen").cpu_attention_bandwidth, 1e-9);
+  EXPECT_NEAR(fast.decode.tasks[attention] * 2, slow.decode.tasks[attention], 1e-12);
+  // No KV cache crosses PCIe with CPU attention.
+  EXPECT_EQ(slow.decode.tasks[static_cast<int>(Task::CacheLoad)], 0);
+}
+
+TEST(PolicyCostModel, GroupedQueryAttentionShrinksTheCache) {
+  // LLaMA-2-70B has 8 KV heads for 64 query heads: 1/8 of the KV bytes of full MHA.
+  auto spec = model::resolve_spec("llama-2-70b");
+  const ModelSizes gqa(spec, 2);
+  spec.num_kv_heads = spec.num_heads;
+  const ModelSizes mha(spec, 2);
+  EXPECT_DOUBLE_EQ(gqa.kv_bytes_per_token() * 8, mha.kv_bytes_per_token());
+  // Three MLP matrices: 2·(4h² + 3·h·h2 − 2·h·(h − kv_dim)) FLOPs per token.
+  const auto s = model::resolve_spec("llama-2-70b");
+  const double h = double(s.hidden_size), kv = double(s.kv_dim()), h2 = double(s.intermediate_size);
+  EXPECT_DOUBLE_EQ(gqa.linear_flops_per_token(), 2 * (2 * h * h + 2 * h * kv + 3 * h * h2));
+}
+
+TEST(PolicyCostModel, KvCompressionPaysOnlyWithoutCpuAttention) {
+  // LM-Offload observation 1 (A100, OPT-30B, prompt 64, gen 128, block 640).
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{64, 128};
+  const auto a100 = hw("a100-40gb-pcie4");
+  for (bool cpu_attention : {true, false}) {
+    auto plain = offload_policy(64, 10, 55, cpu_attention);
+    auto compressed = plain;
+    compressed.compress_cache.enabled = true;
+    const double gain = predict(spec, compressed, w, a100).total_throughput /
+                        predict(spec, plain, w, a100).total_throughput;
+    if (cpu_attention) {
+      EXPECT_LE(gain, 1.0);
+    } else {
+      EXPECT_GT(gain, 1.3);
+    }
+  }
+}
+
+TEST(PolicyCostModel, WeightCompressionCutsTheWeightLoadAndAddsDequantization) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{64, 8};
+  auto plain = offload_policy(64, 4, 30, true);
+  auto compressed = plain;
+  compressed.compress_weight.enabled = true;
+  const auto a = predict(spec, plain, w, hw("a100-40gb-pcie4"));
+  const auto b = predict(spec, compressed, w, hw("a100-40gb-pcie4"));
+  const int load = static_cast<int>(Task::WeightLoad), deq = static_cast<int>(Task::Dequantize);
+  EXPECT_LT(b.decode.tasks[load], a.decode.tasks[load] * 0.35);
+  EXPECT_GT(b.decode.tasks[deq], 0);
+  EXPECT_EQ(a.decode.tasks[deq], 0);
+  EXPECT_GT(b.init_seconds, 0);  // quantized once at load (eq. 3), outside throughput
+}
+
+TEST(PolicyCostModel, DiskPlacementAddsDiskReads) {
+  const auto spec = model::resolve_spec("opt-175b");
+  auto p = offload_policy(8, 4, 0, true);
+  p.w_cpu_percent = 50;  // the rest on disk
+  const auto r = predict(spec, p, {512, 32}, hw("t4-flexgen"));
+  EXPECT_GT(r.decode.lanes[static_cast<int>(Lane::DiskToCpu)], 0);
+  EXPECT_GT(r.decode.tasks[static_cast<int>(Task::WeightLoad)], r.decode.lanes[static_cast<int>(Lane::DiskToCpu)]);
+}
+
+TEST(PolicyCostModel, MemoryModelTracksTheRuntimeAccounting) {
+  // At pure placements the LP's linear memory model is close to plan_memory's bytes.
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const ModelSizes sizes(spec, 2);
+  auto p = offload_policy(16, 4, 0, true);
+  const auto model = build_memory_model(sizes, p, w);
+  const auto plan = runtime::plan_memory(spec, p, w, 2).total();
+  const Fractions f = effective_fractions(sizes, p);
+  for (auto tier : {runtime::Tier::Gpu, runtime::Tier::Cpu, runtime::Tier::Disk}) {
+    const double exact = double(plan[tier]);
+    EXPECT_NEAR(model.of(tier).at(f), exact, 0.02 * exact + 1e6) << runtime::tier_name(tier);
+  }
+}
+
+TEST(PolicyCostModel, EffectiveFractionsFollowTheMidpointRule) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const ModelSizes sizes(spec, 2);
+  auto p = offload_policy(8, 1, 20, true);
+  const Fractions f = effective_fractions(sizes, p);
+  EXPECT_NEAR(f[kWg] + f[kWc] + f[kWn], 1.0, 1e-12);
+  EXPECT_NEAR(f[kCc], 1.0, 1e-12);
+  EXPECT_NEAR(f[kHc], 1.0, 1e-12);
+  // fc2 (a third of the layer) is the only large tensor whose midpoint lies in the top 20%.
+  EXPECT_NEAR(f[kWg], 1.0 / 3, 0.01);
+}
+
+}  // namespace
+}  // namespace tiergen::policy

@@ -1,0 +1,147 @@
+// Hardware profiles: the shipped files load, save/load round-trips, errors name the
+// file and the field, thread scaling interpolates, and Algorithm 3's pieces.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "policy/hardware_profile.h"
+#include "policy/profiler.h"
+#include "policy/thread_search.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::policy {
+namespace {
+
+const std::string kT4 = TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json";
+
+TEST(PolicyProfile, ShippedProfilesLoad) {
+  const auto t4 = load_profile(kT4);
+  EXPECT_EQ(t4.name, "t4-flexgen");
+  EXPECT_NEAR(t4.cpu_to_gpu, 12.89 * (1ull << 30), 1);  // FlexGen's GB is 2^30 bytes
+  EXPECT_NEAR(t4.bmm_flops_decode, 0.079e12, 1);
+  EXPECT_NEAR(t4.cpu_attention_bandwidth, 0.0123e12, 1);
+  EXPECT_FALSE(t4.source.empty());
+  const auto a100 = load_profile(TIERGEN_SOURCE_DIR "/configs/hw/a100-40gb-pcie4.json");
+  EXPECT_GT(a100.mm_flops_prefill, t4.mm_flops_prefill);
+  EXPECT_EQ(a100.gpu_memory, 40ull << 30);
+}
+
+TEST(PolicyProfile, SaveLoadRoundTrip) {
+  auto p = load_profile(kT4);
+  const std::string path = ::testing::TempDir() + "/tiergen_profile_roundtrip.json";
+  save_profile(p, path);
+  const auto back = load_profile(path);
+  EXPECT_EQ(profile_to_json(back).dump(), profile_to_json(p).dump());
+  std::remove(path.c_str());
+}
+
+std::string error_for(nlohmann::json j) {
+  try {
+    profile_from_json(j, "some/file.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PolicyProfile, ErrorsNameFileAndField) {
+  nlohmann::json j = profile_to_json(load_profile(kT4));
+  auto missing = j;
+  missing["bandwidth"].erase("disk_to_cpu");
+  std::string e = error_for(missing);
+  EXPECT_NE(e.find("some/file.json"), std::string::npos);
+  EXPECT_NE(e.find("bandwidth.disk_to_cpu"), std::string::npos);
+
+  auto negative = j;
+  negative["gpu_flops"]["mm_decode"] = -1;
+  EXPECT_NE(error_for(negative).find("gpu_flops.mm_decode"), std::string::npos);
+
+  auto typo = j;
+  typo["cpu"]["atention_bandwidth"] = 1;
+  EXPECT_NE(error_for(typo).find("cpu.atention_bandwidth"), std::string::npos);
+
+  auto text = j;
+  text["capacity"]["gpu"] = "16GB";
+  EXPECT_NE(error_for(text).find("capacity.gpu"), std::string::npos);
+
+  EXPECT_THROW(load_profile("/nonexistent/profile.json"), Error);
+}
+
+TEST(PolicyProfile, ThreadSpeedupInterpolates) {
+  HardwareProfile p;
+  EXPECT_EQ(p.thread_speedup(8), 1.0);
+  p.cpu_thread_scaling = {{1, 1.0}, {4, 3.0}, {8, 4.0}};
+  EXPECT_DOUBLE_EQ(p.thread_speedup(1), 1.0);
+  EXPECT_DOUBLE_EQ(p.thread_speedup(2), 1.0 + 2.0 / 3);
+  EXPECT_DOUBLE_EQ(p.thread_speedup(6), 3.5);
+  EXPECT_DOUBLE_EQ(p.thread_speedup(64), 4.0);
+}
+
+TEST(PolicyProfile, DefaultPathHonoursEnvironment) {
+  setenv("TIERGEN_HW_PROFILE", "/tmp/x.json", 1);
+  EXPECT_EQ(default_profile_path(), "/tmp/x.json");
+  unsetenv("TIERGEN_HW_PROFILE");
+  EXPECT_EQ(default_profile_path(), kT4);
+}
+
+TEST(PolicyThreads, GraphConcurrencyFromKahnSchedule) {
+  // a and b run together, c waits for both: two at once, makespan 3.
+  const std::vector<Operator> ops = {{"a", 1, {}}, {"b", 2, {}}, {"c", 1, {0, 1}}};
+  const auto s = schedule_graph(ops, 1.0);
+  EXPECT_EQ(s.max_concurrency, 2);
+  EXPECT_DOUBLE_EQ(s.makespan, 3);
+  EXPECT_DOUBLE_EQ(schedule_graph(ops, 2.0).makespan, 1.5);
+  EXPECT_THROW(schedule_graph({{"x", 1, {1}}, {"y", 1, {0}}}, 1.0), Error);
+}
+
+TEST(PolicyThreads, AlgorithmThreeLeavesFiveForLoadsAndStores) {
+  HardwareProfile hw;
+  hw.cpu_thread_scaling = {{1, 1.0}, {8, 6.0}, {16, 6.5}};
+  ThreadSearchInput in;
+  in.max_threads = 32;
+  in.compute_ops = {{"k", 0.1, {}}, {"v", 0.1, {}}, {"qk", 1.0, {0}}, {"pv", 1.0, {1, 2}}};
+  in.io_bytes = {8e9, 0, 1e8, 1e8, 1e8};
+  in.io_link_seconds = {0.05, 0, 0.01, 0.01, 0.01};
+  in.io_bandwidth_per_thread = 4e9;
+  const auto c = choose_threads(in, hw);
+  ASSERT_TRUE(c.found);
+  int io = 0;
+  for (int t : c.io_threads) io += t;
+  EXPECT_GE(io, 5);
+  EXPECT_LE(c.compute_intra_op * c.compute_inter_op + io, 32);
+  EXPECT_EQ(c.compute_inter_op, 2);
+  // The weight load moves the most bytes and gets the most threads.
+  EXPECT_EQ(*std::max_element(c.io_threads.begin(), c.io_threads.end()), c.io_threads[0]);
+  // Too few threads: nothing fits Algorithm 3's bound, the caller keeps defaults.
+  in.max_threads = 5;
+  EXPECT_FALSE(choose_threads(in, hw).found);
+}
+
+}  // namespace
+}  // namespace tiergen::policy
+
+namespace tiergen::policy {
+namespace {
+
+// `tiergen profile --quick` on this host: a complete, valid profile the search can use.
+TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
+  ProfilerOptions options;
+  options.offload_dir = ::testing::TempDir();
+  options.quick = true;
+  const HardwareProfile measured = measure_host(options);
+  EXPECT_NO_THROW(measured.validate("measured"));
+  EXPECT_FALSE(measured.source.empty());
+  EXPECT_FALSE(measured.cpu_thread_scaling.empty());
+  const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
+  save_profile(measured, path);
+  EXPECT_EQ(profile_to_json(load_profile(path)).dump(), profile_to_json(measured).dump());
+  std::remove(path.c_str());
+  EXPECT_THROW(measure_host(ProfilerOptions{"/nonexistent-dir", true}), Error);
+}
+
+}  // namespace
+}  // namespace tiergen::policy

@@ -1,0 +1,169 @@
+// The policy search against the papers' reference points (FlexGen on a T4, LM-Offload
+// on an A100), the exact re-check, and infeasible requests.
+#include <gtest/gtest.h>
+
+#include "policy/search.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tiergen/common/error.h"
+#include "tiergen/common/bytes.h"
+#include "tiergen/model/presets.h"
+
+namespace tiergen::policy {
+namespace {
+
+HardwareProfile hw(const std::string& name) { return load_profile(TIERGEN_SOURCE_DIR "/configs/hw/" + name + ".json"); }
+
+runtime::Budgets budgets(const char* gpu, const char* cpu, const char* disk) {
+  return {parse_bytes(gpu), parse_bytes(cpu), parse_bytes(disk)};
+}
+
+SearchOptions compression(CompressionMode mode) {
+  SearchOptions o;
+  o.compression = mode;
+  return o;
+}
+
+void expect_executable(const SearchResult& r, const model::Spec& spec, const runtime::Workload& w,
+                       const runtime::Budgets& b) {
+  EXPECT_NO_THROW(r.policy.validate());
+  EXPECT_EQ(runtime::plan_memory(spec, r.policy, w, 2).over_budget(b), "");
+  // The JSON form round-trips through the runtime's reader.
+  const auto back = runtime::policy_from_json(runtime::policy_to_json(r.policy), "test");
+  EXPECT_EQ(back.describe(), r.policy.describe());
+}
+
+// FlexGen Table 2 / Table 7: OPT-30B, T4 16 GB, 208 GB DRAM, prompt 512, gen 32 chose
+// weights 20/80, KV cache and activations on the CPU, CPU attention, block 64×2 / 48×3.
+TEST(PolicySearch, FlexGenOpt30bOnT4) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const auto b = budgets("16GiB", "208GiB", "1536GiB");
+  const auto r = search_policy(spec, w, b, hw("t4-flexgen"), compression(CompressionMode::Off));
+  const auto& p = r.policy;
+  EXPECT_EQ(p.cache_cpu_percent, 100);
+  EXPECT_EQ(p.act_cpu_percent, 100);
+  EXPECT_TRUE(p.cpu_cache_compute);
+  EXPECT_LE(p.w_gpu_percent, 30);
+  EXPECT_EQ(p.w_disk_percent(), 0);
+  EXPECT_GE(p.block_size(), 64);
+  EXPECT_FALSE(p.compress_weight.enabled || p.compress_cache.enabled);
+  // FlexGen measured 7.32 token/s.
+  EXPECT_GT(r.prediction.total_throughput, 7.32 / 2);
+  EXPECT_LT(r.prediction.total_throughput, 7.32 * 2);
+  expect_executable(r, spec, w, b);
+}
+
+// FlexGen: OPT-175B on the same T4 with a 1.5 TB disk: 0.69 token/s (weights 0/50/50,
+// block 32×8), 1.12 token/s with 4-bit compression.
+TEST(PolicySearch, FlexGenOpt175bOnT4WithDisk) {
+  const auto spec = model::resolve_spec("opt-175b");
+  const runtime::Workload w{512, 32};
+  const auto b = budgets("16GiB", "208GiB", "1536GiB");
+  const auto plain = search_policy(spec, w, b, hw("t4-flexgen"), compression(CompressionMode::Off));
+  EXPECT_GT(plain.policy.w_cpu_percent, 0);
+  EXPECT_GT(plain.policy.w_disk_percent(), 0);
+  EXPECT_GT(plain.prediction.total_throughput, 0.69 / 2);
+  EXPECT_LT(plain.prediction.total_throughput, 0.69 * 2);
+  expect_executable(plain, spec, w, b);
+
+  const auto compressed = search_policy(spec, w, b, hw("t4-flexgen"), compression(CompressionMode::Auto));
+  EXPECT_TRUE(compressed.policy.compress_weight.enabled || compressed.policy.compress_cache.enabled);
+  EXPECT_GT(compressed.prediction.total_throughput, plain.prediction.total_throughput);
+  expect_executable(compressed, spec, w, b);
+}
+
+// LM-Offload Table 3: OPT-30B, A100 40 GB, 240 GB DRAM, prompt 64. FlexGen's policies
+// (block, wg; KV cache and activations on the CPU, CPU attention, no compression) and
+// LM-Offload's 2.34× mean gain from quantization-aware placement.
+TEST(PolicySearch, LmOffloadOpt30bOnA100) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const auto a100 = hw("a100-40gb-pcie4");
+  const auto b = budgets("40GiB", "240GiB", "1000GiB");
+  struct Case { int64_t gen_len, block, w_gpu; };
+  for (const Case c : {Case{8, 1792, 55}, Case{16, 1600, 55}, Case{32, 1344, 55}, Case{64, 960, 55},
+                       Case{128, 640, 55}}) {
+    const runtime::Workload w{64, c.gen_len};
+    runtime::Policy flexgen;
+    flexgen.gpu_batch_size = 64;
+    flexgen.num_gpu_batches = c.block / 64;
+    flexgen.w_gpu_percent = double(c.w_gpu);
+    flexgen.w_cpu_percent = 100.0 - double(c.w_gpu);
+    flexgen.cache_gpu_percent = flexgen.act_gpu_percent = 0;
+    flexgen.cache_cpu_percent = flexgen.act_cpu_percent = 100;
+    flexgen.cpu_cache_compute = true;
+    const double flexgen_throughput = predict(spec, flexgen, w, a100).total_throughput;
+
+    const auto chosen = search_policy(spec, w, b, a100, compression(CompressionMode::Auto));
+    SCOPED_TRACE("gen " + std::to_string(c.gen_len) + ": " + chosen.policy.describe());
+    EXPECT_TRUE(chosen.policy.compress_weight.enabled || chosen.policy.compress_cache.enabled);
+    // LM-Offload: KV compression only where the cache crosses PCIe.
+    if (chosen.policy.compress_cache.enabled) EXPECT_FALSE(chosen.policy.cpu_cache_compute);
+    EXPECT_GE(chosen.prediction.total_throughput, 1.5 * flexgen_throughput);
+    expect_executable(chosen, spec, w, b);
+
+    const auto uncompressed = search_policy(spec, w, b, a100, compression(CompressionMode::Off));
+    EXPECT_GT(chosen.prediction.total_throughput, uncompressed.prediction.total_throughput);
+  }
+}
+
+TEST(PolicySearch, LlamaWithGroupedQueryAttention) {
+  const auto spec = model::resolve_spec("llama-2-70b");
+  const runtime::Workload w{256, 64};
+  const auto b = budgets("24GiB", "200GiB", "1000GiB");
+  const auto r = search_policy(spec, w, b, hw("t4-flexgen"));
+  EXPECT_GT(r.prediction.total_throughput, 0);
+  expect_executable(r, spec, w, b);
+}
+
+TEST(PolicySearch, FillsThreadsAndReportsTheSearch) {
+  const auto spec = model::resolve_spec("opt-6.7b");
+  const runtime::Workload w{128, 16};
+  const auto b = budgets("16GiB", "64GiB", "100GiB");
+  const auto r = search_policy(spec, w, b, hw("t4-flexgen"));
+  EXPECT_GE(r.policy.threads.compute_intra_op, 1);
+  EXPECT_GE(r.policy.threads.compute_inter_op, 6);  // compute's own + the five load/store tasks
+  EXPECT_GE(r.policy.threads.io_threads, 5);
+  EXPECT_LE(r.policy.threads.compute_intra_op * (r.policy.threads.compute_inter_op - 5) +
+                r.policy.threads.io_threads,
+            32);
+  EXPECT_GT(r.lp_solved, 0);
+  EXPECT_GT(r.exact_checked, 0);
+}
+
+TEST(PolicySearch, CompressionOnAndOffAreHonoured) {
+  const auto spec = model::resolve_spec("opt-13b");
+  const runtime::Workload w{256, 32};
+  const auto b = budgets("12GiB", "64GiB", "200GiB");
+  const auto on = search_policy(spec, w, b, hw("t4-flexgen"), compression(CompressionMode::On));
+  EXPECT_TRUE(on.policy.compress_weight.enabled || on.policy.compress_cache.enabled);
+  const auto off = search_policy(spec, w, b, hw("t4-flexgen"), compression(CompressionMode::Off));
+  EXPECT_FALSE(off.policy.compress_weight.enabled || off.policy.compress_cache.enabled);
+  SearchOptions no_cpu;
+  no_cpu.allow_cpu_attention = false;
+  EXPECT_FALSE(search_policy(spec, w, b, hw("t4-flexgen"), no_cpu).policy.cpu_cache_compute);
+}
+
+TEST(PolicySearch, InfeasibleRequestIsAClearError) {
+  const auto spec = model::resolve_spec("opt-175b");
+  const auto b = budgets("8GiB", "32GiB", "64GiB");  // far below the 325 GB of weights
+  try {
+    search_policy(spec, {512, 32}, b, hw("t4-flexgen"), compression(CompressionMode::Off));
+    FAIL() << "expected InfeasibleError";
+  } catch (const InfeasibleError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("opt-175b"), std::string::npos);
+    EXPECT_NE(message.find("budgets"), std::string::npos);
+  }
+}
+
+TEST(PolicySearch, CompressionModeParsing) {
+  EXPECT_EQ(compression_mode_from_string("auto"), CompressionMode::Auto);
+  EXPECT_EQ(compression_mode_from_string("on"), CompressionMode::On);
+  EXPECT_EQ(compression_mode_from_string("off"), CompressionMode::Off);
+  EXPECT_THROW(compression_mode_from_string("maybe"), Error);
+}
+
+}  // namespace
+}  // namespace tiergen::policy

@@ -1,0 +1,202 @@
+// No tier ever exceeds its budget, the runtime stays within plan_memory's count, and
+// an infeasible policy is refused before any work (no weight read, no offload file).
+#include <gtest/gtest.h>
+
+#include "tests/support/tiny_model.h"
+#include "tiergen/common/error.h"
+#include "tiergen/runtime/engine.h"
+#include "tiergen/runtime/placement.h"
+#include "tiergen/runtime/tier_account.h"
+
+namespace tiergen::test {
+namespace {
+
+using runtime::Tier;
+
+struct BudgetCase {
+  std::string name;
+  std::string arch;
+  runtime::Policy policy;
+  bool copy_disk_weights = false;
+};
+
+void PrintTo(const BudgetCase& c, std::ostream* os) { *os << c.name; }
+
+runtime::Policy policy(int64_t gbs, int64_t ngb, std::array<double, 6> p, bool cpu_attention, bool overlap = true) {
+  runtime::Policy x;
+  x.gpu_batch_size = gbs;
+  x.num_gpu_batches = ngb;
+  x.w_gpu_percent = p[0];
+  x.w_cpu_percent = p[1];
+  x.cache_gpu_percent = p[2];
+  x.cache_cpu_percent = p[3];
+  x.act_gpu_percent = p[4];
+  x.act_cpu_percent = p[5];
+  x.cpu_cache_compute = cpu_attention;
+  x.overlap = overlap;
+  return x;
+}
+
+std::vector<BudgetCase> budget_cases() {
+  using A = std::array<double, 6>;
+  return {
+      {"opt_all_gpu", "opt", policy(2, 2, A{100, 0, 100, 0, 100, 0}, false)},
+      {"llama_all_gpu", "llama", policy(4, 1, A{100, 0, 100, 0, 100, 0}, false)},
+      {"opt_weights_cpu_cache_cpu", "opt", policy(2, 2, A{0, 100, 0, 100, 100, 0}, false)},
+      {"llama_cache_cpu_attention", "llama", policy(2, 2, A{100, 0, 0, 100, 100, 0}, true)},
+      {"opt_cache_disk", "opt", policy(2, 2, A{100, 0, 0, 0, 100, 0}, false)},
+      {"llama_cache_disk_cpu_attention", "llama", policy(2, 2, A{100, 0, 0, 0, 100, 0}, true)},
+      {"opt_all_tiers", "opt", policy(2, 2, A{20, 30, 25, 25, 0, 50}, true), true},
+      {"llama_all_tiers_no_overlap", "llama", policy(2, 2, A{20, 30, 25, 25, 0, 50}, false, false), true},
+      {"llama_all_disk", "llama", policy(1, 2, A{0, 0, 0, 0, 0, 0}, false), true},
+  };
+}
+
+class BudgetTest : public ::testing::TestWithParam<BudgetCase> {
+ protected:
+  void SetUp() override {
+    model_ = make_tiny_model(GetParam().arch == "opt" ? tiny_opt(31) : tiny_llama(32));
+    requests_ = greedy_requests(make_prompts({4, 9, 2, 6, 7, 1}, model_.spec.vocab_size, 3), {6, 4});
+  }
+  const model::WeightSource& source() {
+    if (!GetParam().copy_disk_weights) return *model_.weights;
+    if (!file_less_) file_less_ = std::make_unique<NoFileWeights>(*model_.weights);
+    return *file_less_;
+  }
+  TinyModel model_;
+  std::unique_ptr<NoFileWeights> file_less_;
+  std::vector<runtime::SequenceRequest> requests_;
+};
+
+TEST_P(BudgetTest, PeaksStayWithinThePlanAndTheBudgets) {
+  const auto& c = GetParam();
+  const runtime::Workload workload = workload_of(requests_);
+  const runtime::MemoryPlan plan = runtime::plan_memory(model_.spec, c.policy, workload, 4);
+  const runtime::TierBytes planned = plan.total();
+  TempDir offload("offload");
+
+  // Generous budgets: the runtime uses at most what the plan counts.
+  std::vector<std::vector<int64_t>> generous_tokens;
+  {
+    runtime::Engine engine(model_.spec, source(), c.policy, cpu_engine_options(offload.path), workload);
+    EXPECT_EQ(engine.memory_plan().total().bytes, planned.bytes);
+    generous_tokens = tokens_of(engine.generate(requests_));
+    const runtime::TierBytes peak = engine.stats().peak_bytes;
+    for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+      EXPECT_LE(peak[t], planned[t]) << runtime::tier_name(t) << " tier";
+    }
+    EXPECT_GT(peak[Tier::Gpu], 0u);
+    if (planned[Tier::Cpu] > 0) EXPECT_GT(peak[Tier::Cpu], 0u);
+    if (plan.kv_cache[Tier::Disk] + plan.activations[Tier::Disk] > 0) EXPECT_GT(peak[Tier::Disk], 0u);
+  }
+
+  // Budgets exactly the plan: the run fits, gives the same tokens, and every peak is
+  // within its budget.
+  runtime::EngineOptions tight = cpu_engine_options(offload.path);
+  tight.budgets = runtime::Budgets{planned[Tier::Gpu], planned[Tier::Cpu], planned[Tier::Disk]};
+  runtime::Engine engine(model_.spec, source(), c.policy, tight, workload);
+  EXPECT_EQ(tokens_of(engine.generate(requests_)), generous_tokens);
+  const runtime::Stats& stats = engine.stats();
+  for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    EXPECT_LE(stats.peak_bytes[t], tight.budgets.of(t)) << runtime::tier_name(t) << " tier";
+    EXPECT_EQ(stats.budgets[t], tight.budgets.of(t));
+  }
+}
+
+TEST_P(BudgetTest, OverBudgetPolicyIsRefusedBeforeAnyWork) {
+  const auto& c = GetParam();
+  const runtime::Workload workload = workload_of(requests_);
+  const runtime::TierBytes planned = runtime::plan_memory(model_.spec, c.policy, workload, 4).total();
+  for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    if (planned[t] == 0) continue;
+    SCOPED_TRACE(runtime::tier_name(t));
+    TempDir offload("offload");
+    const std::string dir = offload.path + "/not-yet-there";
+    runtime::EngineOptions options = cpu_engine_options(dir);
+    options.budgets = runtime::Budgets{planned[Tier::Gpu], planned[Tier::Cpu], planned[Tier::Disk]};
+    if (t == Tier::Gpu) options.budgets.gpu -= 1;
+    if (t == Tier::Cpu) options.budgets.cpu -= 1;
+    if (t == Tier::Disk) options.budgets.disk -= 1;
+    const CountingWeights counting(*model_.weights, "", c.copy_disk_weights);
+    try {
+      runtime::Engine engine(model_.spec, counting, c.policy, options, workload);
+      ADD_FAILURE() << "an over-budget policy was accepted";
+    } catch (const InfeasibleError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(runtime::tier_name(t) + " tier"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(counting.reads(), 0);
+    EXPECT_TRUE(files_in(dir).empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, BudgetTest, ::testing::ValuesIn(budget_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// A longer prompt than the engine was planned for cannot sneak past the budgets: the
+// tier refuses the allocation with an InfeasibleError naming it.
+TEST(RuntimeBudget, UnplannedWorkloadIsRefusedByTheTiers) {
+  TinyModel m = make_tiny_model(tiny_llama(33));
+  using A = std::array<double, 6>;
+  const runtime::Policy p = policy(2, 1, A{100, 0, 100, 0, 100, 0}, false);
+  const runtime::Workload planned_for{4, 4};
+  const runtime::TierBytes planned = runtime::plan_memory(m.spec, p, planned_for, 4).total();
+  TempDir offload("offload");
+  runtime::EngineOptions options = cpu_engine_options(offload.path);
+  options.budgets = runtime::Budgets{planned[Tier::Gpu], planned[Tier::Cpu], planned[Tier::Disk]};
+  runtime::Engine engine(m.spec, *m.weights, p, options, planned_for);
+  EXPECT_EQ(engine.generate(greedy_requests(make_prompts({4, 3}, m.spec.vocab_size), {4})).size(), 2u);
+  EXPECT_THROW(engine.generate(greedy_requests(make_prompts({40, 3}, m.spec.vocab_size), {20})), InfeasibleError);
+  EXPECT_LE(engine.stats().peak_bytes[Tier::Gpu], planned[Tier::Gpu]);
+}
+
+TEST(RuntimeTierAccount, ReservationsAreCountedReleasedAndBounded) {
+  runtime::TierAccount account(Tier::Cpu, 1000);
+  {
+    runtime::Reservation a = account.reserve(600, "a");
+    EXPECT_EQ(account.used(), 600u);
+    try {
+      account.reserve(401, "the next buffer");
+      FAIL() << "reservation beyond the budget";
+    } catch (const InfeasibleError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("cpu tier"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("the next buffer"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(account.used(), 600u);
+    runtime::Reservation b = account.reserve(400, "b");
+    EXPECT_EQ(account.used(), 1000u);
+    runtime::Reservation moved = std::move(b);
+    EXPECT_EQ(moved.bytes(), 400u);
+    EXPECT_EQ(b.bytes(), 0u);
+    EXPECT_EQ(account.used(), 1000u);
+    moved.release();
+    EXPECT_EQ(account.used(), 600u);
+  }
+  EXPECT_EQ(account.used(), 0u);
+  EXPECT_EQ(account.peak(), 1000u);
+  EXPECT_EQ(account.budget(), 1000u);
+}
+
+// plan_memory's split of units and FlexGen's weight placement rule.
+TEST(RuntimePlacement, SplitsAndHomesFollowThePercentages) {
+  EXPECT_EQ(runtime::split_units(10, 30, 40), (std::array<int64_t, 3>{3, 4, 3}));
+  EXPECT_EQ(runtime::split_units(10, 100, 0), (std::array<int64_t, 3>{10, 0, 0}));
+  EXPECT_EQ(runtime::split_units(10, 0, 0), (std::array<int64_t, 3>{0, 0, 10}));
+  for (int64_t units : {1, 2, 3, 7, 16}) {
+    for (double g : {0.0, 12.5, 50.0, 100.0}) {
+      const auto s = runtime::split_units(units, g, (100 - g) / 2);
+      EXPECT_EQ(s[0] + s[1] + s[2], units);
+      for (auto v : s) EXPECT_GE(v, 0);
+    }
+  }
+  runtime::Policy p;
+  p.w_gpu_percent = 20;
+  p.w_cpu_percent = 30;  // disk 50: ranges disk [0, 50), cpu [50, 80), gpu [80, 100]
+  EXPECT_EQ(runtime::weight_home(10, p), Tier::Disk);
+  EXPECT_EQ(runtime::weight_home(60, p), Tier::Cpu);
+  EXPECT_EQ(runtime::weight_home(90, p), Tier::Gpu);
+}
+
+}  // namespace
+}  // namespace tiergen::test

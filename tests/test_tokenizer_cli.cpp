@@ -1,0 +1,79 @@
+// `tiergen tokenize` end to end: JSON strings in, id arrays out, and back.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status;
+  std::string out;  // stdout only
+  std::string err;
+};
+
+// Runs `tiergen tokenize <args>` with `input` on stdin.
+Result tokenize(const std::string& args, const std::string& input) {
+  const fs::path dir = fs::temp_directory_path() / ("tiergen-cli-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "in") << input;
+  const std::string command = std::string(TIERGEN_BINARY_DIR) + "/tiergen tokenize " + args + " < " +
+                              (dir / "in").string() + " > " + (dir / "out").string() + " 2> " + (dir / "err").string();
+  const int status = std::system(command.c_str());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
+  fs::remove_all(dir);
+  return r;
+}
+
+const std::string kSentencePiece = std::string(TIERGEN_TEST_FIXTURES) + "/tokenizers/sentencepiece";
+
+TEST(TokenizeCommand, EncodesAndDecodesLineByLine) {
+  const Result enc = tokenize("--tokenizer " + kSentencePiece, "\"Hello world\"\n\"中\"\n\"\"\n");
+  ASSERT_EQ(enc.status, 0) << enc.err;
+  EXPECT_EQ(enc.out, "[1,259,298,305]\n[1,259,231,187,176]\n[1]\n");
+
+  const Result plain = tokenize("--tokenizer " + kSentencePiece + " --no-special", "\"Hello world\"\n");
+  EXPECT_EQ(plain.out, "[259,298,305]\n");
+
+  const Result dec = tokenize("--tokenizer " + kSentencePiece + " --decode", "[1,259,298,305]\n[1,259,231,187,176]\n");
+  ASSERT_EQ(dec.status, 0) << dec.err;
+  EXPECT_EQ(dec.out, "\"Hello world\"\n\"中\"\n");
+
+  const Result raw = tokenize("--tokenizer " + kSentencePiece + " --decode --no-special", "[1,259,298]\n");
+  EXPECT_EQ(raw.out, "\"<s> Hello\"\n");
+}
+
+TEST(TokenizeCommand, MalformedLinesNameTheLine) {
+  Result r = tokenize("--tokenizer " + kSentencePiece, "\"ok\"\nnot json\n");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "[1,259,274,270]\n");  // "▁", "o", "k": no merges apply
+  EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
+
+  r = tokenize("--tokenizer " + kSentencePiece, "[1, 2]\n");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("stdin line 1: expected a JSON string"), std::string::npos) << r.err;
+
+  r = tokenize("--tokenizer " + kSentencePiece + " --decode", "[1]\n[99999]\n");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
+
+  r = tokenize("--tokenizer " + kSentencePiece, "\"\xFF\"\n");  // invalid UTF-8 inside the JSON string
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("stdin line 1"), std::string::npos) << r.err;
+
+  r = tokenize("--tokenizer /nonexistent-tokenizer-dir", "\"x\"\n");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("/nonexistent-tokenizer-dir"), std::string::npos) << r.err;
+}
+
+}  // namespace
