@@ -45,11 +45,11 @@ TG_AVX2 inline __m256 load8(const uint8_t* row, int64_t c, __m256 min, __m256 sc
   }
 }
 
-// Group metadata of row r for the group starting at element j0.
+// Metadata of group k of row r (k counted by the caller: a division here would cost
+// as much as dequantizing the group).
 template <Fmt F>
-TG_AVX2 inline void group_meta(const KvRows& kv, int64_t r, int64_t j0, __m256* min, __m256* scale) {
+TG_AVX2 inline void group_meta(const KvRows& kv, int64_t r, int64_t k, __m256* min, __m256* scale) {
   if constexpr (is_quantized(F)) {
-    const int64_t k = j0 / kv.format.group_size;
     *min = _mm256_set1_ps(_cvtsh_ss(kv.row_mins(r)[k]));
     *scale = _mm256_set1_ps(_cvtsh_ss(kv.row_scales(r)[k]));
   } else {
@@ -76,9 +76,9 @@ TG_AVX2 void score_tile(const KvRows& k, int64_t row0, const float* q, int64_t d
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
   const int64_t g = is_quantized(F) ? k.format.group_size : d;
-  for (int64_t j0 = 0; j0 < d; j0 += g) {
+  for (int64_t j0 = 0, grp = 0; j0 < d; j0 += g, ++grp) {
     __m256 min[R], scale[R];
-    for (int r = 0; r < R; ++r) group_meta<F>(k, row0 + r, j0, &min[r], &scale[r]);
+    for (int r = 0; r < R; ++r) group_meta<F>(k, row0 + r, grp, &min[r], &scale[r]);
     const int64_t j1 = std::min(j0 + g, d);
     for (int64_t c = j0; c < j1; c += 8) {
       __m256 qv[H];
@@ -102,9 +102,9 @@ TG_AVX2 void accumulate_tile(const KvRows& v, int64_t row0, const float* p, int6
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < H; ++h) pb[r][h] = _mm256_set1_ps(p[h * len + t + r]);
   const int64_t g = is_quantized(F) ? v.format.group_size : d;
-  for (int64_t j0 = 0; j0 < d; j0 += g) {
+  for (int64_t j0 = 0, grp = 0; j0 < d; j0 += g, ++grp) {
     __m256 min[R], scale[R];
-    for (int r = 0; r < R; ++r) group_meta<F>(v, row0 + r, j0, &min[r], &scale[r]);
+    for (int r = 0; r < R; ++r) group_meta<F>(v, row0 + r, grp, &min[r], &scale[r]);
     const int64_t j1 = std::min(j0 + g, d);
     for (int64_t c = j0; c < j1; c += 8) {
       __m256 vv[R];

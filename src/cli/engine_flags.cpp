@@ -8,6 +8,7 @@
 
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "policy/search.h"
 #include "tiergen/model/presets.h"
 
 namespace tiergen::cli {
@@ -26,7 +27,11 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
   c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (removed after the run)")->capture_default_str();
   c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str();
-  auto* policy = c->add_option("--policy", f.policy_file, "Policy JSON (FlexGen's field names; `tiergen policy --json` writes one)");
+  auto* policy = c->add_option("--policy", f.policy_file,
+                               "Policy JSON (FlexGen's field names; `tiergen policy --json` writes one), or 'auto' to "
+                               "search one with the cost model for the budgets");
+  c->add_option("--hw", f.hw, "Hardware profile JSON for --policy auto and the predicted-vs-measured report "
+                "(default: $TIERGEN_HW_PROFILE, else configs/hw/t4-flexgen.json)");
   c->add_option("--percent", f.percent, "FlexGen placement: wg wc cg cc hg hc (weights, KV cache, activations on gpu/cpu; disk gets the rest)")
       ->expected(6)->excludes(policy);
   c->add_option("--gpu-batch-size", f.gpu_batch_size, fmt::format("Sequences per gpu batch (default {})", default_batch_size));
@@ -50,9 +55,15 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const mo
   return model::open_checkpoint_weights(f.model, spec);
 }
 
-runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size) {
+runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
+                            const runtime::Workload& workload, const runtime::EngineOptions& options) {
   runtime::Policy p;
-  if (!f.policy_file.empty()) {
+  if (f.policy_file == "auto") {
+    policy::SearchOptions search;
+    search.dtype_bytes = options.device.dtype_bytes();
+    if (f.compress_weight || f.compress_cache) search.compression = policy::CompressionMode::On;
+    p = policy::search_policy(spec, workload, options.budgets, policy::resolve_profile(f.hw), search).policy;
+  } else if (!f.policy_file.empty()) {
     p = runtime::policy_from_file(f.policy_file);
   } else {
     p.gpu_batch_size = default_batch_size;
@@ -71,6 +82,10 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size) {
   if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
   if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
   if (f.cpu_attention) p.cpu_cache_compute = true;
+  if (f.policy_file == "auto") {
+    p.validate();
+    return p;
+  }
   if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
   if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
   p.validate();

@@ -25,7 +25,8 @@ struct EngineFlags {
   std::string offload_dir = "/tmp/tiergen-offload";
   int io_threads = 4;
   // Policy.
-  std::string policy_file;
+  std::string policy_file;  // a file, or "auto" for the cost-model search
+  std::string hw;           // hardware profile for the search and the predictions
   std::vector<double> percent;
   int64_t gpu_batch_size = 0;  // 0: not given
   int64_t num_gpu_batches = 0;
@@ -41,7 +42,9 @@ void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_bat
 model::Spec load_spec(const EngineFlags& flags);
 // Checkpoint weights from the model directory, or dummy weights (--dummy, or a preset).
 std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, const model::Spec& spec);
-runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size);
+// The policy from --policy FILE / flags, or searched (--policy auto) for `workload`.
+runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
+                            const runtime::Workload& workload, const runtime::EngineOptions& options);
 runtime::DeviceContext make_device(const EngineFlags& flags);
 runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device);
 runtime::EngineOptions make_engine_options(const EngineFlags& flags);

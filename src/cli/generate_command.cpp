@@ -8,6 +8,7 @@
 
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/prediction_report.h"
 #include "tiergen/common/error.h"
 #include "tiergen/io/prompts.h"
 #include "tiergen/io/results.h"
@@ -112,14 +113,15 @@ void run_generate(const GenerateFlags& f) {
     request_prompt.push_back(i);
   }
 
-  const runtime::Policy policy = make_policy(f.engine, f.batch_size);
+  const runtime::EngineOptions options = make_engine_options(f.engine);
+  const runtime::Policy policy = make_policy(f.engine, f.batch_size, spec, max_workload, options);
   spdlog::info("policy: {}", policy.describe());
   runtime::install_interrupt_handlers(
       f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"
                                     : fmt::format("\ntiergen: interrupted; finished results are in {}; rerun the same "
                                                   "command with --resume to continue\n", f.out));
   const auto weights = load_weights(f.engine, spec);
-  runtime::Engine engine(spec, *weights, policy, make_engine_options(f.engine), max_workload);
+  runtime::Engine engine(spec, *weights, policy, options, max_workload);
 
   const auto start = std::chrono::steady_clock::now();
   int64_t prompt_tokens = 0, output_tokens = 0;
@@ -143,9 +145,15 @@ void run_generate(const GenerateFlags& f) {
   spdlog::info("{} prompts, {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} generated tokens/s",
                requests.size(), prompt_tokens, output_tokens, seconds, seconds > 0 ? output_tokens / seconds : 0.0);
   spdlog::info("{}", engine.stats().report());
+  const policy::Prediction predicted = policy::predict(spec, policy, max_workload, policy::resolve_profile(f.engine.hw),
+                                                       options.device.dtype_bytes());
+  const PredictionScale scale{spec.num_layers, max_workload.gen_len,
+                              (static_cast<int64_t>(requests.size()) + policy.block_size() - 1) / policy.block_size()};
+  spdlog::info("{}", predicted_vs_measured(predicted, engine.stats(), scale));
   if (!f.stats_json.empty()) {
     nlohmann::json j = engine.stats().to_json();
     j["policy"] = runtime::policy_to_json(policy);
+    j["predicted_vs_measured"] = predicted_vs_measured_json(predicted, engine.stats(), scale);
     std::ofstream(f.stats_json) << j.dump(2) << "\n";
   }
 }

@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "tiergen/model/forward.h"
+#include "tiergen/runtime/placement.h"
 
 namespace tiergen::model {
 
@@ -21,7 +22,9 @@ at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, con
 
 }  // namespace
 
-at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+namespace {
+
+at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1), total = k.size(2), groups = heads / kv_heads;
   // Grouped-query attention without copying K/V: fold each kv head's query heads
@@ -34,6 +37,23 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type()).view({b, kv_heads, groups * t, total});
   const at::Tensor out = at::matmul(probs, v).view({b, heads, t, d});
   return out.transpose(1, 2).reshape({b, t, heads * d});
+}
+
+}  // namespace
+
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  const int64_t b = q.size(0);
+  const int64_t chunk = runtime::attention_chunk_sequences(q.size(1), q.size(2), k.size(2));
+  if (chunk >= b) return attend_all(q, k, v, step);
+  // Bounded temporaries: a chunk of sequences at a time (placement.h).
+  std::vector<at::Tensor> parts;
+  for (int64_t s = 0; s < b; s += chunk) {
+    const int64_t n = std::min(chunk, b - s);
+    StepInputs part{step.positions.defined() ? step.positions.narrow(0, s, n) : at::Tensor(), step.pad.narrow(0, s, n),
+                    step.past_len};
+    parts.push_back(attend_all(q.narrow(0, s, n), k.narrow(0, s, n), v.narrow(0, s, n), part));
+  }
+  return at::cat(parts, 0);
 }
 
 }  // namespace tiergen::model

@@ -155,6 +155,22 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   }
   p.owed_stores.clear();
 
+  // This layer's weights: prefetched by the previous layer's first step, or loaded now.
+  // Taken before the next layer's prefetch replaces the future, so at most two layers
+  // of loaded weights are alive at once, as plan_memory counts.
+  if (k == 0 && p.weights_layer != j) {
+    p.weights.reset();
+    if (p.next_weights_layer == j && p.next_weights.valid()) {
+      p.weights = p.next_weights.get();
+    } else {
+      ScopedTimer timer(stats_, Task::LoadWeight, prefill);
+      p.weights = weights_.load(j);
+    }
+    p.next_weights = {};
+    p.next_weights_layer = -1;
+    p.weights_layer = j;
+  }
+
   // Weights of the next layer, once per layer (on its first gpu batch).
   if (k == 0 && p.NL > 1) {
     const int64_t next = (j + 1) % p.NL;
@@ -206,17 +222,6 @@ namespace tiergen::runtime {
 void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
   const bool prefill = i == 0;
   BatchState& b = batches[static_cast<size_t>(k)];
-  if (k == 0) {
-    // This layer's weights: prefetched by the previous layer's first step, or loaded now.
-    if (p.next_weights_layer == j && p.next_weights.valid() && p.weights_layer != j) {
-      p.weights = p.next_weights.get();
-    } else if (p.weights_layer != j) {
-      p.weights.reset();
-      ScopedTimer timer(stats_, Task::LoadWeight, prefill);
-      p.weights = weights_.load(j);
-    }
-    p.weights_layer = j;
-  }
   const model::LayerWeights& w = p.weights->weights;
   const model::StepInputs step = step_inputs(b.pad, i, p.S);
 

@@ -48,6 +48,11 @@ void on_signal(int signal) {
 
 constexpr uint64_t kRequestBytes = 8ull << 20;  // one I/O request of the pool
 
+// A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the process
+// without a message and without removing the offload file. Ignored, the write fails
+// with EFBIG instead and becomes an error naming the file.
+void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
+
 }  // namespace
 
 void remove_offload_files_now() {
@@ -63,11 +68,13 @@ void install_interrupt_handlers(const std::string& message) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  ignore_file_size_signal();  // results and offload writes past a file size limit fail, not kill
 }
 
 DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threads)
     : account_(Tier::Disk, budget), io_threads_(std::max(1, io_threads)) {
   namespace fs = std::filesystem;
+  ignore_file_size_signal();
   std::error_code ec;
   fs::create_directories(offload_dir, ec);
   TG_CHECK(!ec && fs::is_directory(offload_dir), "offload directory '{}' cannot be created: {}", offload_dir,

@@ -28,10 +28,11 @@ else
   for f in "$here"/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
 
+mkdir -p "$build"
 echo "== configuring and building ${targets[*]} in $build (clang: $("$cxx" --version | head -1))"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
-  -DTIERGEN_BUILD_FUZZERS=ON -DTIERGEN_BUILD_TESTS=OFF -DTIERGEN_ENABLE_CUDA=OFF >"$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log"; echo "run_fuzzers: configure failed" >&2; exit 2; }
+  -DTIERGEN_BUILD_FUZZERS=ON -DTIERGEN_BUILD_TESTS=OFF -DTIERGEN_ENABLE_CUDA=OFF >"$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log"; echo "run_fuzzers: configure failed" >&2; exit 2; }
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" || { echo "run_fuzzers: build failed" >&2; exit 2; }
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
