@@ -9,6 +9,7 @@
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
 #include "src/cli/prediction_report.h"
+#include "src/cli/progress.h"
 #include "tiergen/common/error.h"
 #include "tiergen/io/prompts.h"
 #include "tiergen/io/results.h"
@@ -27,7 +28,7 @@ struct GenerateFlags {
   double temperature = 0.0, top_p = 1.0;
   int64_t top_k = 0;
   uint64_t seed = 0;
-  bool resume = false, overwrite = false, truncate = false;
+  bool resume = false, overwrite = false, truncate = false, quiet = false;
 };
 
 struct PreparedPrompt {
@@ -124,7 +125,8 @@ void run_generate(const GenerateFlags& f) {
   runtime::Engine engine(spec, *weights, policy, options, max_workload);
 
   const auto start = std::chrono::steady_clock::now();
-  int64_t prompt_tokens = 0, output_tokens = 0;
+  int64_t prompt_tokens = 0, output_tokens = 0, done = 0;
+  ProgressBar progress(static_cast<int64_t>(requests.size()), !f.quiet && ProgressBar::stderr_is_terminal());
   engine.generate(requests, [&](size_t i, const runtime::SequenceResult& result) {
     const auto& p = prompts[request_prompt[i]];
     io::ResultRecord r;
@@ -139,7 +141,9 @@ void run_generate(const GenerateFlags& f) {
     prompt_tokens += r.num_prompt_tokens;
     output_tokens += r.num_output_tokens;
     writer.submit(std::move(r));
+    progress.update(++done, output_tokens);
   });
+  progress.finish();
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} prompts, {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} generated tokens/s",
@@ -178,6 +182,7 @@ void setup_generate(CLI::App& app) {
   c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out");
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
   c->add_flag("--truncate", f->truncate, "Keep the last tokens of prompts too long for the model instead of reporting an error");
+  c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--stats-json", f->stats_json, "Write per-task times, throughput and peak memory as JSON");
   c->callback([f] { run_generate(*f); });
 }

@@ -104,6 +104,12 @@ std::vector<WeightLayer> llama_layers(const Spec& s) {
 template <typename T>
 T get(const json& c, const std::string& key, const std::string& source) {
   TG_CHECK(c.contains(key) && !c.at(key).is_null(), "{}: config.json has no '{}'", source, key);
+  if constexpr (std::is_same_v<T, int64_t>) {
+    // nlohmann would truncate a float (or cast one outside int64's range): sizes and
+    // ids must be written as integers.
+    TG_CHECK(c.at(key).is_number_integer(), "{}: config.json field '{}' has the wrong type: it must be an integer, got {}", source, key,
+             c.at(key).dump());
+  }
   try {
     return c.at(key).get<T>();
   } catch (const json::exception& e) {
@@ -181,7 +187,21 @@ void read_llama(Spec& s, const json& c, const std::string& source) {
   }
 }
 
+// Sizes far beyond any real model would overflow byte counts downstream.
+void check_size(int64_t value, int64_t limit, const char* key, const std::string& source) {
+  TG_CHECK(value > 0 && value <= limit, "{}: config.json field '{}' = {} must be positive and at most {}", source, key, value, limit);
+}
+
 void check_shapes(const Spec& s, const std::string& source) {
+  check_size(s.vocab_size, int64_t{1} << 24, "vocab_size", source);
+  check_size(s.hidden_size, int64_t{1} << 20, "hidden_size", source);
+  check_size(s.intermediate_size, int64_t{1} << 22, s.family == Family::Opt ? "ffn_dim" : "intermediate_size", source);
+  check_size(s.num_layers, 4096, "num_hidden_layers", source);
+  check_size(s.num_heads, 4096, "num_attention_heads", source);
+  check_size(s.num_kv_heads, 4096, "num_key_value_heads", source);
+  check_size(s.max_positions, int64_t{1} << 24, "max_position_embeddings", source);
+  check_size(s.word_embed_proj_dim, int64_t{1} << 20, "word_embed_proj_dim", source);
+  if (s.head_dim != 0) check_size(s.head_dim, 4096, "head_dim", source);
   TG_CHECK(s.vocab_size > 0 && s.hidden_size > 0 && s.intermediate_size > 0 && s.num_layers > 0 &&
                s.num_heads > 0 && s.max_positions > 0 && s.word_embed_proj_dim > 0,
            "{}: config.json sizes must be positive", source);
@@ -203,8 +223,13 @@ std::vector<WeightLayer> Spec::weight_layers() const {
 }
 
 int64_t Spec::total_params() const {
+  // A tied head reads the embedding: its parameters are counted once.
   int64_t n = 0;
-  for (const auto& l : weight_layers()) n += l.numel();
+  for (const auto& l : weight_layers()) {
+    for (const auto& t : l.tensors) {
+      if (t.source_name == t.name) n += t.numel();
+    }
+  }
   return n;
 }
 

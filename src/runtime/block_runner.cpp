@@ -304,7 +304,8 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       auto& tokens = (*p.outputs)[static_cast<size_t>(slot)];
       tokens.push_back(token);
       if (*p.on_token) (*p.on_token)(static_cast<size_t>(slot), token);
-      if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+      if (!(*p.requests)[static_cast<size_t>(slot)].ignore_eos &&
+          std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
         (*p.finished)[static_cast<size_t>(slot)] = true;
         (*p.reasons)[static_cast<size_t>(slot)] = "stop";
       } else if (static_cast<int64_t>(tokens.size()) >= (*p.requests)[static_cast<size_t>(slot)].max_new_tokens) {

@@ -22,6 +22,7 @@ struct SequenceRequest {
   std::vector<int64_t> prompt;
   int64_t max_new_tokens = 0;
   SamplingParams sampling;
+  bool ignore_eos = false;           // generate exactly max_new_tokens (benchmarks)
 };
 
 struct SequenceResult {

@@ -1,0 +1,211 @@
+// `tiergen bench`: FlexGen's synthetic workload. N = gpu_batch_size × num_gpu_batches
+// random prompts (seeded token ids) of exactly S tokens each generate exactly n tokens
+// (EOS ignored); one warm-up run, then R measured runs on the same engine. Prints
+// FlexGen's report lines for the median run, the policy, predicted versus measured
+// times and mean ± sd over the runs; --json writes all of it as one record.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "src/cli/bench_report.h"
+#include "src/cli/command.h"
+#include "src/cli/engine_flags.h"
+#include "src/cli/prediction_report.h"
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+#include "tiergen/runtime/disk_tier.h"
+
+namespace tiergen::cli {
+
+namespace {
+
+struct BenchFlags {
+  EngineFlags engine;
+  int64_t prompt_len = 512, gen_len = 32;
+  int64_t repetitions = 3, warmup = 1;
+  uint64_t seed = 0;
+  std::string json;
+};
+
+// N prompts of exactly `prompt_len` seeded ids, avoiding the special tokens.
+std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int64_t num_prompts, const BenchFlags& f) {
+  std::mt19937_64 rng(f.seed);
+  const int64_t low = std::min<int64_t>(4, spec.vocab_size - 1);
+  std::uniform_int_distribution<int64_t> token(low, spec.vocab_size - 1);
+  std::vector<runtime::SequenceRequest> requests;
+  for (int64_t i = 0; i < num_prompts; ++i) {
+    runtime::SequenceRequest r;
+    r.index = i;
+    r.prompt.resize(static_cast<size_t>(f.prompt_len));
+    for (auto& id : r.prompt) id = token(rng);
+    r.max_new_tokens = f.gen_len;
+    r.ignore_eos = true;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+// The command line as the user typed it (for the JSON record and bench/RESULTS.md).
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), out;
+  for (char c : all) out += c == '\0' ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
+void run_bench(const BenchFlags& f) {
+  TG_CHECK(f.prompt_len > 0 && f.gen_len > 0, "--prompt-len and --gen-len must be positive");
+  TG_CHECK(f.repetitions > 0, "-r/--repetitions must be at least 1");
+  const model::Spec spec = load_spec(f.engine);
+  TG_CHECK(f.prompt_len + f.gen_len <= spec.max_positions,
+           "prompt length {} plus {} new tokens exceeds the model's {} positions", f.prompt_len, f.gen_len,
+           spec.max_positions);
+  const runtime::Workload workload{f.prompt_len, f.gen_len};
+  const runtime::EngineOptions options = make_engine_options(f.engine);
+  const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options);
+  const int64_t num_prompts = policy.block_size();
+  const int dtype_bytes = options.device.dtype_bytes();
+  spdlog::info("policy: {}", policy.describe());
+  runtime::install_interrupt_handlers("\ntiergen: interrupted\n");
+
+  const auto weights = load_weights(f.engine, spec);
+  runtime::Engine engine(spec, *weights, policy, options, workload);
+  const auto requests = make_requests(spec, num_prompts, f);
+  const auto ignore = [](size_t, const runtime::SequenceResult&) {};
+
+  for (int64_t w = 0; w < f.warmup; ++w) {
+    spdlog::info("warm-up run {}/{}", w + 1, f.warmup);
+    engine.generate(requests, ignore);
+  }
+  std::vector<StatsSnapshot> runs;
+  StatsSnapshot measured_sum;
+  for (int64_t r = 0; r < f.repetitions; ++r) {
+    const StatsSnapshot before = StatsSnapshot::of(engine.stats());
+    engine.generate(requests, ignore);
+    runs.push_back(StatsSnapshot::of(engine.stats()) - before);
+    const auto& run = runs.back();
+    TG_CHECK(run.generated_tokens == num_prompts * f.gen_len, "internal: run {} generated {} tokens, expected {}",
+             r + 1, run.generated_tokens, num_prompts * f.gen_len);
+    spdlog::info("run {}/{}: total latency {:.3f} s, total throughput {:.3f} token/s", r + 1, f.repetitions,
+                 run.total_seconds(), run.total_throughput());
+    measured_sum += run;
+  }
+
+  const BenchSizes sizes = bench_sizes(spec, num_prompts, f.prompt_len, f.gen_len, dtype_bytes);
+  const MetricSummaries metrics = MetricSummaries::of(runs);
+  const runtime::TierBytes& peak = engine.stats().peak_bytes;
+  runtime::Stats measured;  // all measured runs together, for the per-task comparison
+  measured_sum.fill(measured);
+  measured.peak_bytes = peak;
+  const policy::Prediction predicted =
+      policy::predict(spec, policy, workload, policy::resolve_profile(f.engine.hw), dtype_bytes);
+  const PredictionScale scale{spec.num_layers, f.gen_len, f.repetitions};
+  const std::string device = options.device.compute.str();
+  const std::string dtype = options.device.dtype == at::kHalf       ? "float16"
+                            : options.device.dtype == at::kBFloat16 ? "bfloat16"
+                            : options.device.dtype == at::kFloat    ? "float32"
+                                                                    : c10::toString(options.device.dtype);
+
+  std::cout << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}, {} prompts ({} x {}), {} {}, "
+                           "{} warm-up + {} measured runs\n",
+                           spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len, num_prompts,
+                           policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
+            << "policy: " << policy.describe() << "\n"
+            << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics)
+            << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
+                           format_bytes(peak[runtime::Tier::Cpu]), format_bytes(peak[runtime::Tier::Disk]))
+            << repetition_report(metrics, runs.size()) << predicted_vs_measured(predicted, measured, scale);
+  std::cout.flush();
+
+  if (!f.json.empty()) {
+    nlohmann::json runs_json = nlohmann::json::array();
+    for (const auto& r : runs) runs_json.push_back(r.to_json());
+    nlohmann::json j = {
+        {"tool", "tiergen"},
+        {"date", utc_now()},
+        {"host", host_name()},
+        {"command", command_line()},
+        {"model", spec.name},
+        {"hf_id", spec.hf_id},
+        {"family", model::family_name(spec.family)},
+        {"device", device},
+        {"dtype", dtype},
+        {"prompt_len", f.prompt_len},
+        {"gen_len", f.gen_len},
+        {"num_prompts", num_prompts},
+        {"gpu_batch_size", policy.gpu_batch_size},
+        {"num_gpu_batches", policy.num_gpu_batches},
+        {"seed", f.seed},
+        {"warmup_runs", f.warmup},
+        {"repetitions", f.repetitions},
+        {"total_tokens", num_prompts * f.gen_len},
+        {"model_size_bytes", sizes.model_bytes},
+        {"cache_size_bytes", sizes.cache_bytes},
+        {"hidden_size_bytes", sizes.hidden_bytes},
+        {"peak_gpu_mem_bytes", peak[runtime::Tier::Gpu]},
+        {"peak_bytes", {{"gpu", peak[runtime::Tier::Gpu]}, {"cpu", peak[runtime::Tier::Cpu]}, {"disk", peak[runtime::Tier::Disk]}}},
+        {"budget_bytes", {{"gpu", options.budgets.gpu}, {"cpu", options.budgets.cpu}, {"disk", options.budgets.disk}}},
+        // FlexGen's report lines: medians over the measured runs.
+        {"prefill_latency_s", metrics.prefill_latency.median},
+        {"prefill_throughput", metrics.prefill_throughput.median},
+        {"decode_latency_s", metrics.decode_latency.median},
+        {"decode_throughput", metrics.decode_throughput.median},
+        {"total_latency_s", metrics.total_latency.median},
+        {"total_throughput", metrics.total_throughput.median},
+        {"summary", metrics.to_json()},
+        {"runs", runs_json},
+        {"policy", runtime::policy_to_json(policy)},
+        {"policy_description", policy.describe()},
+        {"prediction", policy::prediction_to_json(predicted)},
+        {"predicted_vs_measured", predicted_vs_measured_json(predicted, measured, scale)}};
+    std::ofstream out(f.json, std::ios::trunc);
+    TG_CHECK(out.good(), "cannot write {}", f.json);
+    out << j.dump(2) << "\n";
+    TG_CHECK(out.good(), "failed writing {}", f.json);
+  }
+}
+
+void setup_bench(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* c = app.add_subcommand(
+      "bench", "FlexGen's synthetic throughput benchmark: random prompts of --prompt-len tokens, --gen-len tokens each");
+  add_engine_flags(c, f->engine, 4);
+  c->add_option("-s,--prompt-len", f->prompt_len, "Prompt length S (every prompt has exactly S tokens)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-n,--gen-len", f->gen_len, "Tokens generated per prompt (EOS is ignored)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("-r,--repetitions", f->repetitions, "Measured runs after the warm-up")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--warmup", f->warmup, "Warm-up runs before the measured ones")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--seed", f->seed, "Seed of the random prompt token ids")->capture_default_str();
+  c->add_option("--json", f->json, "Write the report as one JSON record");
+  c->callback([f] { run_bench(*f); });
+}
+
+}  // namespace
+
+TIERGEN_REGISTER_COMMAND("bench", setup_bench);
+
+}  // namespace tiergen::cli

@@ -1,0 +1,258 @@
+// `tiergen bench` end to end on a tiny random model (--device cpu): FlexGen's report
+// lines are printed, the --json record has every field with consistent numbers
+// (N·n tokens per run, FlexGen's size formulas, throughput = tokens / latency), bad
+// arguments fail cleanly; plus the pure helpers behind the report and the progress bar.
+// No timing thresholds: only that times are positive and add up.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+// The CLI's sources are not in tiergen_core; the helpers under test are small and
+// self-contained, so this file compiles them in (no other test file does).
+#include "src/cli/bench_report.cpp"
+#include "src/cli/progress.cpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kTiergen = TIERGEN_BINARY_DIR "/tiergen";
+const std::string kMakeTinyModel = TIERGEN_BINARY_DIR "/make-tiny-model";
+
+struct Result {
+  int code = -1;  // exit code, or -signal
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Runs `args` (args[0] is the program) with stdout and stderr to files in `dir`.
+Result run(const std::vector<std::string>& args, const fs::path& dir) {
+  static int counter = 0;
+  const std::string out = (dir / ("out-" + std::to_string(++counter))).string();
+  const std::string err = out + ".err";
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, STDOUT_FILENO);
+    ::dup2(e, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Result r;
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+class BenchCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::path(::testing::TempDir()) / ("tiergen-bench-cli-" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    const Result made = run({kMakeTinyModel, "--arch", "opt", "--out", model_dir(), "--seed", "3"}, *dir_);
+    ASSERT_EQ(made.code, 0) << made.err;
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  static std::string model_dir() { return (*dir_ / "tiny-opt").string(); }
+  static fs::path dir() { return *dir_; }
+
+  // bench on the tiny model with --device cpu and budgets small enough to offload.
+  static std::vector<std::string> bench_args(const std::string& json_path, std::vector<std::string> extra) {
+    std::vector<std::string> a = {kTiergen, "bench", "--model", model_dir(), "--device", "cpu",
+                                  "--prompt-len", "16", "--gen-len", "4", "-r", "2", "--json", json_path,
+                                  "--offload-dir", (dir() / "offload").string(), "--gpu-mem", "64MiB",
+                                  "--cpu-mem", "512MiB", "--disk-mem", "512MiB"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* BenchCli::dir_ = nullptr;
+
+void expect_record_consistent(const json& j, int64_t num_prompts, int64_t prompt_len, int64_t gen_len,
+                              int64_t repetitions) {
+  for (const char* key : {"tool", "date", "command", "model", "device", "dtype", "prompt_len", "gen_len", "num_prompts",
+                          "gpu_batch_size", "num_gpu_batches", "repetitions", "total_tokens", "model_size_bytes",
+                          "cache_size_bytes", "hidden_size_bytes", "peak_gpu_mem_bytes", "peak_bytes",
+                          "prefill_latency_s", "prefill_throughput", "decode_latency_s", "decode_throughput",
+                          "total_latency_s", "total_throughput", "summary", "runs", "policy", "prediction",
+                          "predicted_vs_measured"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["tool"], "tiergen");
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["prompt_len"], prompt_len);
+  EXPECT_EQ(j["gen_len"], gen_len);
+  EXPECT_EQ(j["num_prompts"], num_prompts);
+  EXPECT_EQ(j["gpu_batch_size"].get<int64_t>() * j["num_gpu_batches"].get<int64_t>(), num_prompts);
+  EXPECT_EQ(j["repetitions"], repetitions);
+  EXPECT_EQ(j["total_tokens"], num_prompts * gen_len);
+  EXPECT_GT(j["model_size_bytes"].get<double>(), 0);
+  EXPECT_GT(j["peak_gpu_mem_bytes"].get<double>(), 0);
+  EXPECT_LE(j["peak_bytes"]["gpu"].get<double>(), j["budget_bytes"]["gpu"].get<double>());
+  ASSERT_EQ(j["runs"].size(), static_cast<size_t>(repetitions));
+  for (const auto& run : j["runs"]) {
+    EXPECT_EQ(run["sequences"], num_prompts);
+    EXPECT_EQ(run["generated_tokens"], num_prompts * gen_len);  // EOS ignored: exactly n each
+    EXPECT_EQ(run["prompt_tokens"], num_prompts * prompt_len);
+    const double prefill = run["prefill_latency_s"], decode = run["decode_latency_s"], total = run["total_latency_s"];
+    EXPECT_GT(prefill, 0);
+    EXPECT_GT(decode, 0);
+    EXPECT_NEAR(total, prefill + decode, 1e-9 * std::max(1.0, total));
+    EXPECT_NEAR(run["total_throughput"].get<double>(), num_prompts * gen_len / total, 1e-6 * run["total_throughput"].get<double>());
+    EXPECT_NEAR(run["prefill_throughput"].get<double>(), num_prompts * prompt_len / prefill,
+                1e-6 * run["prefill_throughput"].get<double>());
+    EXPECT_NEAR(run["decode_throughput"].get<double>(), num_prompts * (gen_len - 1) / decode,
+                1e-6 * run["decode_throughput"].get<double>());
+    EXPECT_GT(run["task_seconds"]["compute"]["prefill"].get<double>(), 0);
+  }
+  for (const char* metric : {"prefill_latency_s", "prefill_throughput", "decode_latency_s", "decode_throughput",
+                             "total_latency_s", "total_throughput"}) {
+    const json& s = j["summary"][metric];
+    EXPECT_GT(s["mean"].get<double>(), 0) << metric;
+    EXPECT_GE(s["sd"].get<double>(), 0) << metric;
+    EXPECT_LE(s["min"].get<double>(), s["median"].get<double>()) << metric;
+    EXPECT_LE(s["median"].get<double>(), s["max"].get<double>()) << metric;
+    EXPECT_DOUBLE_EQ(j[metric].get<double>(), s["median"].get<double>()) << metric;
+  }
+  EXPECT_GT(j["predicted_vs_measured"]["throughput"]["measured"]["total"].get<double>(), 0);
+}
+
+TEST_F(BenchCli, ReportLinesAndJsonRecordWithOffloadToCpuAndDisk) {
+  const std::string json_path = (dir() / "bench-offload.json").string();
+  // Weights 40% gpu / 30% cpu / 30% disk, KV cache on cpu and disk with CPU attention.
+  const Result r = run(bench_args(json_path, {"--gpu-batch-size", "2", "--num-gpu-batches", "2", "--percent", "40",
+                                              "30", "0", "60", "100", "0", "--cpu-attention"}),
+                       dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"model size: ", "cache size: ", "hidden size (p): ", "peak gpu mem: ", "prefill latency: ",
+                           "prefill throughput: ", "decode latency: ", "decode throughput: ", "total latency: ",
+                           "total throughput: ", "policy: ", "predicted vs measured", "over 2 measured runs", "±"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << "missing '" << line << "' in:\n" << r.out;
+  }
+  const json j = json::parse(slurp(json_path));
+  expect_record_consistent(j, 4, 16, 4, 2);
+  // The tiny OPT model: 2 layers, hidden 64, 4 heads (kv_dim 64), float32 on cpu.
+  EXPECT_EQ(j["dtype"], "float32");
+  EXPECT_EQ(j["cache_size_bytes"], 4 * (16 + 4) * 2 * 2 * 64 * 4);
+  EXPECT_EQ(j["hidden_size_bytes"], 4 * (16 + 4) * 64 * 4);
+  EXPECT_GT(j["peak_bytes"]["disk"].get<double>(), 0);
+  EXPECT_GT(j["runs"][0]["task_seconds"]["load_weight"]["decode"].get<double>(), 0);
+  EXPECT_TRUE(fs::is_empty(dir() / "offload") || !fs::exists(dir() / "offload"));
+}
+
+TEST_F(BenchCli, PolicyAutoAndOverlapOff) {
+  const std::string json_path = (dir() / "bench-auto.json").string();
+  const Result r = run(bench_args(json_path, {"--policy", "auto", "--warmup", "0"}), dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(slurp(json_path));
+  expect_record_consistent(j, j["num_prompts"].get<int64_t>(), 16, 4, 2);
+
+  const std::string json_off = (dir() / "bench-off.json").string();
+  const Result off = run(bench_args(json_off, {"--percent", "0", "100", "100", "0", "100", "0", "--overlap", "off"}), dir());
+  ASSERT_EQ(off.code, 0) << off.err;
+  const json k = json::parse(slurp(json_off));
+  expect_record_consistent(k, 4, 16, 4, 2);
+  EXPECT_EQ(k["policy"]["overlap"], false);
+}
+
+TEST_F(BenchCli, BadArgumentsFailCleanly) {
+  const fs::path json_path = dir() / "never.json";
+  Result r = run(bench_args(json_path.string(), {"-r", "0"}), dir());
+  EXPECT_NE(r.code, 0);
+  EXPECT_GT(r.code, 0) << "crashed: " << r.err;
+  // Prompt plus generation longer than the tiny model's 256 positions.
+  r = run({kTiergen, "bench", "--model", model_dir(), "--device", "cpu", "--prompt-len", "250", "--gen-len", "16",
+           "--json", json_path.string()},
+          dir());
+  EXPECT_GT(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("positions"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(json_path));
+}
+
+TEST_F(BenchCli, GenerateDrawsNoProgressBarWhenStderrIsNotATerminal) {
+  const fs::path prompts = dir() / "prompts.jsonl";
+  std::ofstream(prompts) << "{\"prompt_token_ids\": [5, 6, 7]}\n{\"prompt_token_ids\": [8, 9]}\n";
+  for (bool quiet : {false, true}) {
+    std::vector<std::string> args = {kTiergen, "generate", "--model", model_dir(), "--device", "cpu",
+                                     "--prompts", prompts.string(), "-n", "3", "--offload-dir",
+                                     (dir() / "offload").string()};
+    if (quiet) args.push_back("--quiet");
+    const Result r = run(args, dir());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err.find(" prompts  "), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\r'), std::string::npos);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2);
+  }
+}
+
+TEST(BenchReport, SummaryStatistics) {
+  const tiergen::cli::Summary s = tiergen::cli::summarize({3.0, 1.0, 2.0, 6.0});
+  EXPECT_DOUBLE_EQ(s.mean, 3.0);
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+  EXPECT_DOUBLE_EQ(s.min, 1.0);
+  EXPECT_DOUBLE_EQ(s.max, 6.0);
+  EXPECT_NEAR(s.sd, std::sqrt(14.0 / 3.0), 1e-12);
+  const tiergen::cli::Summary one = tiergen::cli::summarize({5.0});
+  EXPECT_DOUBLE_EQ(one.sd, 0.0);
+  EXPECT_DOUBLE_EQ(one.median, 5.0);
+}
+
+TEST(BenchReport, FlexGenLinesParseLikeFlexGensLog) {
+  tiergen::cli::BenchSizes sizes{12ull << 30, 3ull << 29, 1ull << 20};
+  tiergen::cli::MetricSummaries m;
+  m.prefill_latency.median = 2.0;
+  m.prefill_throughput.median = 1024.0;
+  m.decode_latency.median = 8.0;
+  m.decode_throughput.median = 15.5;
+  m.total_latency.median = 10.0;
+  m.total_throughput.median = 12.8;
+  const std::string text = tiergen::cli::flexgen_report(sizes, 1ull << 30, m);
+  EXPECT_NE(text.find("model size: 12.000 GB\tcache size: 1.500 GB\thidden size (p): 0.001 GB\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("peak gpu mem: 1.000 GB\tprojected: False\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("total latency: 10.000 s\ttotal throughput: 12.800 token/s"), std::string::npos) << text;
+}
+
+TEST(Progress, RenderShowsCountRateAndEta) {
+  using tiergen::cli::ProgressBar;
+  EXPECT_EQ(ProgressBar::render(1, 4, 100, 10.0, 8), "[##......] 1/4 prompts  10.0 tok/s  elapsed 10s  ETA 30s");
+  EXPECT_EQ(ProgressBar::render(0, 4, 0, 0.0, 4), "[....] 0/4 prompts  0.0 tok/s  elapsed 0s  ETA ?");
+  EXPECT_EQ(ProgressBar::render(4, 4, 40, 125.0, 4), "[####] 4/4 prompts  0.3 tok/s  elapsed 2m05s  ETA 0s");
+  EXPECT_EQ(tiergen::cli::format_duration(3725), "1h02m");
+  // Disabled: draws nothing, and finish is idempotent.
+  ProgressBar quiet(10, false);
+  quiet.update(5, 50);
+  quiet.finish();
+  EXPECT_FALSE(quiet.enabled());
+}
+
+}  // namespace
