@@ -54,20 +54,10 @@ void add_activations(const ModelSizes& sizes, const runtime::Policy& policy, con
   at(m, Tier::Disk) += Linear::sum(block, {kHn});
 }
 
-// Temporaries of one layer's compute for one gpu batch at the prefill peak (A.3's
-// qkv, att, mlp terms; the runtime keeps fp32 scores and probabilities).
+// Temporaries of one layer's compute for one gpu batch: exactly the runtime's bound
+// (it does not depend on the placement fractions).
 double compute_scratch(const ModelSizes& sizes, const runtime::Policy& policy, const runtime::Workload& w) {
-  const auto& spec = sizes.spec();
-  const double b = sizes.dtype_bytes();
-  const double tokens = double(policy.gpu_batch_size * w.prompt_len);
-  const double max_len = double(w.prompt_len + w.gen_len);
-  const double hidden = double(std::max(spec.hidden_size, spec.word_embed_proj_dim));
-  const double qkv = double(spec.num_heads * spec.head_dim + 2 * spec.kv_dim());
-  const double mlp = double(spec.intermediate_size) * (spec.family == model::Family::Llama ? 3 : 1);
-  const double per_token = (4 * hidden + 2 * qkv + mlp) * b;
-  const double scores = 3.0 * double(policy.gpu_batch_size * spec.num_heads) * double(w.prompt_len) * max_len * 4;
-  const double logits = double(policy.gpu_batch_size) * double(spec.vocab_size) * (4 + b);
-  return tokens * per_token + scores + logits;
+  return static_cast<double>(runtime::compute_scratch_bytes(sizes.spec(), policy, w, sizes.dtype_bytes()));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include "policy/memory_model.h"
 #include "policy/placement_lp.h"
@@ -96,18 +97,31 @@ std::vector<Candidate> solve_all(const ModelSizes& sizes, const runtime::Workloa
   return out;
 }
 
+// How many tiers the KV cache spans: a cache split across tiers pays two transfer
+// paths and two attention placements for a gain the model may not resolve.
+int cache_tiers(const runtime::Policy& p) {
+  return (p.cache_gpu_percent > 0) + (p.cache_cpu_percent > 0) + (p.cache_disk_percent() > 1e-9);
+}
+
 // The fastest policy, except that among those within `near_tie` of it (closer than the
-// model can tell apart) the one keeping the least on disk wins.
-SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie) {
+// model can tell apart) the one keeping the least on disk wins, then the one whose KV
+// cache spans the fewest tiers.
+SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie, double split_cache_gain) {
   double fastest = 0;
   for (const auto& r : accepted) fastest = std::max(fastest, r.prediction.total_throughput);
   const SearchResult* best = nullptr;
+  const auto key = [](const SearchResult& r) {
+    return std::make_tuple(r.memory.total()[runtime::Tier::Disk], cache_tiers(r.policy), -r.prediction.total_throughput);
+  };
   for (const auto& r : accepted) {
     if (r.prediction.total_throughput < fastest * (1 - near_tie)) continue;
-    const uint64_t disk = r.memory.total()[runtime::Tier::Disk];
-    if (best == nullptr || disk < best->memory.total()[runtime::Tier::Disk] ||
-        (disk == best->memory.total()[runtime::Tier::Disk] &&
-         r.prediction.total_throughput > best->prediction.total_throughput)) {
+    if (best == nullptr || key(r) < key(*best)) best = &r;
+  }
+  // A cache split over more tiers must earn its complexity with a clear gain.
+  for (const auto& r : accepted) {
+    if (cache_tiers(r.policy) < cache_tiers(best->policy) &&
+        r.memory.total()[runtime::Tier::Disk] <= best->memory.total()[runtime::Tier::Disk] &&
+        r.prediction.total_throughput >= best->prediction.total_throughput * (1 - split_cache_gain)) {
       best = &r;
     }
   }
@@ -161,10 +175,26 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
     r.lp_fractions = c.answer.fractions;
     r.lp_throughput = double(workload.gen_len) / c.answer.seconds_per_token;
     accepted.push_back(r);
+    // The same candidate with its KV cache kept whole on the cpu, for the preference
+    // in pick(): the LP happily splits a few percent of the cache onto the gpu.
+    runtime::Policy whole = *policy;
+    if (whole.cache_gpu_percent > 0 && whole.cache_gpu_percent < 100 && whole.cache_disk_percent() < 1e-9) {
+      whole.cache_cpu_percent = 100;
+      whole.cache_gpu_percent = 0;
+      SearchResult w;
+      w.memory = runtime::plan_memory(spec, whole, workload, o.dtype_bytes);
+      if (w.memory.over_budget(budgets).empty()) {
+        w.policy = whole;
+        w.prediction = predict(spec, whole, workload, hw, o.dtype_bytes);
+        w.lp_fractions = r.lp_fractions;
+        w.lp_throughput = r.lp_throughput;
+        accepted.push_back(w);
+      }
+    }
   }
   if (accepted.empty()) throw_infeasible(sizes, budgets, o);
   const int checked = best.exact_checked;
-  best = pick(accepted, o.near_tie);
+  best = pick(accepted, o.near_tie, o.split_cache_gain);
   best.exact_checked = checked;
   best.lp_solved = static_cast<int>(candidates.size());
   apply_threads(choose_threads(thread_input_for(spec, best.policy, workload, best.prediction, hw), hw), best.policy);

@@ -44,6 +44,9 @@ struct SearchOptions {
   // Rounded policies predicted within this share of the fastest count as equally fast;
   // among them the one keeping the least on disk is chosen.
   double near_tie = 0.02;
+  // A policy whose KV cache spans more tiers is kept only when it is predicted at
+  // least this much faster than the best one with the cache on fewer tiers.
+  double split_cache_gain = 0.05;
 };
 
 struct SearchResult {

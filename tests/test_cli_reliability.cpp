@@ -509,6 +509,25 @@ TEST_F(CliReliability, CorruptCheckpointNamesTheFileOrTensor) {
   expect_results_not_complete(out, 2);
 }
 
+// Fails while parse_entry (src/model/safetensors_reader.cpp) quotes the bad "shape"
+// with json::dump() in its error message: dump() recurses once per nesting level and
+// a million '[' overflow the stack (SIGSEGV).
+TEST_F(CliReliability, DeeplyNestedSafetensorsHeaderIsAnErrorNotACrash) {
+  const fs::path prompts = prompt_file("p.txt", 2), out = dir_ / "out.jsonl";
+  const fs::path m = dir_ / "deep";
+  fs::create_directories(m);
+  fs::copy_file(model() / "config.json", m / "config.json");
+  const size_t depth = 1'000'000;
+  const std::string header = R"({"model.decoder.embed_tokens.weight": {"dtype": "F32", "shape": )" +
+                             std::string(depth, '[') + std::string(depth, ']') + R"(, "data_offsets": [0, 0]}})";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  write_file(m / "model.safetensors", file + header);
+  expect_clear_failure(run(generate_args(prompts, out, {"--tokenizer", kTokenizer}, m)),
+                       {(m / "model.safetensors").string() + ": tensor 'model.decoder.embed_tokens.weight'"});
+  expect_results_not_complete(out, 2);
+}
+
 // config.json values that are valid JSON but no model: each must be a clear error
 // naming the config and the field, never undefined behaviour or a crash.
 TEST_F(CliReliability, ImpossibleConfigValuesNameTheField) {

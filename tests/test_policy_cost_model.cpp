@@ -146,8 +146,13 @@ TEST(PolicyCostModel, EffectiveFractionsFollowTheMidpointRule) {
   EXPECT_NEAR(f[kWg] + f[kWc] + f[kWn], 1.0, 1e-12);
   EXPECT_NEAR(f[kCc], 1.0, 1e-12);
   EXPECT_NEAR(f[kHc], 1.0, 1e-12);
-  // fc2 (a third of the layer) is the only large tensor whose midpoint lies in the top 20%.
-  EXPECT_NEAR(f[kWg], 1.0 / 3, 0.01);
+  // With sep_layer (FlexGen's default) attention and MLP halves are placed separately:
+  // only out_proj (a quarter of the attention half, 1/12 of the layer) has its
+  // midpoint in the top 20% of its half.
+  EXPECT_NEAR(f[kWg], 1.0 / 12, 0.01);
+  // As one layer, fc2 (a third of it) is the only large tensor in the top 20%.
+  p.sep_layer = false;
+  EXPECT_NEAR(effective_fractions(sizes, p)[kWg], 1.0 / 3, 0.01);
 }
 
 }  // namespace

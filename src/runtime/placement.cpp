@@ -31,15 +31,39 @@ Tier weight_home(double mid_percent, const Policy& policy) {
   return Tier::Gpu;
 }
 
-std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Policy& policy) {
-  const double total = static_cast<double>(layer.numel());
-  std::vector<Tier> homes;
+namespace {
+
+// FlexGen's midpoint rule over tensors [begin, end) of a layer.
+void place_range(const model::WeightLayer& layer, size_t begin, size_t end, const Policy& policy,
+                 std::vector<Tier>& homes) {
+  double total = 0;
+  for (size_t i = begin; i < end; ++i) total += static_cast<double>(layer.tensors[i].numel());
   double cumulative = 0;
-  for (const auto& t : layer.tensors) {
-    const double size = static_cast<double>(t.numel());
+  for (size_t i = begin; i < end; ++i) {
+    const double size = static_cast<double>(layer.tensors[i].numel());
     cumulative += size;
-    homes.push_back(weight_home((cumulative - size / 2) / total * 100.0, policy));
+    homes[i] = weight_home((cumulative - size / 2) / total * 100.0, policy);
   }
+}
+
+// Index of the first tensor of a decoder layer's MLP half (its norm or first matrix).
+size_t mlp_begin(const model::WeightLayer& layer) {
+  for (size_t i = 0; i < layer.tensors.size(); ++i) {
+    const std::string& n = layer.tensors[i].name;
+    if (n.find(".fc1.") != std::string::npos || n.find("post_attention_layernorm") != std::string::npos) return i;
+  }
+  return layer.tensors.size();
+}
+
+}  // namespace
+
+std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Policy& policy) {
+  std::vector<Tier> homes(layer.tensors.size(), Tier::Gpu);
+  // With sep_layer (FlexGen's default) the attention and MLP halves of a decoder layer
+  // are placed as layers of their own, which halves the granularity of the split.
+  const size_t split = policy.sep_layer && layer.kind == "decoder" ? mlp_begin(layer) : layer.tensors.size();
+  place_range(layer, 0, split, policy, homes);
+  place_range(layer, split, layer.tensors.size(), policy, homes);
   return homes;
 }
 

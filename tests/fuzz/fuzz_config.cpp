@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // A real config has at most a few hundred layers; laying out billions of them is the
   // out-of-memory the engine would hit, so the target only walks plausible ones.
-  if (spec.num_layers <= 4096 && checked_total(spec)) {
+  if (spec.num_layers <= 4096) {
+    if (!checked_total(spec)) fail("accepted spec whose element counts overflow int64");
     (void)spec.total_params();
     (void)spec.decoder_layer_params();
   }
