@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
+
+#include <ATen/Parallel.h>
 
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
@@ -13,6 +16,21 @@ namespace tiergen::runtime {
 namespace {
 
 bool uses_disk(const MemoryPlan& plan) { return plan.total()[Tier::Disk] > 0; }
+
+// The policy's thread counts (LM-Offload's Algorithm 3): intra-op threads for compute
+// and CPU attention, inter-op threads for LibTorch's scheduler; 0 keeps the default.
+void apply_threads(const ThreadConfig& threads) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads.compute_intra_op > 0) at::set_num_threads(std::min(threads.compute_intra_op, cores));
+  if (threads.compute_inter_op > 0) {
+    // Settable once per process, before any inter-op work; later calls are refused.
+    try {
+      at::set_num_interop_threads(std::min(threads.compute_inter_op, cores));
+    } catch (const std::exception&) {
+      spdlog::debug("inter-op threads already fixed for this process");
+    }
+  }
+}
 
 }  // namespace
 
@@ -29,6 +47,8 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
         "`tiergen policy` searches for one that fits",
         max_workload.prompt_len, max_workload.gen_len, over));
   }
+  apply_threads(policy_.threads);
+  if (policy_.threads.io_threads > 0) options_.io_threads = policy_.threads.io_threads;
   tiers_ = std::make_unique<Tiers>(options_.budgets, options_.offload_dir, uses_disk(plan_), options_.io_threads);
   // LibTorch allocates compute temporaries itself; the plan's bound for them is held
   // on the gpu tier for the whole run so the other allocations cannot use it.
