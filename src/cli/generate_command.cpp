@@ -88,6 +88,11 @@ void run_generate(const GenerateFlags& f) {
   const model::Spec spec = load_spec(f.engine);
   const auto tok = load_tokenizer(f);
   const auto prompts = io::read_prompts(f.prompts, io::parse_prompt_format(f.format));
+  // Checked before the results file is opened, so a doomed run leaves none behind.
+  for (const auto& p : prompts) {
+    TG_CHECK(!p.text || tok, "{}:{}: text prompt but no tokenizer: the model directory has no tokenizer.json (or "
+             "vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", f.prompts, p.line);
+  }
   auto writer = io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, io::prompt_ids(prompts),
                                        f.overwrite);
   if (writer.done_count() > 0) spdlog::info("resuming: {} of {} prompts already done in {}", writer.done_count(), prompts.size(), f.out);

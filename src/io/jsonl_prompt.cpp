@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/json_describe.h"
 
 namespace tiergen::io {
 
@@ -57,25 +58,13 @@ int64_t as_int64(const json& v) {
   return v.get<int64_t>();
 }
 
-// A value for an error message. Arrays and objects are described, not dumped: dump()
-// recurses once per nesting level, and a line of 64 MB of '[' would overflow the stack.
-// Long strings are cut.
-std::string describe_value(const json& v) {
-  if (v.is_array()) return fmt::format("an array of {} element{}", v.size(), v.size() == 1 ? "" : "s");
-  if (v.is_object()) return fmt::format("an object of {} key{}", v.size(), v.size() == 1 ? "" : "s");
-  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  constexpr size_t kMax = 80;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
-}
-
 int64_t get_integer(const json& v, const char* key, const Where& w) {
-  TG_CHECK(is_integral(v), "{}: \"{}\" must be an integer, got {}", w.at(), key, describe_value(v));
+  TG_CHECK(is_integral(v), "{}: \"{}\" must be an integer, got {}", w.at(), key, describe_json_value(v));
   return as_int64(v);
 }
 
 double get_number(const json& v, const char* key, const Where& w) {
-  TG_CHECK(v.is_number(), "{}: \"{}\" must be a number, got {}", w.at(), key, describe_value(v));
+  TG_CHECK(v.is_number(), "{}: \"{}\" must be a number, got {}", w.at(), key, describe_json_value(v));
   return v.get<double>();
 }
 
@@ -87,7 +76,7 @@ std::vector<int64_t> get_token_ids(const json& v, const char* key, const Where& 
   for (size_t i = 0; i < v.size(); ++i) {
     const json& t = v[i];
     TG_CHECK(is_integral(t) && as_int64(t) >= 0,
-             "{}: \"{}\" must hold non-negative integers; element {} is {}", w.at(), key, i, describe_value(t));
+             "{}: \"{}\" must hold non-negative integers; element {} is {}", w.at(), key, i, describe_json_value(t));
     ids.push_back(as_int64(t));
   }
   return ids;

@@ -1,4 +1,9 @@
 // WeightSource over a memory-mapped safetensors checkpoint.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+
 #include "tiergen/common/error.h"
 #include "tiergen/model/checkpoint.h"
 #include "tiergen/model/weight_source.h"
@@ -6,6 +11,15 @@
 namespace tiergen::model {
 
 namespace {
+
+// The copy above is what the tiers account for; the mapped pages it was read from
+// would otherwise stay resident and hold a second copy of the model in host memory.
+void release_pages(const TensorInfo& info) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(info.data) & ~(page - 1);
+  const auto end = reinterpret_cast<uintptr_t>(info.data) + info.nbytes;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 at::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
@@ -27,7 +41,9 @@ class CheckpointWeights final : public WeightSource {
     // so nothing keeps pointing into the mapping.
     const at::Tensor view = at::from_blob(const_cast<uint8_t*>(info.data), info.shape,
                                           at::TensorOptions().dtype(to_scalar_type(info.dtype)));
-    return view.scalar_type() == dtype ? view.clone() : view.to(dtype);
+    at::Tensor owned = view.scalar_type() == dtype ? view.clone() : view.to(dtype);
+    release_pages(info);
+    return owned;
   }
 
   const TensorInfo* file_tensor(const TensorSpec& tensor) const override {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/json_describe.h"
 #include "tiergen/model/safetensors.h"
 
 namespace tiergen::model {
@@ -124,8 +125,8 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
     // nlohmann stores non-negative integer literals as unsigned; anything else (negative,
     // fractional, exponent, string) is not a dimension.
     TG_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
-             "{}: tensor '{}': shape {} has a dimension that is not a non-negative integer", path, name,
-             value.at("shape").dump());
+             "{}: tensor '{}': shape has a dimension that is not a non-negative integer: {}", path, name,
+             describe_json_value(dim));
     e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
   }
 
@@ -133,7 +134,8 @@ Entry parse_entry(const std::string& name, const json& value, const std::string&
   const json& offsets = value.at("data_offsets");
   TG_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                offsets[1].is_number_unsigned(),
-           "{}: tensor '{}': data_offsets {} is not a pair of non-negative integers", path, name, offsets.dump());
+           "{}: tensor '{}': data_offsets ({}) is not a pair of non-negative integers", path, name,
+           describe_json_value(offsets));
   e.begin = offsets[0].get<uint64_t>();
   e.end = offsets[1].get<uint64_t>();
   TG_CHECK(e.begin <= e.end, "{}: tensor '{}': data_offsets [{}, {}] end before they begin", path, name, e.begin,

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/json_describe.h"
 
 namespace tiergen::model {
 
@@ -108,7 +109,7 @@ T get(const json& c, const std::string& key, const std::string& source) {
     // nlohmann would truncate a float (or cast one outside int64's range): sizes and
     // ids must be written as integers.
     TG_CHECK(c.at(key).is_number_integer(), "{}: config.json field '{}' has the wrong type: it must be an integer, got {}", source, key,
-             c.at(key).dump());
+             describe_json_value(c.at(key)));
   }
   try {
     return c.at(key).get<T>();
