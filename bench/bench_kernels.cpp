@@ -1,9 +1,10 @@
 // Kernel benchmarks, each against a baseline measured side by side in this process:
 //  1. CPU decode attention vs (a) FlexGen-style LibTorch ops (fp16 cache -> fp32, bmm,
 //     softmax, bmm) and (b) the memory bandwidth of a streaming copy and of a streaming
-//     read; reported as GB/s of K+V bytes read.
+//     read over buffers as large as the cache; reported as GB/s of K+V bytes read.
 //  2. Quantize / dequantize (4-bit and 8-bit, fp16 data) vs memcpy of the same fp16 bytes.
-// Medians over repetitions after a warm-up run. Usage:
+// Kernels and baselines run in interleaved rounds (medians reported) so that on a
+// shared machine they see the same background load. Usage:
 //   bench_kernels [--batch 64] [--heads 32] [--kv-heads 32] [--head-dim 128] [--len 1024]
 //                 [--reps 7] [--threads N]
 #include <ATen/ATen.h>
@@ -54,17 +55,25 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Median wall time in seconds of fn() over reps runs, after one warm-up run.
-double median_seconds(int reps, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> t;
+// Median wall times in seconds of each function over reps rounds, after a warm-up.
+// Each round runs every function once, so on a shared machine a kernel and its
+// baseline see the same background load.
+std::vector<double> interleaved_medians(int reps, const std::vector<std::function<void()>>& fns) {
+  std::vector<std::vector<double>> t(fns.size());
+  for (const auto& fn : fns) fn();
   for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (size_t f = 0; f < fns.size(); ++f) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[f]();
+      t[f].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::vector<double> medians;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v[v.size() / 2]);
+  }
+  return medians;
 }
 
 // Parallel memcpy in per-thread contiguous chunks (how the kernels split work too).
@@ -99,14 +108,24 @@ void fill_f16(std::vector<uint16_t>& v, uint32_t seed) {
 
 double gbs(double bytes, double seconds) { return bytes / seconds / 1e9; }
 
-void bench_attention(const Options& o, double copy_gbs, double read_gbs) {
+// Bandwidth baselines over buffers as large as the fp16 K+V cache, timed in the same
+// rounds as the kernels.
+struct Streams {
+  std::vector<char> src, dst;
+  volatile uint64_t sink = 0;
+  explicit Streams(size_t bytes) : src(bytes, 1), dst(bytes, 0) {}
+  void copy() { parallel_copy(dst.data(), src.data(), src.size()); }
+  void read() { sink = sink + parallel_read(reinterpret_cast<const uint64_t*>(src.data()), src.size() / 8); }
+};
+
+void bench_attention(const Options& o) {
   const int64_t rows = o.batch * o.kv_heads * o.len, d = o.head_dim;
   std::printf("\n## Decode attention: batch %lld, heads %lld/%lld kv, head_dim %lld, %lld positions\n",
               (long long)o.batch, (long long)o.heads, (long long)o.kv_heads, (long long)d, (long long)o.len);
   std::vector<uint16_t> k(rows * d), v(rows * d);
   fill_f16(k, 1);
   fill_f16(v, 2);
-  std::vector<float> q(o.batch * o.heads * d), out(q.size()), ref(q.size());
+  std::vector<float> q(o.batch * o.heads * d), out(q.size());
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(float(i) * 0.37f);
 
   DecodeAttentionArgs a;
@@ -122,7 +141,24 @@ void bench_attention(const Options& o, double copy_gbs, double read_gbs) {
   a.k = KvView::dense(k.data(), ElemType::F16);
   a.v = KvView::dense(v.data(), ElemType::F16);
   const double bytes = double(decode_attention_kv_bytes(a));
-  const double t_ours = median_seconds(o.reps, [&] { decode_attention(a); });
+
+  // The same cache compressed: fewer bytes, dequantized in registers.
+  struct Compressed {
+    std::vector<uint8_t> pk, pv;
+    std::vector<uint16_t> mk, sk, mv, sv;
+    DecodeAttentionArgs args;
+  } c4, c8;
+  for (auto [bits, c] : {std::pair{4, &c4}, std::pair{8, &c8}}) {
+    const QuantFormat f{bits, 64};
+    const QuantizedLayout l = quantized_layout(rows, d, f);
+    c->pk.resize(l.packed_bytes()), c->pv.resize(l.packed_bytes());
+    for (auto* m : {&c->mk, &c->sk, &c->mv, &c->sv}) m->resize(l.meta_elems());
+    quantize(k.data(), ElemType::F16, rows, d, f, c->pk.data(), c->mk.data(), c->sk.data());
+    quantize(v.data(), ElemType::F16, rows, d, f, c->pv.data(), c->mv.data(), c->sv.data());
+    c->args = a;
+    c->args.k = KvView::compressed(c->pk.data(), c->mk.data(), c->sk.data(), f);
+    c->args.v = KvView::compressed(c->pv.data(), c->mv.data(), c->sv.data(), f);
+  }
 
   // FlexGen's CPU attention: the fp16 cache slice converted to fp32, bmm, softmax, bmm.
   const int64_t n_rep = o.heads / o.kv_heads;
@@ -130,37 +166,32 @@ void bench_attention(const Options& o, double copy_gbs, double read_gbs) {
   at::Tensor tv = at::from_blob(v.data(), {o.batch * o.kv_heads, o.len, d}, at::kHalf);
   at::Tensor tq = at::from_blob(q.data(), {o.batch * o.kv_heads, n_rep, d}, at::kFloat);
   at::Tensor tout;
-  const double t_torch = median_seconds(o.reps, [&] {
+  auto torch_ops = [&] {
     const at::Tensor kf = tk.to(at::kFloat), vf = tv.to(at::kFloat);
     const at::Tensor w = at::softmax(at::bmm(tq, kf.transpose(1, 2)) * a.scale, -1);
     tout = at::bmm(w, vf);
-  });
+  };
+
+  Streams streams(static_cast<size_t>(bytes));
+  const std::vector<double> t = interleaved_medians(
+      o.reps, {[&] { streams.copy(); }, [&] { streams.read(); }, [&] { decode_attention(a); },
+               [&] { decode_attention(c4.args); }, [&] { decode_attention(c8.args); }, torch_ops});
+  const double copy_gbs = gbs(2.0 * bytes, t[0]), read_gbs = gbs(bytes, t[1]);
   const double diff = (tout.reshape({-1}) - at::from_blob(out.data(), {int64_t(out.size())}, at::kFloat)).abs().max().item<double>();
 
-  std::printf("| kernel | median ms | K+V GB/s | vs copy | vs read | speed-up vs LibTorch ops |\n|---|---|---|---|---|---|\n");
-  std::printf("| tiergen decode_attention (fp16 cache) | %.1f | %.2f | %.0f%% | %.0f%% | %.2fx |\n", t_ours * 1e3,
-              gbs(bytes, t_ours), 100 * gbs(bytes, t_ours) / copy_gbs, 100 * gbs(bytes, t_ours) / read_gbs, t_torch / t_ours);
-  std::printf("| LibTorch ops, FlexGen-style | %.1f | %.2f | %.0f%% | %.0f%% | 1.00x |\n", t_torch * 1e3,
-              gbs(bytes, t_torch), 100 * gbs(bytes, t_torch) / copy_gbs, 100 * gbs(bytes, t_torch) / read_gbs);
-
-  // The same cache compressed: fewer bytes, dequantized in registers.
-  for (int bits : {4, 8}) {
-    const QuantFormat f{bits, 64};
-    const QuantizedLayout l = quantized_layout(rows, d, f);
-    std::vector<uint8_t> pk(l.packed_bytes()), pv(l.packed_bytes());
-    std::vector<uint16_t> mk(l.meta_elems()), sk(l.meta_elems()), mv(l.meta_elems()), sv(l.meta_elems());
-    quantize(k.data(), ElemType::F16, rows, d, f, pk.data(), mk.data(), sk.data());
-    quantize(v.data(), ElemType::F16, rows, d, f, pv.data(), mv.data(), sv.data());
-    DecodeAttentionArgs qa = a;
-    qa.k = KvView::compressed(pk.data(), mk.data(), sk.data(), f);
-    qa.v = KvView::compressed(pv.data(), mv.data(), sv.data(), f);
-    const double qbytes = double(decode_attention_kv_bytes(qa));
-    const double t_q = median_seconds(o.reps, [&] { decode_attention(qa); });
-    std::printf("| tiergen decode_attention (%d-bit cache, g 64) | %.1f | %.2f | %.0f%% | %.0f%% | %.2fx |\n", bits,
-                t_q * 1e3, gbs(qbytes, t_q), 100 * gbs(qbytes, t_q) / copy_gbs, 100 * gbs(qbytes, t_q) / read_gbs,
-                t_torch / t_q);
-  }
-  std::printf("K+V bytes read (fp16): %.3f GB; max |ours - LibTorch| = %.2e\n", bytes / 1e9, diff);
+  std::printf("streaming copy of %.2f GB: %.2f GB/s read + written (STREAM convention), %.2f GB/s copied; "
+              "streaming read: %.2f GB/s\n", bytes / 1e9, copy_gbs, copy_gbs / 2, read_gbs);
+  std::printf("| kernel | median ms | K+V GB/s | vs copy (read+written) | vs read | speed-up vs LibTorch ops |\n"
+              "|---|---|---|---|---|---|\n");
+  auto row = [&](const char* name, double kv_bytes, double secs) {
+    std::printf("| %s | %.1f | %.2f | %.0f%% | %.0f%% | %.2fx |\n", name, secs * 1e3, gbs(kv_bytes, secs),
+                100 * gbs(kv_bytes, secs) / copy_gbs, 100 * gbs(kv_bytes, secs) / read_gbs, t[5] / secs);
+  };
+  row("tiergen decode_attention, fp16 cache", bytes, t[2]);
+  row("tiergen decode_attention, 4-bit cache (g 64)", double(decode_attention_kv_bytes(c4.args)), t[3]);
+  row("tiergen decode_attention, 8-bit cache (g 64)", double(decode_attention_kv_bytes(c8.args)), t[4]);
+  row("LibTorch ops, FlexGen-style (fp16 cache)", bytes, t[5]);
+  std::printf("max |tiergen - LibTorch| on the fp16 cache: %.2e\n", diff);
 }
 
 void bench_quantize(const Options& o, int64_t rows, int64_t cols) {
@@ -169,22 +200,19 @@ void bench_quantize(const Options& o, int64_t rows, int64_t cols) {
   std::vector<uint16_t> x(rows * cols), back(rows * cols), copy(rows * cols);
   fill_f16(x, 3);
   const double bytes = double(x.size() * 2);
-  const double t_copy = median_seconds(o.reps, [&] { parallel_copy(copy.data(), x.data(), size_t(bytes)); });
   std::printf("| operation | median ms | fp16 GB/s | vs memcpy |\n|---|---|---|---|\n");
-  std::printf("| memcpy of the fp16 bytes | %.1f | %.2f | 100%% |\n", t_copy * 1e3, gbs(bytes, t_copy));
   for (int bits : {4, 8}) {
     const QuantFormat f{bits, 64};
     const QuantizedLayout l = quantized_layout(rows, cols, f);
     std::vector<uint8_t> packed(l.packed_bytes());
     std::vector<uint16_t> mins(l.meta_elems()), scales(l.meta_elems());
-    const double tq = median_seconds(o.reps, [&] {
-      quantize(x.data(), ElemType::F16, rows, cols, f, packed.data(), mins.data(), scales.data());
-    });
-    const double td = median_seconds(o.reps, [&] {
-      dequantize(packed.data(), mins.data(), scales.data(), rows, cols, f, back.data(), ElemType::F16);
-    });
-    std::printf("| quantize %d-bit | %.1f | %.2f | %.0f%% |\n", bits, tq * 1e3, gbs(bytes, tq), 100 * t_copy / tq);
-    std::printf("| dequantize %d-bit | %.1f | %.2f | %.0f%% |\n", bits, td * 1e3, gbs(bytes, td), 100 * t_copy / td);
+    const std::vector<double> t = interleaved_medians(
+        o.reps, {[&] { parallel_copy(copy.data(), x.data(), size_t(bytes)); },
+                 [&] { quantize(x.data(), ElemType::F16, rows, cols, f, packed.data(), mins.data(), scales.data()); },
+                 [&] { dequantize(packed.data(), mins.data(), scales.data(), rows, cols, f, back.data(), ElemType::F16); }});
+    std::printf("| memcpy of the fp16 bytes (%d-bit round) | %.1f | %.2f | 100%% |\n", bits, t[0] * 1e3, gbs(bytes, t[0]));
+    std::printf("| quantize %d-bit | %.1f | %.2f | %.0f%% |\n", bits, t[1] * 1e3, gbs(bytes, t[1]), 100 * t[0] / t[1]);
+    std::printf("| dequantize %d-bit | %.1f | %.2f | %.0f%% |\n", bits, t[2] * 1e3, gbs(bytes, t[2]), 100 * t[0] / t[2]);
   }
 }
 
@@ -194,22 +222,9 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   at::set_num_threads(omp_get_max_threads());
-  std::printf("threads: %d (OpenMP and LibTorch); medians of %d runs after a warm-up\n", omp_get_max_threads(), o.reps);
-
-  // Streaming bandwidth on buffers as large as the fp16 K+V cache.
-  const size_t bytes = size_t(o.batch * o.kv_heads * o.len * o.head_dim) * 2 * 2;
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  const double t_copy = median_seconds(o.reps, [&] { parallel_copy(dst.data(), src.data(), bytes); });
-  volatile uint64_t sink = 0;
-  const double t_read = median_seconds(o.reps, [&] { sink = sink + parallel_read(reinterpret_cast<const uint64_t*>(src.data()), bytes / 8); });
-  // STREAM's convention: a copy moves 2 bytes (read + write) per byte copied.
-  const double copy_gbs = gbs(2.0 * double(bytes), t_copy), read_gbs = gbs(double(bytes), t_read);
-  std::printf("\n## Memory bandwidth (%.2f GB buffers)\nstreaming copy: %.2f GB/s (read + written); streaming read: %.2f GB/s\n",
-              double(bytes) / 1e9, copy_gbs, read_gbs);
-  std::vector<char>().swap(src);
-  std::vector<char>().swap(dst);
-
-  bench_attention(o, copy_gbs, read_gbs);
+  std::printf("threads: %d (OpenMP and LibTorch); medians of %d interleaved rounds after a warm-up\n",
+              omp_get_max_threads(), o.reps);
+  bench_attention(o);
   bench_quantize(o, 1 << 20, 128);
   return 0;
 }

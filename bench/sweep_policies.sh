@@ -44,7 +44,8 @@ w30disk-ngb1|--percent 30 40 0 100 100 0 --gpu-batch-size 4 --num-gpu-batches 1 
 w30disk-ngb4|--percent 30 40 0 100 100 0 --gpu-batch-size 1 --num-gpu-batches 4 --cpu-attention
 compress-w|--percent 30 40 100 0 100 0 --gpu-batch-size 2 --num-gpu-batches 2 --compress-weight
 compress-kv|--percent 100 0 0 100 100 0 --gpu-batch-size 2 --num-gpu-batches 2 --compress-cache
-auto|--policy auto
+auto-placement|--policy auto --gpu-batch-size 2 --num-gpu-batches 2
+# auto|--policy auto    (the searched batch too: hundreds of prompts, too slow on a CPU)
 GRID
 }
 tiergen=${TIERGEN:-$build/tiergen}

@@ -88,9 +88,11 @@ TEST(RuntimeOffloadDir, EmptyAfterAWeightReadFailsWhilePlacing) {
 TEST(RuntimeOffloadDir, EmptyAfterARunFailsMidway) {
   TinyModel m = make_tiny_model(tiny_llama(44));
   TempDir offload("offload");
-  const runtime::Policy p = disk_policy(2);
-  // Budgets for short prompts; a long prompt in a later block then exhausts a tier
-  // after the first blocks have run.
+  // Weights on the gpu, KV cache on disk, activations split cpu/disk.
+  runtime::Policy p = disk_policy(2);
+  p.w_gpu_percent = 100;
+  // Budgets for short prompts; a long prompt in a later block then exhausts the disk
+  // tier (its KV cache is allocated when the block starts) after the first blocks ran.
   const runtime::Workload planned_for{4, 4};
   const runtime::TierBytes planned = runtime::plan_memory(m.spec, p, planned_for, 4).total();
   runtime::EngineOptions options = cpu_engine_options(offload.path);
@@ -103,7 +105,7 @@ TEST(RuntimeOffloadDir, EmptyAfterARunFailsMidway) {
       engine.generate(requests, [&](size_t, const runtime::SequenceResult&) { ++finished; });
       ADD_FAILURE() << "the long prompt should not fit";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("budget exceeded"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("disk tier budget exceeded"), std::string::npos) << e.what();
     }
     EXPECT_GE(finished, 2u);  // the failure came after work was done
   }

@@ -78,8 +78,9 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   p.L = spec_.num_layers;
   p.NL = spec_.num_weight_layers();
   p.ngb = ngb;
-  p.loader = std::make_unique<Worker>(policy_.overlap);
-  p.storer = std::make_unique<Worker>(policy_.overlap);
+  const DeviceContext device = device_;
+  p.loader = std::make_unique<Worker>(policy_.overlap, [device] { device.use_own_stream(); });
+  p.storer = std::make_unique<Worker>(policy_.overlap, [device] { device.use_own_stream(); });
   p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + gen_len);
   p.hidden_stored.resize(static_cast<size_t>(ngb));
   std::vector<std::vector<int64_t>> outputs(block.size());

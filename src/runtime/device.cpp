@@ -34,6 +34,12 @@ void DeviceContext::synchronize() const {
 #endif
 }
 
+void DeviceContext::use_own_stream() const {
+#ifdef TIERGEN_WITH_CUDA
+  if (is_cuda()) c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, compute.index()));
+#endif
+}
+
 DeviceContext make_device_context(const std::string& device, const std::string& dtype, bool pin_host) {
   DeviceContext ctx;
   ctx.dtype = compat::parse_dtype(dtype);

@@ -2,8 +2,13 @@
 
 namespace tiergen::runtime {
 
-Worker::Worker(bool threaded) : threaded_(threaded) {
-  if (threaded_) thread_ = std::thread([this] { run(); });
+Worker::Worker(bool threaded, std::function<void()> on_start) : threaded_(threaded) {
+  if (threaded_) {
+    thread_ = std::thread([this, on_start = std::move(on_start)] {
+      if (on_start) on_start();
+      run();
+    });
+  }
 }
 
 Worker::~Worker() {

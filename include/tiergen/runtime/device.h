@@ -21,8 +21,12 @@ struct DeviceContext {
   at::Tensor to_compute(const at::Tensor& tensor) const;
   // A fresh host copy (pinned when configured).
   at::Tensor to_host(const at::Tensor& tensor) const;
-  // Waits for queued device work issued by this thread (no-op on the CPU).
+  // Waits for queued device work issued by this thread on its current stream (no-op
+  // on the CPU): a task's data is ready when its worker returns.
   void synchronize() const;
+  // Gives the calling thread a CUDA stream of its own from LibTorch's pool, so a
+  // worker's copies overlap the compute stream (no-op on the CPU).
+  void use_own_stream() const;
 };
 
 // "cpu", "cuda", "cuda:1"; "auto" picks cuda when available. Throws naming the choice.

@@ -15,7 +15,8 @@ namespace tiergen::runtime {
 
 class Worker {
  public:
-  explicit Worker(bool threaded);
+  // `on_start` runs first on the worker's thread (e.g. to give it a CUDA stream).
+  explicit Worker(bool threaded, std::function<void()> on_start = {});
   ~Worker();  // runs what is queued, then joins
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
