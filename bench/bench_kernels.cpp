@@ -177,6 +177,7 @@ void bench_attention(const Options& o) {
       o.reps, {[&] { streams.copy(); }, [&] { streams.read(); }, [&] { decode_attention(a); },
                [&] { decode_attention(c4.args); }, [&] { decode_attention(c8.args); }, torch_ops});
   const double copy_gbs = gbs(2.0 * bytes, t[0]), read_gbs = gbs(bytes, t[1]);
+  decode_attention(a);  // `out` last held a compressed run's result
   const double diff = (tout.reshape({-1}) - at::from_blob(out.data(), {int64_t(out.size())}, at::kFloat)).abs().max().item<double>();
 
   std::printf("streaming copy of %.2f GB: %.2f GB/s read + written (STREAM convention), %.2f GB/s copied; "

@@ -51,6 +51,7 @@ void ProgressBar::draw(bool force) {
   if (!force && drawn_ && now - last_draw_ < std::chrono::milliseconds(200) && done_ < total_) return;
   last_draw_ = now;
   drawn_ = true;
+  drawn_done_ = done_;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   // \r, the line, then clear to the end of the line (a shorter line leaves no tail).
   std::fprintf(stderr, "\r%s\033[K", render(done_, total_, tokens_, elapsed).c_str());
@@ -59,7 +60,7 @@ void ProgressBar::draw(bool force) {
 
 void ProgressBar::finish() {
   if (!enabled_ || finished_) return;
-  draw(true);
+  if (drawn_done_ != done_) draw(true);  // the final count, unless already on screen
   finished_ = true;
   std::fputc('\n', stderr);
   std::fflush(stderr);

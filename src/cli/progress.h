@@ -33,6 +33,7 @@ class ProgressBar {
   bool enabled_;
   bool drawn_ = false, finished_ = false;
   int64_t done_ = 0, tokens_ = 0;
+  int64_t drawn_done_ = -1;  // `done` at the last draw
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

@@ -103,6 +103,12 @@ HostCacheView CacheTensor::host_view(Tier t, int64_t len, int64_t capacity) cons
   return view;
 }
 
+at::Tensor CacheTensor::as_stored(const at::Tensor& rows) const {
+  if (!compression_.enabled) return rows;
+  const int64_t n = rows.size(0), len = rows.size(1);
+  return decompress(compress(rows.reshape({n * len, head_dim_}), compression_), rows.scalar_type()).view(rows.sizes());
+}
+
 void CacheTensor::put_row(HostCacheView& view, const at::Tensor& rows, int64_t pos) const {
   const at::Tensor host = rows.to(at::kCPU);
   if (!compression_.enabled) {

@@ -126,8 +126,8 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
                batch);
       kt = loaded->keys[i].tensor;
       vt = loaded->values[i].tensor;
-      kt.narrow(1, pos, 1).copy_(kn);
-      vt.narrow(1, pos, 1).copy_(vn);
+      kt.narrow(1, pos, 1).copy_(keys_home.as_stored(kn));
+      vt.narrow(1, pos, 1).copy_(values_home.as_stored(vn));
     }
     model::StepInputs unit_step{at::Tensor(), pad, pos};
     const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]

@@ -36,6 +36,9 @@ class CacheTensor {
   Staged dense_on_compute(Tier t, int64_t len, int64_t capacity) const;
   // Host rows [0, len) of a cpu tier (in place, capacity = positions) or disk tier (staged).
   HostCacheView host_view(Tier t, int64_t len, int64_t capacity) const;
+  // Dense rows [n, len, d] as the cache will give them back (quantized and dequantized
+  // when compressed), so an entry used before it is stored reads the same as after.
+  at::Tensor as_stored(const at::Tensor& rows) const;
   // Writes dense rows [n, 1, d] at `pos` into a staged host view (quantizing if needed).
   void put_row(HostCacheView& view, const at::Tensor& rows, int64_t pos) const;
 
