@@ -23,7 +23,7 @@ filter="${1:-}"
 mkdir -p "$build"
 start=$(date +%s)
 echo "== configuring $build (address,undefined, RelWithDebInfo)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERGEN_SANITIZE=address,undefined \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIERGEN_SANITIZE=address,undefined \
   -DTIERGEN_BUILD_TESTS=ON >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 2; }
 echo "== building tiergen_tests, tiergen, make-tiny-model"
 cmake --build "$build" -j"$(nproc)" --target tiergen_tests tiergen make-tiny-model

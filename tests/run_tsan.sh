@@ -22,7 +22,7 @@ filter="${1:-*}"
 mkdir -p "$build"
 start=$(date +%s)
 echo "== configuring $build (thread, RelWithDebInfo, test_runtime*.cpp)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIERGEN_SANITIZE=thread \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIERGEN_SANITIZE=thread \
   -DTIERGEN_BUILD_TESTS=ON '-DTIERGEN_TEST_GLOB=test_runtime*.cpp' >"$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; exit 2; }
 echo "== building tiergen_tests (with tiergen and make-tiny-model, which it depends on)"
