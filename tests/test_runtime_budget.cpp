@@ -22,33 +22,18 @@ struct BudgetCase {
 
 void PrintTo(const BudgetCase& c, std::ostream* os) { *os << c.name; }
 
-runtime::Policy policy(int64_t gbs, int64_t ngb, std::array<double, 6> p, bool cpu_attention, bool overlap = true) {
-  runtime::Policy x;
-  x.gpu_batch_size = gbs;
-  x.num_gpu_batches = ngb;
-  x.w_gpu_percent = p[0];
-  x.w_cpu_percent = p[1];
-  x.cache_gpu_percent = p[2];
-  x.cache_cpu_percent = p[3];
-  x.act_gpu_percent = p[4];
-  x.act_cpu_percent = p[5];
-  x.cpu_cache_compute = cpu_attention;
-  x.overlap = overlap;
-  return x;
-}
-
 std::vector<BudgetCase> budget_cases() {
   using A = std::array<double, 6>;
   return {
-      {"opt_all_gpu", "opt", policy(2, 2, A{100, 0, 100, 0, 100, 0}, false)},
-      {"llama_all_gpu", "llama", policy(4, 1, A{100, 0, 100, 0, 100, 0}, false)},
-      {"opt_weights_cpu_cache_cpu", "opt", policy(2, 2, A{0, 100, 0, 100, 100, 0}, false)},
-      {"llama_cache_cpu_attention", "llama", policy(2, 2, A{100, 0, 0, 100, 100, 0}, true)},
-      {"opt_cache_disk", "opt", policy(2, 2, A{100, 0, 0, 0, 100, 0}, false)},
-      {"llama_cache_disk_cpu_attention", "llama", policy(2, 2, A{100, 0, 0, 0, 100, 0}, true)},
-      {"opt_all_tiers", "opt", policy(2, 2, A{20, 30, 25, 25, 0, 50}, true), true},
-      {"llama_all_tiers_no_overlap", "llama", policy(2, 2, A{20, 30, 25, 25, 0, 50}, false, false), true},
-      {"llama_all_disk", "llama", policy(1, 2, A{0, 0, 0, 0, 0, 0}, false), true},
+      {"opt_all_gpu", "opt", make_policy(2, 2, A{100, 0, 100, 0, 100, 0}, false)},
+      {"llama_all_gpu", "llama", make_policy(4, 1, A{100, 0, 100, 0, 100, 0}, false)},
+      {"opt_weights_cpu_cache_cpu", "opt", make_policy(2, 2, A{0, 100, 0, 100, 100, 0}, false)},
+      {"llama_cache_cpu_attention", "llama", make_policy(2, 2, A{100, 0, 0, 100, 100, 0}, true)},
+      {"opt_cache_disk", "opt", make_policy(2, 2, A{100, 0, 0, 0, 100, 0}, false)},
+      {"llama_cache_disk_cpu_attention", "llama", make_policy(2, 2, A{100, 0, 0, 0, 100, 0}, true)},
+      {"opt_all_tiers", "opt", make_policy(2, 2, A{20, 30, 25, 25, 0, 50}, true), true},
+      {"llama_all_tiers_no_overlap", "llama", make_policy(2, 2, A{20, 30, 25, 25, 0, 50}, false, false), true},
+      {"llama_all_disk", "llama", make_policy(1, 2, A{0, 0, 0, 0, 0, 0}, false), true},
   };
 }
 
@@ -138,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, BudgetTest, ::testing::ValuesIn(budget_cases(
 TEST(RuntimeBudget, UnplannedWorkloadIsRefusedByTheTiers) {
   TinyModel m = make_tiny_model(tiny_llama(33));
   using A = std::array<double, 6>;
-  const runtime::Policy p = policy(2, 1, A{100, 0, 100, 0, 100, 0}, false);
+  const runtime::Policy p = make_policy(2, 1, A{100, 0, 100, 0, 100, 0}, false);
   const runtime::Workload planned_for{4, 4};
   const runtime::TierBytes planned = runtime::plan_memory(m.spec, p, planned_for, 4).total();
   TempDir offload("offload");

@@ -15,16 +15,7 @@ namespace {
 using A = std::array<double, 6>;
 
 runtime::Policy compressed_policy(int64_t gbs, int64_t ngb, const A& percent, bool cpu_attention, int bits) {
-  runtime::Policy p;
-  p.gpu_batch_size = gbs;
-  p.num_gpu_batches = ngb;
-  p.w_gpu_percent = percent[0];
-  p.w_cpu_percent = percent[1];
-  p.cache_gpu_percent = percent[2];
-  p.cache_cpu_percent = percent[3];
-  p.act_gpu_percent = percent[4];
-  p.act_cpu_percent = percent[5];
-  p.cpu_cache_compute = cpu_attention;
+  runtime::Policy p = make_policy(gbs, ngb, percent, cpu_attention);
   p.compress_weight = {true, bits, 16};
   p.compress_cache = {true, bits, 16};
   return p;

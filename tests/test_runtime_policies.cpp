@@ -22,22 +22,6 @@ struct PolicyCase {
 
 void PrintTo(const PolicyCase& c, std::ostream* os) { *os << c.name; }
 
-runtime::Policy make_policy(int64_t gbs, int64_t ngb, std::array<double, 6> percent, bool cpu_attention,
-                            bool overlap = true) {
-  runtime::Policy p;
-  p.gpu_batch_size = gbs;
-  p.num_gpu_batches = ngb;
-  p.w_gpu_percent = percent[0];
-  p.w_cpu_percent = percent[1];
-  p.cache_gpu_percent = percent[2];
-  p.cache_cpu_percent = percent[3];
-  p.act_gpu_percent = percent[4];
-  p.act_cpu_percent = percent[5];
-  p.cpu_cache_compute = cpu_attention;
-  p.overlap = overlap;
-  return p;
-}
-
 std::vector<PolicyCase> policy_cases() {
   using A = std::array<double, 6>;
   const A gpu{100, 0, 100, 0, 100, 0};

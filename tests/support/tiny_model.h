@@ -2,6 +2,7 @@
 // Test support: tiny random OPT / LLaMA checkpoints in Hugging Face layout, a plain
 // forward pass through the model::forward.h functions, and WeightSource wrappers that
 // count or fail reads. Header-only so every test file can include it.
+#include <array>
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -332,6 +333,23 @@ inline std::vector<std::vector<int64_t>> make_prompts(const std::vector<int64_t>
 }
 
 // ---- Running the engine on the CPU device.
+
+// A policy from FlexGen's knobs: gbs x ngb, `percent` = wg wc cg cc hg hc.
+inline runtime::Policy make_policy(int64_t gbs, int64_t ngb, const std::array<double, 6>& percent, bool cpu_attention,
+                                   bool overlap = true) {
+  runtime::Policy p;
+  p.gpu_batch_size = gbs;
+  p.num_gpu_batches = ngb;
+  p.w_gpu_percent = percent[0];
+  p.w_cpu_percent = percent[1];
+  p.cache_gpu_percent = percent[2];
+  p.cache_cpu_percent = percent[3];
+  p.act_gpu_percent = percent[4];
+  p.act_cpu_percent = percent[5];
+  p.cpu_cache_compute = cpu_attention;
+  p.overlap = overlap;
+  return p;
+}
 
 inline runtime::EngineOptions cpu_engine_options(const std::string& offload_dir, uint64_t budget = 1ull << 30,
                                                  const std::string& dtype = "float32") {
