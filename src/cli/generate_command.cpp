@@ -48,13 +48,8 @@ std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const GenerateFlags& f) {
 PreparedPrompt prepare(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
                        int64_t max_new, const GenerateFlags& f) {
   PreparedPrompt out;
-  if (p.text) {
-    TG_CHECK(tok != nullptr, "{}:{}: text prompt but no tokenizer: the model directory has no tokenizer.json "
-             "(or vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", f.prompts, p.line);
-    out.ids = tok->encode(*p.text);
-  } else {
-    out.ids = p.token_ids;
-  }
+  // Text prompts without a tokenizer were refused before the results file opened.
+  out.ids = p.text ? tok->encode(*p.text) : p.token_ids;
   for (int64_t id : out.ids) {
     if (id < 0 || id >= spec.vocab_size) {
       out.error = fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size);

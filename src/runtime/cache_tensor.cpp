@@ -7,10 +7,6 @@ namespace tiergen::runtime {
 
 namespace {
 
-kernels::ElemType elem_type(at::ScalarType t) {
-  return t == at::kHalf ? kernels::ElemType::F16 : t == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
-}
-
 // [n, len, w] slices of the three parts of a compressed cache, as one CompressedTensor
 // of n * len rows.
 CompressedTensor as_rows(const at::Tensor& packed, const at::Tensor& mins, const at::Tensor& scales, int64_t head_dim,
@@ -28,7 +24,7 @@ CompressedTensor as_rows(const at::Tensor& packed, const at::Tensor& mins, const
 }  // namespace
 
 kernels::KvView HostCacheView::view(const DeviceContext& device, const CompressionConfig& config) const {
-  if (!config.enabled) return kernels::KvView::dense(values.tensor.data_ptr(), elem_type(device.dtype));
+  if (!config.enabled) return kernels::KvView::dense(values.tensor.data_ptr(), kernel_elem_type(device.dtype));
   return kernels::KvView::compressed(values.tensor.data_ptr<uint8_t>(),
                                      reinterpret_cast<const uint16_t*>(mins.tensor.data_ptr<int16_t>()),
                                      reinterpret_cast<const uint16_t*>(scales.tensor.data_ptr<int16_t>()),

@@ -11,16 +11,16 @@
 
 namespace tiergen::runtime {
 
-namespace {
-
-kernels::ElemType elem_type(at::ScalarType t) {
+kernels::ElemType kernel_elem_type(at::ScalarType t) {
   switch (t) {
     case at::kFloat: return kernels::ElemType::F32;
     case at::kHalf: return kernels::ElemType::F16;
     case at::kBFloat16: return kernels::ElemType::BF16;
-    default: TG_THROW("compression supports float32, float16 and bfloat16 tensors, not {}", c10::toString(t));
+    default: TG_THROW("the kernels take float32, float16 and bfloat16 tensors, not {}", c10::toString(t));
   }
 }
+
+namespace {
 
 kernels::QuantFormat format_of(const CompressionConfig& c) { return {c.bits, c.group_size}; }
 
@@ -52,13 +52,13 @@ CompressedTensor compress(const at::Tensor& dense, const CompressionConfig& conf
   auto* mins = reinterpret_cast<uint16_t*>(c.mins.data_ptr<int16_t>());
   auto* scales = reinterpret_cast<uint16_t*>(c.scales.data_ptr<int16_t>());
   if (src.is_cpu()) {
-    kernels::quantize(src.data_ptr(), elem_type(src.scalar_type()), c.rows, c.cols, format_of(config),
+    kernels::quantize(src.data_ptr(), kernel_elem_type(src.scalar_type()), c.rows, c.cols, format_of(config),
                       c.packed.data_ptr<uint8_t>(), mins, scales);
     return c;
   }
 #ifdef TIERGEN_WITH_CUDA
   at::Tensor error = at::zeros({1}, opts.dtype(at::kInt));
-  kernels::quantize_cuda(src.data_ptr(), elem_type(src.scalar_type()), c.rows, c.cols, format_of(config),
+  kernels::quantize_cuda(src.data_ptr(), kernel_elem_type(src.scalar_type()), c.rows, c.cols, format_of(config),
                          c.packed.data_ptr<uint8_t>(), mins, scales, error.data_ptr<int>(),
                          c10::cuda::getCurrentCUDAStream(src.device().index()).stream());
   TG_CHECK(error.item<int>() == 0, "compression: non-finite values in a tensor to quantize");
@@ -74,12 +74,12 @@ at::Tensor decompress(const CompressedTensor& c, at::ScalarType dtype) {
   const auto* scales = reinterpret_cast<const uint16_t*>(c.scales.data_ptr<int16_t>());
   if (c.packed.is_cpu()) {
     kernels::dequantize(c.packed.data_ptr<uint8_t>(), mins, scales, c.rows, c.cols, format_of(c.config),
-                        out.data_ptr(), elem_type(dtype));
+                        out.data_ptr(), kernel_elem_type(dtype));
     return out;
   }
 #ifdef TIERGEN_WITH_CUDA
   kernels::dequantize_cuda(c.packed.data_ptr<uint8_t>(), mins, scales, c.rows, c.cols, format_of(c.config),
-                           out.data_ptr(), elem_type(dtype),
+                           out.data_ptr(), kernel_elem_type(dtype),
                            c10::cuda::getCurrentCUDAStream(c.packed.device().index()).stream());
   return out;
 #else

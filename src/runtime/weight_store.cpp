@@ -89,13 +89,16 @@ at::Tensor WeightStore::read_disk(const Home& home, std::vector<Reservation>& st
 CompressedTensor WeightStore::read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const {
   staging.push_back(tiers_.cpu.reserve(home.extent.bytes, "disk weight staging"));
   // Shapes of the three parts follow from the [in, out] matrix and the format.
-  CompressedTensor c = compress(at::zeros({1, home.spec.shape[0]}, at::kFloat), compression_);
-  c.rows = home.spec.shape[1];
-  c.cols = home.spec.shape[0];
+  const auto layout = kernels::quantized_layout(home.spec.shape[1], home.spec.shape[0],
+                                                {compression_.bits, compression_.group_size});
+  CompressedTensor c;
+  c.rows = layout.rows;
+  c.cols = layout.cols;
+  c.config = compression_;
   const auto opts = device_.host_options();
-  c.packed = at::empty({c.rows, c.packed.size(1)}, opts.dtype(at::kByte));
-  c.mins = at::empty({c.rows, c.mins.size(1)}, opts.dtype(at::kShort));
-  c.scales = at::empty({c.rows, c.scales.size(1)}, opts.dtype(at::kShort));
+  c.packed = at::empty({c.rows, layout.packed_bytes_per_row}, opts.dtype(at::kByte));
+  c.mins = at::empty({c.rows, layout.groups_per_row}, opts.dtype(at::kShort));
+  c.scales = at::empty({c.rows, layout.groups_per_row}, opts.dtype(at::kShort));
   uint64_t offset = 0;
   for (at::Tensor* part : {&c.packed, &c.mins, &c.scales}) {
     tiers_.disk_tier().read(home.extent, offset, part->data_ptr(), part->nbytes());

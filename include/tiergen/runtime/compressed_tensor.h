@@ -5,6 +5,7 @@
 // device for new KV entries); dequantization on the compute device right before use.
 #include <ATen/ATen.h>
 
+#include "kernels/cpu/quantize.h"
 #include "tiergen/runtime/policy.h"
 
 namespace tiergen::runtime {
@@ -19,6 +20,9 @@ struct CompressedTensor {
   uint64_t nbytes() const;
   CompressedTensor to(const at::Device& device) const;
 };
+
+// The kernels' element type of a LibTorch float dtype; throws for other dtypes.
+kernels::ElemType kernel_elem_type(at::ScalarType type);
 
 // Quantizes a 2-D tensor (any float dtype; host or CUDA).
 CompressedTensor compress(const at::Tensor& dense, const CompressionConfig& config);
