@@ -150,6 +150,8 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   for (auto& store : p.owed_stores) {
     auto done = p.storer->submit([this, store = std::move(store)] {
       store();
+      // The storer's own stream: the data is in its home (host homes are read by
+      // CPU attention and by disk writes) before the store counts as done.
       device_.synchronize();
     });
     p.in_flight.push_back([done] { done.get(); });
@@ -253,6 +255,12 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
     }
   }
 
+  // The loads were queued on the loader's stream: the compute stream waits for them
+  // on the device, the host goes on.
+  p.weights->ready.make_current_stream_wait(device_);
+  hidden_in.ready.make_current_stream_wait(device_);
+  if (cache_in) cache_in->make_current_stream_wait(device_);
+
   at::Tensor out;
   {
     ScopedTimer timer(stats_, Task::Compute, prefill);
@@ -284,6 +292,9 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       }
       out = model::finish_layer(spec_, w, hidden, attention);
     }
+    // The compute stream only (never the whole device): the step's time is measured,
+    // the stores of `out` run on the storer's stream next, and the staged inputs
+    // released below are no longer read.
     device_.synchronize();
   }
   cache_in.reset();

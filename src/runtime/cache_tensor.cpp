@@ -78,6 +78,7 @@ Staged CacheTensor::dense_on_compute(Tier t, int64_t len, int64_t capacity) cons
                                 "KV cache dequantize"));
   dense.tensor = at::empty({n, capacity, head_dim_}, device_.compute_options());
   if (len > 0) dense.tensor.narrow(1, 0, len).copy_(decompress(c, device_.dtype).view({n, len, head_dim_}));
+  dense.ready = DeviceEvent::record(device_);  // after the copies and the dequantization
   return dense;
 }
 

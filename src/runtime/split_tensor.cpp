@@ -80,7 +80,9 @@ Staged SplitTensor::read_to_compute(Tier t, int64_t len, int64_t capacity) const
   staged.keep(tiers_.gpu.reserve(bytes, what_ + " load"));
   staged.tensor = at::empty({n, capacity, width_}, compute_options());
   staged.tensor.narrow(1, 0, len).copy_(host.tensor.narrow(1, 0, len), /*non_blocking=*/host.tensor.is_pinned());
-  device_.synchronize();
+  // A pinned source stays valid until the copy is done: LibTorch's pinned-memory
+  // allocator records the copy's stream before reusing the block.
+  staged.ready = DeviceEvent::record(device_);
   return staged;
 }
 
@@ -95,7 +97,8 @@ Staged SplitTensor::gather_to_compute(int64_t len) const {
   }
   const uint64_t bytes = static_cast<uint64_t>(units() * len * width_) * elem_bytes();
   gathered.keep(tiers_.gpu.reserve(bytes, what_ + " gather"));
-  gathered.tensor = at::cat(parts, 0);
+  gathered.tensor = at::cat(parts, 0);  // queued after the parts' copies on this stream
+  gathered.ready = DeviceEvent::record(device_);
   return gathered;
 }
 

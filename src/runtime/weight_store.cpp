@@ -132,7 +132,7 @@ std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index) const {
   auto loaded = std::make_shared<LoadedLayer>();
   loaded->weights = model::LayerWeights(layer.prefix);
   for (const Home& home : layer.tensors) loaded->weights.set(home.spec.name, load_tensor(home, *loaded));
-  device_.synchronize();
+  loaded->ready = DeviceEvent::record(device_);
   return loaded;
 }
 

@@ -4,6 +4,9 @@
 // weights (once per layer), load the KV cache and hidden states of batch k+1, store
 // those of batch k-1, compute batch k. With overlap on, loads and stores run on
 // their own workers while the calling thread computes; each step ends with a sync.
+// In CUDA builds each worker has its own stream: a load returns once its copies are
+// queued, with an event the compute stream waits on (device_event.h); a store
+// finishes when its stream has drained; no step synchronizes the whole device.
 #include <functional>
 #include <vector>
 

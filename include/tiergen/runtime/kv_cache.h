@@ -15,6 +15,12 @@ namespace tiergen::runtime {
 struct CacheLoad {
   std::array<Staged, kNumTiers> keys, values;                  // dense, on the compute device
   std::array<HostCacheView, kNumTiers> host_keys, host_values;  // for the CPU kernel
+
+  // Orders the calling thread's stream after the copies that filled keys and values.
+  void make_current_stream_wait(const DeviceContext& device) const {
+    for (const Staged& s : keys) s.ready.make_current_stream_wait(device);
+    for (const Staged& s : values) s.ready.make_current_stream_wait(device);
+  }
 };
 
 class KvCache {

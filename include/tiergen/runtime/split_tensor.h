@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tiergen/runtime/device.h"
+#include "tiergen/runtime/device_event.h"
 #include "tiergen/runtime/tiers.h"
 
 namespace tiergen::runtime {
@@ -20,6 +21,9 @@ namespace tiergen::runtime {
 // Copies share the reservations; the last copy releases them.
 struct Staged {
   at::Tensor tensor;
+  // Recorded after the copies that fill `tensor` were queued; the compute stream waits
+  // on it before reading (always complete on the CPU and for host tensors).
+  DeviceEvent ready;
   std::vector<std::shared_ptr<Reservation>> reservations;
   void keep(Reservation&& reservation) { reservations.push_back(std::make_shared<Reservation>(std::move(reservation))); }
 };

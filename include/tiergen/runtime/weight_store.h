@@ -11,6 +11,7 @@
 #include "tiergen/runtime/compressed_tensor.h"
 #include "tiergen/model/weight_source.h"
 #include "tiergen/runtime/device.h"
+#include "tiergen/runtime/device_event.h"
 #include "tiergen/runtime/split_tensor.h"
 #include "tiergen/runtime/tiers.h"
 
@@ -19,6 +20,7 @@ namespace tiergen::runtime {
 // A layer's weights on the compute device plus the staging they occupy.
 struct LoadedLayer {
   model::LayerWeights weights;
+  DeviceEvent ready;  // the compute stream waits on it before the first use
   std::vector<Reservation> staging;
 };
 

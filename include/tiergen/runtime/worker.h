@@ -1,8 +1,8 @@
 #pragma once
 // A stand-in for a CUDA stream: one thread running submitted tasks in order. With
 // overlap off, tasks run inline on the caller, so the same schedule code serves both.
-// In CUDA builds each worker issues its copies on a stream of its own and finishes a
-// task only when that stream has drained, so a task's future means "data ready".
+// In CUDA builds each worker issues its copies on a stream of its own; a task's
+// future means "queued", and the event it returns (device_event.h) "data ready".
 #include <condition_variable>
 #include <deque>
 #include <functional>
