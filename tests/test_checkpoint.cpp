@@ -11,6 +11,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/checkpoint.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::model {
 namespace {
@@ -76,12 +77,6 @@ Weights weights_for(const Spec& spec, const std::string& strip_prefix = "") {
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "tiergen-ckpt-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string validate_error(const Checkpoint& ckpt, const Spec& spec) {
     try {
@@ -105,7 +100,8 @@ class CheckpointTest : public ::testing::Test {
   }
   void write_index(const nlohmann::json& index) { std::ofstream(dir_ + "/model.safetensors.index.json") << index.dump(); }
 
-  std::string dir_;
+  test::TempDir temp_{"tiergen-ckpt"};
+  std::string dir_ = temp_.path;
 };
 
 void expect_contains(const std::string& text, const std::string& part) {

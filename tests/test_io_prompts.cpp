@@ -9,6 +9,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/io/prompts.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::io {
 namespace {
@@ -17,23 +18,9 @@ namespace fs = std::filesystem;
 
 class PromptReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tiergen_io_prompts_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& content) { return dir_.write(name, content); }
 
-  std::string write(const std::string& name, const std::string& content) {
-    const auto path = (dir_ / name).string();
-    std::ofstream out(path, std::ios::binary);
-    out << content;
-    return path;
-  }
-
-  fs::path dir_;
+  test::TempDir dir_{"tiergen-io-prompts"};
 };
 
 // Runs `f`, expects a tiergen::Error, returns its message.
@@ -111,9 +98,9 @@ TEST_F(PromptReaderTest, EmptyOrBlankFileHasNoPrompts) {
 }
 
 TEST_F(PromptReaderTest, MissingFileAndDirectoryAreNamed) {
-  const auto missing = (dir_ / "nope.txt").string();
+  const auto missing = dir_.file("nope.txt");
   EXPECT_NE(error_of([&] { read_prompts(missing); }).find(missing), std::string::npos);
-  EXPECT_NE(error_of([&] { read_prompts(dir_.string()); }).find("directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_prompts(dir_.path); }).find("directory"), std::string::npos);
 }
 
 TEST_F(PromptReaderTest, TenMegabyteLineWorks) {

@@ -11,6 +11,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/io/results.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::io {
 namespace {
@@ -66,15 +67,7 @@ ResultRecord make_result(int64_t index) {
 
 class ResultWriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tiergen_io_results_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
   // The reference: every result submitted in order, never interrupted.
   std::string straight_run(int n) {
@@ -85,7 +78,7 @@ class ResultWriterTest : public ::testing::Test {
     return slurp(p);
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"tiergen-io-results"};
 };
 
 TEST(ResultJson, FixedKeyOrder) {

@@ -10,6 +10,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/safetensors.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::model {
 namespace {
@@ -18,15 +19,10 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "tiergen-st-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
 
-  std::string dir_;
+  test::TempDir temp_{"tiergen-st"};
+  std::string dir_ = temp_.path;
 };
 
 std::vector<uint8_t> read_bytes(const std::string& path, uint64_t offset, uint64_t size) {

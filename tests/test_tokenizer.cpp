@@ -10,6 +10,7 @@
 #include "tiergen/common/error.h"
 #include "tiergen/tokenizer/tokenizer.h"
 #include "tiergen/tokenizer/utf8.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::tokenizer {
 namespace {
@@ -42,22 +43,6 @@ std::string stream_decode(const Tokenizer& tok, const Ids& ids, std::vector<std:
   }
   return text + decoder.flush();
 }
-
-// A scratch directory holding a modified copy of a fixture.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("tiergen-tok-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(path_ / name) << text; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
 
@@ -149,10 +134,10 @@ TEST(VocabMergesFiles, OptStyleAddsBos) {
 }
 
 TEST(VocabMergesFiles, WithoutConfigEndOfTextIsEos) {
-  TempDir dir;
-  fs::copy_file(fixture("vocab_merges/vocab.json"), dir.str() + "/vocab.json");
-  fs::copy_file(fixture("vocab_merges/merges.txt"), dir.str() + "/merges.txt");
-  const auto tok = Tokenizer::load(dir.str());
+  test::TempDir dir{"tiergen-tok"};
+  fs::copy_file(fixture("vocab_merges/vocab.json"), dir.path + "/vocab.json");
+  fs::copy_file(fixture("vocab_merges/merges.txt"), dir.path + "/merges.txt");
+  const auto tok = Tokenizer::load(dir.path);
   EXPECT_EQ(tok->eos_id(), 300);
   EXPECT_EQ(tok->encode("hello"), (Ids{264}));  // GPT-2 adds no BOS
   EXPECT_EQ(tok->encode("x<|endoftext|>", false), (Ids{120, 300}));
@@ -217,9 +202,9 @@ TEST(AddedTokens, LstripAndRstrip) {
   auto json = read_json(fixture("byte_level/tokenizer.json"));
   json["added_tokens"].push_back({{"id", 301}, {"content", "<sep>"}, {"special", true},
                                   {"lstrip", true}, {"rstrip", true}, {"normalized", false}, {"single_word", false}});
-  TempDir dir;
+  test::TempDir dir{"tiergen-tok"};
   dir.write("tokenizer.json", json.dump());
-  const auto tok = Tokenizer::load(dir.str());
+  const auto tok = Tokenizer::load(dir.path);
   EXPECT_EQ(tok->encode("a  <sep>\t b"), (Ids{97, 301, 98}));
   EXPECT_EQ(tok->encode("<sep>"), (Ids{301}));
   // Longest match wins over a shorter token at the same position.
@@ -227,12 +212,12 @@ TEST(AddedTokens, LstripAndRstrip) {
 }
 
 TEST(TokenizerConfigFile, AddBosAndEosOverrideTemplate) {
-  TempDir dir;
-  fs::copy_file(fixture("sentencepiece/tokenizer.json"), dir.str() + "/tokenizer.json");
+  test::TempDir dir{"tiergen-tok"};
+  fs::copy_file(fixture("sentencepiece/tokenizer.json"), dir.path + "/tokenizer.json");
   dir.write("tokenizer_config.json", R"({"add_bos_token": false, "add_eos_token": true,
                                          "bos_token": "<s>", "eos_token": {"__type": "AddedToken", "content": "</s>"},
                                          "pad_token": "<unk>"})");
-  const auto tok = Tokenizer::load(dir.str());
+  const auto tok = Tokenizer::load(dir.path);
   EXPECT_EQ(tok->encode("Hello"), (Ids{259, 298, 2}));
   EXPECT_EQ(tok->pad_id(), 0);
 }
@@ -250,26 +235,26 @@ TEST(MalformedFiles, BadFieldsNameTheField) {
   auto json = read_json(fixture("llama3_style/tokenizer.json"));
   auto broken = json;
   broken["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
-  TempDir a;
+  test::TempDir a{"tiergen-tok"};
   a.write("tokenizer.json", broken.dump());
-  expect_load_error(a.str(), {"tokenizer.json", "pre_tokenizer.pretokenizers[0].pattern.Regex", "(unclosed"});
+  expect_load_error(a.path, {"tokenizer.json", "pre_tokenizer.pretokenizers[0].pattern.Regex", "(unclosed"});
 
   broken = json;
   broken["model"]["vocab"]["Ġ"] = "zero";
-  TempDir b;
+  test::TempDir b{"tiergen-tok"};
   b.write("tokenizer.json", broken.dump());
-  expect_load_error(b.str(), {"model.vocab.Ġ", "integer"});
+  expect_load_error(b.path, {"model.vocab.Ġ", "integer"});
 
   broken = json;
   broken["normalizer"] = {{"type", "NFKC"}};
-  TempDir c;
+  test::TempDir c{"tiergen-tok"};
   c.write("tokenizer.json", broken.dump());
-  expect_load_error(c.str(), {"normalizer", "NFKC"});
+  expect_load_error(c.path, {"normalizer", "NFKC"});
 
-  TempDir d;
+  test::TempDir d{"tiergen-tok"};
   d.write("tokenizer.json", json.dump());
   d.write("tokenizer_config.json", R"({"add_bos_token": "yes"})");
-  expect_load_error(d.str(), {"tokenizer_config.json", "add_bos_token"});
+  expect_load_error(d.path, {"tokenizer_config.json", "add_bos_token"});
 }
 
 TEST(SentencePieceBpe, ConcurrentEncodesAgree) {

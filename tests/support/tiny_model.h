@@ -26,6 +26,7 @@
 #include "tiergen/model/weight_source.h"
 #include "tiergen/runtime/device.h"
 #include "tiergen/runtime/engine.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::test {
 
@@ -33,39 +34,6 @@ namespace fs = std::filesystem;
 
 // The engine logs every placement at info level; tests keep warnings and errors only.
 inline const bool kQuietEngineLogs = (spdlog::set_level(spdlog::level::warn), true);
-
-// A fresh, empty directory under the test temp dir, unique per call and process.
-inline std::string unique_temp_dir(const std::string& stem) {
-  static std::atomic<int> counter{0};
-  const fs::path root = fs::path(::testing::TempDir());
-  for (;;) {
-    const fs::path dir = root / (stem + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::error_code ec;
-    if (fs::create_directories(dir, ec)) return dir.string();
-    if (ec) throw std::runtime_error("cannot create " + dir.string() + ": " + ec.message());
-  }
-}
-
-// Removes the directory when it goes out of scope.
-struct TempDir {
-  explicit TempDir(const std::string& stem) : path(unique_temp_dir(stem)) {}
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string path;
-};
-
-// Names of the regular files in `dir` (empty when it does not exist).
-inline std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return names;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) names.push_back(entry.path().filename().string());
-  return names;
-}
 
 struct TinyModelOptions {
   std::string arch = "opt";  // "opt" or "llama"
