@@ -7,8 +7,9 @@ packages=(
   libtorch-dev libglpk-dev libcli11-dev libspdlog-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
   clang libclang-rt-dev   # libFuzzer and sanitizer runtimes for the fuzz targets
   # Debian's LibTorch calls whatever provides libblas.so.3; without this package that
-  # is netlib's reference sgemm, which makes every CPU matmul ~20x slower. The OpenMP
-  # build shares LibTorch's OpenMP runtime, so threads are not oversubscribed.
+  # is netlib's reference sgemm (OPT-125M on --device cpu: 14x slower prefill compute,
+  # 7x lower throughput). The OpenMP build shares LibTorch's OpenMP runtime, so
+  # threads are not oversubscribed.
   libopenblas0-openmp
 )
 missing=()

@@ -67,9 +67,10 @@ void CacheTensor::write_tier(Tier t, const at::Tensor& src, int64_t pos) {
 
 Staged CacheTensor::dense_on_compute(Tier t, int64_t len, int64_t capacity) const {
   if (!compression_.enabled) return values_->read_to_compute(t, len, capacity);
-  Staged packed = values_->read_to_compute(t, len, len);
-  Staged mins = mins_->read_to_compute(t, len, len);
-  Staged scales = scales_->read_to_compute(t, len, len);
+  // One event after the copies and the dequantization, all queued on this stream.
+  Staged packed = values_->copy_to_compute(t, len, len);
+  Staged mins = mins_->copy_to_compute(t, len, len);
+  Staged scales = scales_->copy_to_compute(t, len, len);
   const int64_t n = units_on(t);
   const CompressedTensor c = as_rows(packed.tensor.narrow(1, 0, len), mins.tensor.narrow(1, 0, len),
                                      scales.tensor.narrow(1, 0, len), head_dim_, compression_);
@@ -78,7 +79,7 @@ Staged CacheTensor::dense_on_compute(Tier t, int64_t len, int64_t capacity) cons
                                 "KV cache dequantize"));
   dense.tensor = at::empty({n, capacity, head_dim_}, device_.compute_options());
   if (len > 0) dense.tensor.narrow(1, 0, len).copy_(decompress(c, device_.dtype).view({n, len, head_dim_}));
-  dense.ready = DeviceEvent::record(device_);  // after the copies and the dequantization
+  dense.ready = DeviceEvent::record(device_);
   return dense;
 }
 

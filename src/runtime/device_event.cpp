@@ -53,17 +53,12 @@ void DeviceEvent::make_current_stream_wait(const DeviceContext& device) const {
   C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), handle_->event, 0));
 }
 
-void DeviceEvent::synchronize() const {
-  if (handle_) C10_CUDA_CHECK(cudaEventSynchronize(handle_->event));
-}
-
 #else  // CPU build: every event is complete.
 
 struct DeviceEvent::Handle {};
 
 DeviceEvent DeviceEvent::record(const DeviceContext&) { return {}; }
 void DeviceEvent::make_current_stream_wait(const DeviceContext&) const {}
-void DeviceEvent::synchronize() const {}
 
 #endif
 

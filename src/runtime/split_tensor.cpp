@@ -69,6 +69,12 @@ Staged SplitTensor::read_to_host(Tier t, int64_t len, int64_t capacity) const {
 }
 
 Staged SplitTensor::read_to_compute(Tier t, int64_t len, int64_t capacity) const {
+  Staged staged = copy_to_compute(t, len, capacity);
+  staged.ready = DeviceEvent::record(device_);
+  return staged;
+}
+
+Staged SplitTensor::copy_to_compute(Tier t, int64_t len, int64_t capacity) const {
   const int64_t n = units_on(t);
   Staged staged;
   if (t == Tier::Gpu) {
@@ -82,7 +88,6 @@ Staged SplitTensor::read_to_compute(Tier t, int64_t len, int64_t capacity) const
   staged.tensor.narrow(1, 0, len).copy_(host.tensor.narrow(1, 0, len), /*non_blocking=*/host.tensor.is_pinned());
   // A pinned source stays valid until the copy is done: LibTorch's pinned-memory
   // allocator records the copy's stream before reusing the block.
-  staged.ready = DeviceEvent::record(device_);
   return staged;
 }
 
@@ -91,7 +96,7 @@ Staged SplitTensor::gather_to_compute(int64_t len) const {
   std::vector<at::Tensor> parts;
   for (Tier t : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
     if (units_on(t) == 0) continue;
-    Staged part = read_to_compute(t, len, len);
+    Staged part = copy_to_compute(t, len, len);
     parts.push_back(part.tensor.narrow(1, 0, len));
     for (auto& r : part.reservations) gathered.reservations.push_back(r);
   }

@@ -23,12 +23,6 @@ class DeviceEvent {
   // does not block.
   void make_current_stream_wait(const DeviceContext& device) const;
 
-  // Blocks the host until the recorded work is done.
-  void synchronize() const;
-
-  // Whether a CUDA event was recorded (always false on the CPU).
-  bool recorded() const { return static_cast<bool>(handle_); }
-
  private:
   struct Handle;
   std::shared_ptr<Handle> handle_;

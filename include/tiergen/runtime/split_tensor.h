@@ -55,6 +55,9 @@ class SplitTensor {
   // The same on the compute device, charged to the gpu tier; `capacity` >= len
   // positions are allocated so the caller can append the step's new entry.
   Staged read_to_compute(Tier t, int64_t len, int64_t capacity) const;
+  // The same without recording `ready`, for callers that queue more work on this
+  // thread's stream and record one event after all of it.
+  Staged copy_to_compute(Tier t, int64_t len, int64_t capacity) const;
   // Positions [0, len) of all units, in unit order, as one tensor on the compute device.
   Staged gather_to_compute(int64_t len) const;
 
