@@ -50,16 +50,26 @@ TEST_P(CompressionTest, PlacementNeverChangesCompressedResults) {
   const TinyModel model = make_tiny_model(arch == "opt" ? tiny_opt(41) : tiny_llama(42));
   const auto requests = greedy_requests(make_prompts({5, 9, 3, 7, 6}, model.spec.vocab_size, 11), {6, 8});
   TempDir offload("offload");
-  const auto options = cpu_engine_options(offload.path);
+  const runtime::EngineOptions options = cpu_engine_options(offload.path);
+
+  // Also with every worker's stream emulated asynchronously (emulated_stream.h): the
+  // dequantization queued behind a load must wait for it.
+  const runtime::EngineOptions emulated = [&] {
+    runtime::EngineOptions o = options;
+    o.device.emulation = emulated_streams(static_cast<uint64_t>(bits));
+    return o;
+  }();
 
   std::vector<std::vector<int64_t>> reference;
   for (const auto& c : kTierCases) {
-    SCOPED_TRACE(c.name);
-    const auto tokens = engine_tokens(model.spec, *model.weights, compressed_policy(c.gbs, c.ngb, c.percent, c.cpu_attention, bits),
-                                      options, requests);
-    if (reference.empty()) reference = tokens;
-    EXPECT_EQ(tokens, reference);
-    EXPECT_TRUE(files_in(offload.path).empty());
+    for (const runtime::EngineOptions* o : {&options, &emulated}) {
+      SCOPED_TRACE(std::string(c.name) + (o == &emulated ? " (emulated streams)" : ""));
+      const auto tokens = engine_tokens(model.spec, *model.weights,
+                                        compressed_policy(c.gbs, c.ngb, c.percent, c.cpu_attention, bits), *o, requests);
+      if (reference.empty()) reference = tokens;
+      EXPECT_EQ(tokens, reference);
+      EXPECT_TRUE(files_in(offload.path).empty());
+    }
   }
 
   // Agreement with the uncompressed run, reported (greedy chains diverge after the

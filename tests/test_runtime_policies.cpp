@@ -1,6 +1,9 @@
 // Placement never changes results: every policy (weights, KV cache and activations on
 // any mix of tiers, CPU attention, overlap, gpu batch splits) gives the greedy tokens
-// of a plain full-forward reference, on tiny OPT and tiny LLaMA with GQA.
+// of a plain full-forward reference, on tiny OPT and tiny LLaMA with GQA; with CPU
+// copies done at once, and again with every worker's stream emulated asynchronously
+// (copies delayed on their own threads, emulated_stream.h), where a read that does not
+// wait for its writer's event sees stale data.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -30,6 +33,10 @@ std::vector<PolicyCase> policy_cases() {
       {"all_gpu_2x4", make_policy(2, 4, gpu, false)},
       {"all_gpu_8x2", make_policy(8, 2, gpu, false)},
       {"all_gpu_2x4_no_overlap", make_policy(2, 4, gpu, false, false)},
+      {"all_gpu_4x3", make_policy(4, 3, gpu, false)},
+      {"activations_gpu_cpu_2x2", make_policy(2, 2, A{100, 0, 100, 0, 50, 50}, false)},
+      {"activations_gpu_cpu_4x1", make_policy(4, 1, A{100, 0, 100, 0, 50, 50}, false)},
+      {"activations_gpu_disk_2x3", make_policy(2, 3, A{100, 0, 100, 0, 50, 0}, false)},
       {"weights_cpu", make_policy(2, 4, A{0, 100, 100, 0, 100, 0}, false)},
       {"weights_half_gpu", make_policy(2, 4, A{50, 50, 100, 0, 100, 0}, false)},
       {"weights_disk_in_place", make_policy(2, 4, A{0, 0, 100, 0, 100, 0}, false)},
@@ -78,18 +85,20 @@ const FamilyFixture& family(const std::string& name) {
   return *slot;
 }
 
-class PolicyTest : public ::testing::TestWithParam<std::tuple<PolicyCase, std::string>> {};
+class PolicyTest : public ::testing::TestWithParam<std::tuple<PolicyCase, std::string, bool>> {};
 
 TEST_P(PolicyTest, GreedyTokensEqualTheReference) {
-  const auto& [c, family_name] = GetParam();
+  const auto& [c, family_name, emulated] = GetParam();
   const FamilyFixture& f = family(family_name);
   TempDir offload("offload");
   const NoFileWeights file_less(*f.model.weights);
   const model::WeightSource& source =
       c.copy_disk_weights ? static_cast<const model::WeightSource&>(file_less) : *f.model.weights;
+  runtime::EngineOptions options = cpu_engine_options(offload.path);
+  if (emulated) options.device.emulation = emulated_streams(c.name.size());
   std::vector<runtime::SequenceResult> results;
   {
-    runtime::Engine engine(f.model.spec, source, c.policy, cpu_engine_options(offload.path), workload_of(f.requests));
+    runtime::Engine engine(f.model.spec, source, c.policy, options, workload_of(f.requests));
     results = engine.generate(f.requests);
     EXPECT_EQ(engine.stats().sequences, static_cast<int64_t>(f.requests.size()));
   }
@@ -102,8 +111,12 @@ TEST_P(PolicyTest, GreedyTokensEqualTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, PolicyTest,
-                         ::testing::Combine(::testing::ValuesIn(policy_cases()), ::testing::Values("opt", "llama")),
-                         [](const auto& info) { return std::get<0>(info.param).name + "_" + std::get<1>(info.param); });
+                         ::testing::Combine(::testing::ValuesIn(policy_cases()), ::testing::Values("opt", "llama"),
+                                            ::testing::Values(false, true)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" + std::get<1>(info.param) +
+                                  (std::get<2>(info.param) ? "_emulated_streams" : "");
+                         });
 
 // The reference chains are not degenerate (otherwise equal tokens would prove little).
 TEST(PolicyReference, ReferenceTokensVary) {

@@ -23,7 +23,8 @@ at::Tensor rotate_half(const at::Tensor& x) {
 // cos/sin [b, 1, t, d] for the step's positions, computed in float32 as transformers does.
 std::pair<at::Tensor, at::Tensor> rope_tables(const Spec& spec, const StepInputs& step, const at::Device& device,
                                               at::ScalarType dtype) {
-  const at::Tensor inv_freq = rope_inv_freq(spec).to(device);
+  // Built where it is used: a host tensor here would cost a blocking copy per layer.
+  const at::Tensor inv_freq = rope_inv_freq(spec, device);
   const at::Tensor pos = step.positions.to(device).to(at::kFloat);                // [b, t]
   const at::Tensor freqs = pos.unsqueeze(-1) * inv_freq.view({1, 1, -1});         // [b, t, d/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1).unsqueeze(1);                 // [b, 1, t, d]
@@ -36,10 +37,10 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t head_dim) {
 
 }  // namespace
 
-at::Tensor rope_inv_freq(const Spec& spec) {
+at::Tensor rope_inv_freq(const Spec& spec, const at::Device& device) {
   const int64_t d = spec.head_dim;
   at::Tensor inv_freq =
-      1.0 / at::pow(spec.rope_theta, at::arange(0, d, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / d);
+      1.0 / at::pow(spec.rope_theta, at::arange(0, d, 2, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat) / d);
   const RopeScaling& rs = spec.rope_scaling;
   if (rs.type != "llama3") return inv_freq;
   const double old_len = static_cast<double>(rs.original_max_position_embeddings);

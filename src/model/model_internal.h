@@ -19,7 +19,7 @@ QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Ten
 at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const at::Tensor& attention);
 at::Tensor head_hidden(const Spec& spec, const LayerWeights& w, const at::Tensor& last);
 // RoPE inverse frequencies [head_dim/2] (float32), with llama3 scaling when configured.
-at::Tensor rope_inv_freq(const Spec& spec);
+at::Tensor rope_inv_freq(const Spec& spec, const at::Device& device = at::kCPU);
 }  // namespace llama
 
 }  // namespace tiergen::model

@@ -14,14 +14,16 @@ struct BlockRunner::BatchState {
   std::vector<int64_t> slots;  // block slot of each row; -1 for padding rows
   at::Tensor prompt_ids;       // [gbs, S] host, left-padded
   at::Tensor pad;              // [gbs] host
+  at::Tensor pad_on_device;    // the same on the compute device, uploaded once per block
   at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
   std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
   std::vector<SequenceSampler> samplers;
+  model::StepInputs step;      // positions of token `step_token`, built on the device
+  int64_t step_token = -1;
 };
 
 // Prefetched inputs and owed stores, carried from one step to the next.
 struct BlockRunner::Pending {
-  std::unique_ptr<Worker> loader, storer;
   std::unique_ptr<KvCache> cache;
   std::shared_ptr<LoadedLayer> weights;  // layer being computed
   int64_t weights_layer = -1;
@@ -29,7 +31,8 @@ struct BlockRunner::Pending {
   int64_t next_weights_layer = -1;
   std::map<std::pair<int64_t, int64_t>, std::shared_future<std::shared_ptr<CacheLoad>>> cache_loads;
   std::map<std::pair<int64_t, int64_t>, std::shared_future<Staged>> hidden_loads;
-  std::vector<std::shared_future<void>> hidden_stored;  // per batch: its last hidden store
+  // Per batch: its last hidden store, done when queued; its event marks the copies.
+  std::vector<std::shared_future<DeviceEvent>> hidden_stored;
   std::vector<std::function<void()>> owed_stores;       // results of the last compute
   std::vector<std::function<void()>> in_flight;         // waits for everything submitted this step
   int64_t S = 0, L = 0, NL = 0, ngb = 0;
@@ -41,17 +44,39 @@ struct BlockRunner::Pending {
 };
 
 BlockRunner::BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
-                         const DeviceContext& device, Stats& stats)
-    : spec_(spec), policy_(policy), weights_(weights), tiers_(tiers), device_(device), stats_(stats),
-      eos_ids_(spec.eos_token_ids) {}
+                         const DeviceContext& device, Stats& stats, const ScheduleFaults& faults)
+    : spec_(spec), policy_(policy), weights_(weights), tiers_(tiers), device_(device), stats_(stats), faults_(faults),
+      eos_ids_(spec.eos_token_ids) {
+  const DeviceContext worker_device = device_;
+  auto give_stream = [worker_device] { worker_device.use_own_stream(); };
+  weight_loader_ = std::make_unique<Worker>(policy_.overlap, give_stream);
+  cache_loader_ = std::make_unique<Worker>(policy_.overlap, give_stream);
+  storer_ = std::make_unique<Worker>(policy_.overlap, give_stream);
+}
+
+BlockRunner::~BlockRunner() = default;  // workers run what is queued, then join
+
+void BlockRunner::wait_for_store(const std::shared_future<DeviceEvent>& stored) const {
+  if (!stored.valid()) return;
+  const DeviceEvent copies_done = stored.get();
+  if (!faults_.skip_hidden_store_wait) copies_done.make_current_stream_wait(device_);
+}
+
+void BlockRunner::drain_workers() {
+  weight_loader_->drain();
+  cache_loader_->drain();
+  storer_->drain();
+}
 
 namespace {
 
+// Positions of token i (the whole prompt at i = 0) from the padding, with device ops
+// only: no host-to-device copy per layer.
 model::StepInputs step_inputs(const at::Tensor& pad, int64_t i, int64_t S) {
   model::StepInputs step;
   step.pad = pad;
   if (i == 0) {
-    step.positions = at::clamp_min(at::arange(S, at::kLong).unsqueeze(0) - pad.unsqueeze(1), 0);
+    step.positions = at::clamp_min(at::arange(S, pad.options()).unsqueeze(0) - pad.unsqueeze(1), 0);
     step.past_len = 0;
   } else {
     step.past_len = S + i - 1;
@@ -78,9 +103,6 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   p.L = spec_.num_layers;
   p.NL = spec_.num_weight_layers();
   p.ngb = ngb;
-  const DeviceContext device = device_;
-  p.loader = std::make_unique<Worker>(policy_.overlap, [device] { device.use_own_stream(); });
-  p.storer = std::make_unique<Worker>(policy_.overlap, [device] { device.use_own_stream(); });
   p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + gen_len);
   p.hidden_stored.resize(static_cast<size_t>(ngb));
   std::vector<std::vector<int64_t>> outputs(block.size());
@@ -113,6 +135,7 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
       b.slots.push_back(slot);
       b.samplers.emplace_back(block[static_cast<size_t>(slot)].sampling, static_cast<uint64_t>(block[static_cast<size_t>(slot)].index));
     }
+    b.pad_on_device = b.pad.to(device_.compute);
     b.hidden = std::make_unique<SplitTensor>(tiers_, device_, act_split, S, spec_.hidden_size,
                                              fmt::format("activations batch {}", k));
   }
@@ -124,31 +147,28 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
         for (int64_t k = 0; k < ngb; ++k) run_step(i, j, k, batches, p);
       }
       // Flush what the last step owes before the next token reads it.
-      for (auto& store : p.owed_stores) p.storer->submit(std::move(store)).get();
-      p.owed_stores.clear();
+      submit_owed_stores(p);
+      for (auto& wait : p.in_flight) wait();
+      p.in_flight.clear();
+      p.cache->check_quantization();
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       (i == 0 ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
       if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
     }
   } catch (...) {
     // Let queued tasks finish before the buffers they reference go away.
-    p.loader.reset();
-    p.storer.reset();
+    drain_workers();
     throw;
   }
-  p.loader.reset();
-  p.storer.reset();
 
   std::vector<SequenceResult> results(block.size());
   for (size_t s = 0; s < block.size(); ++s) results[s] = {outputs[s], reasons[s]};
   return results;
 }
 
-void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
-  const bool prefill = i == 0;
-  // Stores owed by the previous step go first, so loads below can wait on them.
+void BlockRunner::submit_owed_stores(Pending& p) {
   for (auto& store : p.owed_stores) {
-    auto done = p.storer->submit([this, store = std::move(store)] {
+    auto done = storer_->submit([this, store = std::move(store)] {
       store();
       // The storer's own stream: the data is in its home (host homes are read by
       // CPU attention and by disk writes) before the store counts as done.
@@ -157,6 +177,12 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
     p.in_flight.push_back([done] { done.get(); });
   }
   p.owed_stores.clear();
+}
+
+void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+  const bool prefill = i == 0;
+  // Stores owed by the previous step go first, so loads below can wait on them.
+  submit_owed_stores(p);
 
   // This layer's weights: prefetched by the previous layer's first step, or loaded now.
   // Taken before the next layer's prefetch replaces the future, so at most two layers
@@ -174,41 +200,19 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
     p.weights_layer = j;
   }
 
-  // Weights of the next layer, once per layer (on its first gpu batch).
+  // The next gpu batch's inputs first: they are needed at the very next step.
+  prefetch_next_batch(i, j, k, batches, p);
+
+  // Weights of the next layer, once per layer (on its first gpu batch), on their own
+  // worker and stream: they have ngb steps to arrive.
   if (k == 0 && p.NL > 1) {
     const int64_t next = (j + 1) % p.NL;
     p.next_weights_layer = next;
-    p.next_weights = p.loader->submit([this, next, prefill] {
+    p.next_weights = weight_loader_->submit([this, next, prefill] {
       ScopedTimer timer(stats_, Task::LoadWeight, prefill);
       return weights_.load(next);
     });
     p.in_flight.push_back([f = p.next_weights] { f.get(); });
-  }
-
-  // Inputs of the next gpu batch (same layer, or batch 0 of the next layer).
-  int64_t nk = k + 1, nj = j;
-  if (nk == p.ngb) {
-    nk = 0;
-    nj = j + 1;
-  }
-  if (nj < p.NL && !(nj == j + 1 && p.ngb == 1)) {
-    if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
-      const int64_t pos = p.S + i - 1;
-      p.cache_loads[{nj, nk}] = p.loader->submit([this, &p, nj, nk, pos] {
-        ScopedTimer timer(stats_, Task::LoadCache, false);
-        return p.cache->load(nj - 1, nk, pos);
-      });
-    }
-    if (nj >= 1 && !p.hidden_loads.count({nj, nk})) {
-      BatchState& nb = batches[static_cast<size_t>(nk)];
-      const int64_t t = prefill ? p.S : 1;
-      auto stored = p.hidden_stored[static_cast<size_t>(nk)];
-      p.hidden_loads[{nj, nk}] = p.loader->submit([this, &nb, t, prefill, stored] {
-        if (stored.valid()) stored.get();
-        ScopedTimer timer(stats_, Task::LoadHidden, prefill);
-        return nb.hidden->gather_to_compute(t);
-      });
-    }
   }
 
   compute_step(i, j, k, batches, p);
@@ -216,6 +220,37 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   // FlexGen's sync(): the step's loads and stores are done before the next step.
   for (auto& wait : p.in_flight) wait();
   p.in_flight.clear();
+}
+
+// Inputs of the next gpu batch (same layer, or batch 0 of the next layer). With one
+// gpu batch the next layer's hidden state is what this step computes, so only its
+// KV cache can be prefetched (as FlexGen does).
+void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+  const bool prefill = i == 0;
+  int64_t nk = k + 1, nj = j;
+  if (nk == p.ngb) {
+    nk = 0;
+    nj = j + 1;
+  }
+  if (nj >= p.NL) return;
+  if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
+    const int64_t pos = p.S + i - 1;
+    p.cache_loads[{nj, nk}] = cache_loader_->submit([this, &p, nj, nk, pos] {
+      ScopedTimer timer(stats_, Task::LoadCache, false);
+      return p.cache->load(nj - 1, nk, pos);
+    });
+  }
+  const bool hidden_is_this_steps_output = nj == j + 1 && p.ngb == 1;
+  if (nj >= 1 && !hidden_is_this_steps_output && !p.hidden_loads.count({nj, nk})) {
+    BatchState& nb = batches[static_cast<size_t>(nk)];
+    const int64_t t = prefill ? p.S : 1;
+    auto stored = p.hidden_stored[static_cast<size_t>(nk)];
+    p.hidden_loads[{nj, nk}] = cache_loader_->submit([this, &nb, t, prefill, stored] {
+      wait_for_store(stored);
+      ScopedTimer timer(stats_, Task::LoadHidden, prefill);
+      return nb.hidden->gather_to_compute(t);
+    });
+  }
 }
 
 }  // namespace tiergen::runtime
@@ -226,7 +261,11 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   const bool prefill = i == 0;
   BatchState& b = batches[static_cast<size_t>(k)];
   const model::LayerWeights& w = p.weights->weights;
-  const model::StepInputs step = step_inputs(b.pad, i, p.S);
+  if (b.step_token != i) {
+    b.step = step_inputs(b.pad_on_device, i, p.S);
+    b.step_token = i;
+  }
+  const model::StepInputs& step = b.step;
 
   at::Tensor hidden;
   Staged hidden_in;
@@ -236,7 +275,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       hidden_in = it->second.get();
       p.hidden_loads.erase(it);
     } else {
-      if (p.hidden_stored[static_cast<size_t>(k)].valid()) p.hidden_stored[static_cast<size_t>(k)].get();
+      wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
       ScopedTimer timer(stats_, Task::LoadHidden, prefill);
       hidden_in = b.hidden->gather_to_compute(prefill ? p.S : 1);
     }
@@ -282,7 +321,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
         });
       } else {
         std::vector<std::function<void()>> cache_stores;
-        attention = p.cache->decode_attention(j - 1, k, qkv, step, cache_in.get(), stats_, cache_stores);
+        attention = p.cache->decode_attention(j - 1, k, qkv, step, b.pad, cache_in.get(), stats_, cache_stores);
         for (auto& store : cache_stores) {
           p.owed_stores.push_back([this, store = std::move(store)] {
             ScopedTimer t(stats_, Task::StoreCache, false);
@@ -327,13 +366,14 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
     return;
   }
   SplitTensor* home = b.hidden.get();
-  std::shared_ptr<std::promise<void>> stored = std::make_shared<std::promise<void>>();
+  auto stored = std::make_shared<std::promise<DeviceEvent>>();
   p.hidden_stored[static_cast<size_t>(k)] = stored->get_future().share();
   p.owed_stores.push_back([this, home, out, prefill, stored] {
     try {
       ScopedTimer timer(stats_, Task::StoreHidden, prefill);
       home->write(out, 0);
-      stored->set_value();
+      // Readers' streams wait on this, not just on the store having been queued.
+      stored->set_value(DeviceEvent::record(device_));
     } catch (...) {
       stored->set_exception(std::current_exception());
       throw;

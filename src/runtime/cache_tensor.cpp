@@ -33,8 +33,8 @@ kernels::KvView HostCacheView::view(const DeviceContext& device, const Compressi
 
 CacheTensor::CacheTensor(Tiers& tiers, const DeviceContext& device, const std::array<int64_t, kNumTiers>& split,
                          int64_t max_len, int64_t head_dim, const std::string& what,
-                         const CompressionConfig& compression)
-    : tiers_(tiers), device_(device), compression_(compression), head_dim_(head_dim) {
+                         const CompressionConfig& compression, const at::Tensor& quantize_errors)
+    : tiers_(tiers), device_(device), compression_(compression), head_dim_(head_dim), quantize_errors_(quantize_errors) {
   if (!compression_.enabled) {
     values_ = std::make_unique<SplitTensor>(tiers, device, split, max_len, head_dim, what);
     return;
@@ -59,7 +59,7 @@ void CacheTensor::write_tier(Tier t, const at::Tensor& src, int64_t pos) {
   }
   // Quantize where the new entries are (the compute device), then move bytes.
   const int64_t n = src.size(0), len = src.size(1);
-  const CompressedTensor c = compress(src.reshape({n * len, head_dim_}), compression_);
+  const CompressedTensor c = compress(src.reshape({n * len, head_dim_}), compression_, quantize_errors_);
   values_->write_tier(t, c.packed.view({n, len, -1}), pos);
   mins_->write_tier(t, c.mins.view({n, len, -1}), pos);
   scales_->write_tier(t, c.scales.view({n, len, -1}), pos);
@@ -72,13 +72,20 @@ Staged CacheTensor::dense_on_compute(Tier t, int64_t len, int64_t capacity) cons
   Staged mins = mins_->copy_to_compute(t, len, len);
   Staged scales = scales_->copy_to_compute(t, len, len);
   const int64_t n = units_on(t);
-  const CompressedTensor c = as_rows(packed.tensor.narrow(1, 0, len), mins.tensor.narrow(1, 0, len),
-                                     scales.tensor.narrow(1, 0, len), head_dim_, compression_);
   Staged dense;
   dense.keep(tiers_.gpu.reserve(static_cast<uint64_t>(n * capacity * head_dim_) * device_.dtype_bytes(),
                                 "KV cache dequantize"));
+  for (const Staged* part : {&packed, &mins, &scales}) dense.keep_all(*part);
   dense.tensor = at::empty({n, capacity, head_dim_}, device_.compute_options());
-  if (len > 0) dense.tensor.narrow(1, 0, len).copy_(decompress(c, device_.dtype).view({n, len, head_dim_}));
+  if (len > 0) {
+    device_.enqueue([dst = dense.tensor.narrow(1, 0, len), packed = packed.tensor, mins = mins.tensor,
+                     scales = scales.tensor, n, len, head_dim = head_dim_, config = compression_,
+                     dtype = device_.dtype]() mutable {
+      const CompressedTensor c = as_rows(packed.narrow(1, 0, len), mins.narrow(1, 0, len), scales.narrow(1, 0, len),
+                                         head_dim, config);
+      dst.copy_(decompress(c, dtype).view({n, len, head_dim}));
+    });
+  }
   dense.ready = DeviceEvent::record(device_);
   return dense;
 }
@@ -104,7 +111,8 @@ HostCacheView CacheTensor::host_view(Tier t, int64_t len, int64_t capacity) cons
 at::Tensor CacheTensor::as_stored(const at::Tensor& rows) const {
   if (!compression_.enabled) return rows;
   const int64_t n = rows.size(0), len = rows.size(1);
-  return decompress(compress(rows.reshape({n * len, head_dim_}), compression_), rows.scalar_type()).view(rows.sizes());
+  return decompress(compress(rows.reshape({n * len, head_dim_}), compression_, quantize_errors_), rows.scalar_type())
+      .view(rows.sizes());
 }
 
 void CacheTensor::put_row(HostCacheView& view, const at::Tensor& rows, int64_t pos) const {

@@ -2,43 +2,182 @@
 
 #include <ATen/Context.h>
 
+#include <cstdlib>
+
 #include "tiergen/common/error.h"
 #include "tiergen/common/torch_compat.h"
+#include "tiergen/runtime/emulated_stream.h"
 
 #ifdef TIERGEN_WITH_CUDA
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/accumulate.h>
+#include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace tiergen::runtime {
 
 bool cuda_available() { return at::hasCUDA(); }
 
-at::TensorOptions DeviceContext::host_options() const {
-  return at::TensorOptions().dtype(dtype).device(at::kCPU).pinned_memory(pin_host && is_cuda());
+namespace {
+
+// The calling thread's emulated stream, when emulation is on and it has one.
+EmulatedStream* emulated_stream(const DeviceContext& device) {
+  return device.emulation ? EmulatedStream::current() : nullptr;
+}
+
+#ifdef TIERGEN_WITH_CUDA
+
+uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
+
+uint64_t round_to_pages(uint64_t bytes) {
+  const uint64_t page = page_size();
+  return (std::max<uint64_t>(bytes, 1) + page - 1) / page * page;
+}
+
+// Zeroed anonymous pages registered with the driver, freed with the tensor.
+at::Tensor registered_host_tensor(at::IntArrayRef sizes, at::ScalarType type) {
+  const uint64_t bytes = static_cast<uint64_t>(c10::multiply_integers(sizes)) * c10::elementSize(type);
+  const uint64_t rounded = round_to_pages(bytes);
+  void* data = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TG_CHECK(data != MAP_FAILED, "out of host memory allocating {} bytes for a page-locked home", rounded);
+  const cudaError_t status = cudaHostRegister(data, rounded, cudaHostRegisterDefault);
+  if (status != cudaSuccess) {
+    munmap(data, rounded);
+    cudaGetLastError();  // clear it: the failure is reported here
+    TG_THROW("cannot page-lock {} bytes of host memory ({}); lower --cpu-mem or turn pinning off", rounded,
+             cudaGetErrorString(status));
+  }
+  return at::from_blob(
+      data, sizes,
+      [rounded](void* ptr) {
+        cudaHostUnregister(ptr);  // no throw from a deleter; failure leaves only a mapping to drop
+        munmap(ptr, rounded);
+      },
+      at::TensorOptions().dtype(type).device(at::kCPU));
+}
+
+// [n, len, width] views whose rows (len * width elements) are contiguous but whose
+// units are `stride(0)` apart, as prefixes of the unit-major caches are: one
+// cudaMemcpy2DAsync instead of ATen's pageable temporaries for non-contiguous copies.
+bool is_row_pitched(const at::Tensor& t) {
+  return t.dim() == 3 && t.stride(2) == 1 && (t.size(1) <= 1 || t.stride(1) == t.size(2));
+}
+
+bool copy_rows_2d(const at::Tensor& dst, const at::Tensor& src, cudaStream_t stream) {
+  if (dst.scalar_type() != src.scalar_type() || dst.sizes() != src.sizes() || !is_row_pitched(dst) ||
+      !is_row_pitched(src) || (dst.is_contiguous() && src.is_contiguous()) || dst.numel() == 0) {
+    return false;
+  }
+  const uint64_t elem = c10::elementSize(src.scalar_type());
+  const uint64_t width = static_cast<uint64_t>(src.size(1) * src.size(2)) * elem;
+  const uint64_t src_pitch = static_cast<uint64_t>(src.size(0) > 1 ? src.stride(0) : src.size(1) * src.size(2)) * elem;
+  const uint64_t dst_pitch = static_cast<uint64_t>(dst.size(0) > 1 ? dst.stride(0) : dst.size(1) * dst.size(2)) * elem;
+  C10_CUDA_CHECK(cudaMemcpy2DAsync(dst.data_ptr(), dst_pitch, src.data_ptr(), src_pitch, width,
+                                   static_cast<size_t>(src.size(0)), cudaMemcpyDefault, stream));
+  return true;
+}
+
+#endif
+
+}  // namespace
+
+at::Tensor DeviceContext::host_home(at::IntArrayRef sizes, at::ScalarType type, bool pinned) const {
+#ifdef TIERGEN_WITH_CUDA
+  if (pinned && is_cuda()) return registered_host_tensor(sizes, type);
+#endif
+  return at::zeros(sizes, at::TensorOptions().dtype(type).device(at::kCPU));
+}
+
+uint64_t DeviceContext::host_home_bytes(uint64_t bytes, bool pinned) const {
+#ifdef TIERGEN_WITH_CUDA
+  if (pinned && is_cuda()) return round_to_pages(bytes);
+#endif
+  return bytes;
+}
+
+void DeviceContext::enqueue(std::function<void()> op) const {
+  if (EmulatedStream* stream = emulated_stream(*this)) {
+    stream->enqueue(std::move(op));
+    return;
+  }
+  op();  // on a GPU, `op` queues its kernels on this thread's current stream
+}
+
+void DeviceContext::copy(const at::Tensor& dst, const at::Tensor& src) const {
+  if (EmulatedStream* stream = emulated_stream(*this)) {
+    stream->enqueue([dst, src] { dst.copy_(src); });
+    return;
+  }
+#ifdef TIERGEN_WITH_CUDA
+  if (dst.is_cuda() || src.is_cuda()) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream((dst.is_cuda() ? dst : src).device().index());
+    if (copy_rows_2d(dst, src, stream.stream())) {
+      // A host destination is read by the host next: complete it as copy_ would.
+      if (!dst.is_cuda()) stream.synchronize();
+      return;
+    }
+    dst.copy_(src, /*non_blocking=*/dst.is_cuda() && (src.is_cuda() || src.is_pinned()));
+    return;
+  }
+#endif
+  dst.copy_(src);
 }
 
 at::Tensor DeviceContext::to_compute(const at::Tensor& tensor) const {
-  if (!is_cuda()) return tensor.clone();
-  return tensor.to(compute, /*non_blocking=*/tensor.is_pinned(), /*copy=*/true);
-}
-
-at::Tensor DeviceContext::to_host(const at::Tensor& tensor) const {
-  at::Tensor out = at::empty(tensor.sizes(), host_options().dtype(tensor.scalar_type()));
-  out.copy_(tensor);
+  at::Tensor out = at::empty(tensor.sizes(), tensor.options().device(compute).pinned_memory(false));
+  copy(out, tensor);
   return out;
 }
 
+at::Tensor DeviceContext::to_host_now(const at::Tensor& tensor) const {
+  synchronize();
+  return tensor.to(at::kCPU);  // blocking and ordered after this stream's work on a GPU
+}
+
 void DeviceContext::synchronize() const {
+  if (EmulatedStream* stream = emulated_stream(*this)) {
+    stream->synchronize();
+    return;
+  }
 #ifdef TIERGEN_WITH_CUDA
   if (is_cuda()) c10::cuda::getCurrentCUDAStream(compute.index()).synchronize();
 #endif
 }
 
 void DeviceContext::use_own_stream() const {
+  if (emulation && !is_cuda()) {
+    EmulatedStream::make_current(*emulation);
+    return;
+  }
 #ifdef TIERGEN_WITH_CUDA
-  if (is_cuda()) c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, compute.index()));
+  if (is_cuda()) {
+    // Worker threads start on device 0; kernels and events must use the compute device.
+    const c10::DeviceIndex index = compute.has_index() ? compute.index() : c10::cuda::current_device();
+    c10::cuda::set_device(index);
+    c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, index));
+  }
 #endif
 }
+
+namespace {
+
+// TIERGEN_ASYNC_EMULATION=1 with optional _SEED and _MAX_DELAY_US; null when off.
+std::shared_ptr<const AsyncEmulation> emulation_from_environment() {
+  const char* on = std::getenv("TIERGEN_ASYNC_EMULATION");
+  if (!on || std::string(on).empty() || std::string(on) == "0") return nullptr;
+  auto config = std::make_shared<AsyncEmulation>();
+  if (const char* seed = std::getenv("TIERGEN_ASYNC_EMULATION_SEED")) config->seed = std::strtoull(seed, nullptr, 10);
+  if (const char* delay = std::getenv("TIERGEN_ASYNC_EMULATION_MAX_DELAY_US")) {
+    config->max_delay_us = std::atoi(delay);
+  }
+  return config;
+}
+
+}  // namespace
 
 DeviceContext make_device_context(const std::string& device, const std::string& dtype, bool pin_host) {
   DeviceContext ctx;
@@ -54,6 +193,7 @@ DeviceContext make_device_context(const std::string& device, const std::string& 
     TG_THROW("--device '{}' is not one of auto, cpu, cuda, cuda:N", device);
   }
   ctx.pin_host = pin_host && ctx.is_cuda();
+  if (!ctx.is_cuda()) ctx.emulation = emulation_from_environment();
   return ctx;
 }
 

@@ -1,5 +1,7 @@
 #include "tiergen/runtime/device_event.h"
 
+#include "tiergen/runtime/emulated_stream.h"
+
 #ifdef TIERGEN_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -18,48 +20,70 @@ c10::DeviceIndex device_index(const DeviceContext& device) {
   return device.compute.has_index() ? device.compute.index() : c10::cuda::current_device();
 }
 
-}  // namespace
-
 // Owns one cudaEvent_t created on the compute device; timing is disabled, which makes
 // recording and waiting cheaper.
-struct DeviceEvent::Handle {
-  explicit Handle(c10::DeviceIndex index) : device(index) {
+struct CudaEvent {
+  explicit CudaEvent(c10::DeviceIndex index) : device(index) {
     c10::cuda::CUDAGuard guard(device);
     C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   }
-  ~Handle() {
+  ~CudaEvent() {
     c10::cuda::CUDAGuard guard(device);
     cudaEventDestroy(event);  // no throw from a destructor; a failure here changes nothing
   }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
 
   c10::DeviceIndex device;
   cudaEvent_t event = nullptr;
 };
 
+}  // namespace
+
+#endif
+
+struct DeviceEvent::Handle {
+  std::shared_ptr<EmulatedEvent> emulated;
+#ifdef TIERGEN_WITH_CUDA
+  std::unique_ptr<CudaEvent> cuda;
+#endif
+};
+
 DeviceEvent DeviceEvent::record(const DeviceContext& device) {
   DeviceEvent out;
+  if (device.emulation) {
+    if (EmulatedStream* stream = EmulatedStream::current()) {
+      out.handle_ = std::make_shared<Handle>();
+      out.handle_->emulated = stream->record();
+    }
+    return out;  // a thread without an emulated stream has nothing queued
+  }
+#ifdef TIERGEN_WITH_CUDA
   if (!device.is_cuda()) return out;
-  out.handle_ = std::make_shared<Handle>(device_index(device));
-  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(out.handle_->device);
-  C10_CUDA_CHECK(cudaEventRecord(out.handle_->event, stream.stream()));
+  out.handle_ = std::make_shared<Handle>();
+  out.handle_->cuda = std::make_unique<CudaEvent>(device_index(device));
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(out.handle_->cuda->device);
+  C10_CUDA_CHECK(cudaEventRecord(out.handle_->cuda->event, stream.stream()));
+#endif
   return out;
 }
 
 void DeviceEvent::make_current_stream_wait(const DeviceContext& device) const {
   if (!handle_) return;
-  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_index(device));
-  C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), handle_->event, 0));
-}
-
-#else  // CPU build: every event is complete.
-
-struct DeviceEvent::Handle {};
-
-DeviceEvent DeviceEvent::record(const DeviceContext&) { return {}; }
-void DeviceEvent::make_current_stream_wait(const DeviceContext&) const {}
-
+  if (handle_->emulated) {
+    if (EmulatedStream* stream = device.emulation ? EmulatedStream::current() : nullptr) {
+      stream->wait_for(handle_->emulated);
+    } else {
+      handle_->emulated->wait();  // this thread's work runs at once: wait here
+    }
+    return;
+  }
+#ifdef TIERGEN_WITH_CUDA
+  if (handle_->cuda) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_index(device));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), handle_->cuda->event, 0));
+  }
 #endif
+}
 
 }  // namespace tiergen::runtime

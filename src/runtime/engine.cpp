@@ -81,7 +81,7 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
 }
 
 void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result) {
-  BlockRunner runner(spec_, policy_, *weights_, *tiers_, options_.device, stats_);
+  BlockRunner runner(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults);
   for (const auto& indices : make_blocks(requests)) {
     std::vector<SequenceRequest> block;
     int64_t padded_len = 0;

@@ -1,9 +1,12 @@
 #include "tiergen/runtime/kv_cache.h"
 
+#include <ATen/Parallel.h>
+
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/compressed_tensor.h"
 
 namespace tiergen::runtime {
 
@@ -15,14 +18,18 @@ KvCache::KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, co
       cpu_attention_(policy.cpu_cache_compute),
       device_(device),
       compression_(policy.compress_cache) {
+  if (compression_.enabled && device.is_cuda()) {
+    quantize_errors_ = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device.compute));
+  }
   const int64_t units = policy.gpu_batch_size * spec.num_kv_heads;
   const auto split = split_units(units, policy.cache_gpu_percent, policy.cache_cpu_percent);
   for (int64_t layer = 0; layer < spec.num_layers; ++layer) {
     for (int64_t batch = 0; batch < num_batches_; ++batch) {
       const std::string where = fmt::format("KV cache layer {} batch {}", layer, batch);
-      keys_.push_back(std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " keys", compression_));
-      values_.push_back(
-          std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " values", compression_));
+      keys_.push_back(std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " keys",
+                                                    compression_, quantize_errors_));
+      values_.push_back(std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " values",
+                                                      compression_, quantize_errors_));
     }
   }
 }
@@ -40,8 +47,8 @@ std::shared_ptr<CacheLoad> KvCache::load(int64_t layer, int64_t batch, int64_t p
         loaded->host_values[i] = v.host_view(t, pos, pos + 1);
       }
     } else {
-      loaded->keys[i] = k.dense_on_compute(t, pos, pos + 1);
-      loaded->values[i] = v.dense_on_compute(t, pos, pos + 1);
+      loaded->keys[i] = k.dense_on_compute(t, pos, k.positions());
+      loaded->values[i] = v.dense_on_compute(t, pos, v.positions());
     }
   }
   return loaded;
@@ -66,13 +73,18 @@ at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const HostCa
   args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim_)));
   args.k = keys.view(device_, compression_);
   args.v = values.view(device_, compression_);
+  // The policy's thread count as LibTorch holds it: the kernel's own OpenMP default
+  // may belong to another runtime, or to a thread the policy never configured.
+  args.num_threads = at::get_num_threads();
   kernels::decode_attention(args);
   return out.to(device_.dtype).to(device_.compute).unsqueeze(2);
 }
 
+void KvCache::check_quantization() { check_quantization_flag(quantize_errors_, "the KV cache's new entries"); }
+
 at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
-                                     const model::StepInputs& step, CacheLoad* loaded, Stats& stats,
-                                     std::vector<std::function<void()>>& pending_stores) {
+                                     const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
+                                     Stats& stats, std::vector<std::function<void()>>& pending_stores) {
   const int64_t b = qkv.q.size(0), heads = qkv.q.size(1), d = qkv.q.size(3);
   const int64_t groups = heads / kv_heads_, units = b * kv_heads_, pos = step.past_len;
   // Unit-major views: each (sequence, kv head) is an independent attention problem.
@@ -80,6 +92,7 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
   const at::Tensor k_new = qkv.k.reshape({units, 1, d});
   const at::Tensor v_new = qkv.v.reshape({units, 1, d});
   const at::Tensor unit_pad = step.pad.to(qkv.q.device()).repeat_interleave(kv_heads_);
+  const at::Tensor unit_pad_on_host = pad_on_host.repeat_interleave(kv_heads_);
   CacheTensor& keys_home = keys(layer, batch);
   CacheTensor& values_home = values(layer, batch);
 
@@ -98,11 +111,11 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
       keys_home.write_tier(t, kn, pos);
       values_home.write_tier(t, vn, pos);
     } else {
-      // The home still owes the new entry; the store task writes it.
-      const at::Tensor kh = kn.to(at::kCPU), vh = vn.to(at::kCPU);
-      pending_stores.push_back([&keys_home, &values_home, t, kh, vh, pos] {
-        keys_home.write_tier(t, kh, pos);
-        values_home.write_tier(t, vh, pos);
+      // The home still owes the new entry; the store task writes it (the copy off
+      // the device runs on the storer's stream, not here).
+      pending_stores.push_back([&keys_home, &values_home, t, kn, vn, pos] {
+        keys_home.write_tier(t, kn, pos);
+        values_home.write_tier(t, vn, pos);
       });
     }
     if (on_cpu) {
@@ -114,7 +127,7 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
         keys_home.put_row(kv, kn, pos);
         values_home.put_row(vv, vn, pos);
       }
-      outputs.push_back(cpu_kernel_attention(q, kv, vv, pad, pos + 1));
+      outputs.push_back(cpu_kernel_attention(q, kv, vv, unit_pad_on_host.narrow(0, first, n), pos + 1));
       continue;
     }
     at::Tensor kt, vt;

@@ -16,8 +16,9 @@ SplitTensor::SplitTensor(Tiers& tiers, const DeviceContext& device, const std::a
     gpu_ = at::zeros({g, positions_, width_}, compute_options());
   }
   if (c > 0) {
-    homes_.push_back(tiers_.cpu.reserve(c * unit_bytes(), what_));
-    cpu_ = at::zeros({c, positions_, width_}, host_options());
+    // Page-locked (exact size) in CUDA builds: loads from here are single DMA copies.
+    homes_.push_back(tiers_.cpu.reserve(device_.host_home_bytes(c * unit_bytes(), device_.pin_host), what_));
+    cpu_ = device_.host_home({c, positions_, width_}, elem_, device_.pin_host);
   }
   if (d > 0) disk_ = tiers_.disk_tier().allocate(d * unit_bytes(), what_);
 }
@@ -33,14 +34,14 @@ void SplitTensor::write_tier(Tier t, const at::Tensor& src, int64_t pos) {
   const int64_t len = src.size(1);
   TG_CHECK(pos + len <= positions_, "internal: {} write past its {} positions", what_, positions_);
   if (t == Tier::Gpu) {
-    gpu_.narrow(1, pos, len).copy_(src);
+    device_.copy(gpu_.narrow(1, pos, len), src);
     return;
   }
   if (t == Tier::Cpu) {
-    cpu_.narrow(1, pos, len).copy_(src);
+    device_.copy(cpu_.narrow(1, pos, len), src);
     return;
   }
-  const at::Tensor host = src.to(at::kCPU).to(elem_).contiguous();
+  const at::Tensor host = device_.to_host_now(src).to(elem_).contiguous();
   const uint64_t row = static_cast<uint64_t>(len * width_) * elem_bytes();
   const uint64_t at_pos = static_cast<uint64_t>(pos * width_) * elem_bytes();
   const auto* bytes = static_cast<const uint8_t*>(host.data_ptr());
@@ -57,6 +58,8 @@ Staged SplitTensor::read_to_host(Tier t, int64_t len, int64_t capacity) const {
     return staged;
   }
   TG_CHECK(t == Tier::Disk, "internal: read_to_host of gpu units");
+  // Pageable: the disk, not the host-to-device copy after it, bounds these loads,
+  // and LibTorch's pinned allocator would keep every size it ever served.
   const uint64_t staging = static_cast<uint64_t>(n * capacity * width_) * elem_bytes();
   staged.keep(tiers_.cpu.reserve(staging, what_ + " disk staging"));
   at::Tensor buffer = at::empty({n, capacity, width_}, host_options());
@@ -70,7 +73,8 @@ Staged SplitTensor::read_to_host(Tier t, int64_t len, int64_t capacity) const {
 
 Staged SplitTensor::read_to_compute(Tier t, int64_t len, int64_t capacity) const {
   Staged staged = copy_to_compute(t, len, capacity);
-  staged.ready = DeviceEvent::record(device_);
+  // A gpu home is used in place: nothing was queued, nothing to wait for.
+  if (t != Tier::Gpu) staged.ready = DeviceEvent::record(device_);
   return staged;
 }
 
@@ -85,9 +89,10 @@ Staged SplitTensor::copy_to_compute(Tier t, int64_t len, int64_t capacity) const
   const uint64_t bytes = static_cast<uint64_t>(n * capacity * width_) * elem_bytes();
   staged.keep(tiers_.gpu.reserve(bytes, what_ + " load"));
   staged.tensor = at::empty({n, capacity, width_}, compute_options());
-  staged.tensor.narrow(1, 0, len).copy_(host.tensor.narrow(1, 0, len), /*non_blocking=*/host.tensor.is_pinned());
-  // A pinned source stays valid until the copy is done: LibTorch's pinned-memory
-  // allocator records the copy's stream before reusing the block.
+  // One 2-D copy of the prefix rows, from page-locked memory for cpu homes.
+  device_.copy(staged.tensor.narrow(1, 0, len), host.tensor.narrow(1, 0, len));
+  staged.keep_all(host);
+  staged.sources.push_back(host.tensor);
   return staged;
 }
 
@@ -98,11 +103,16 @@ Staged SplitTensor::gather_to_compute(int64_t len) const {
     if (units_on(t) == 0) continue;
     Staged part = copy_to_compute(t, len, len);
     parts.push_back(part.tensor.narrow(1, 0, len));
-    for (auto& r : part.reservations) gathered.reservations.push_back(r);
+    gathered.keep_all(part);
   }
-  const uint64_t bytes = static_cast<uint64_t>(units() * len * width_) * elem_bytes();
-  gathered.keep(tiers_.gpu.reserve(bytes, what_ + " gather"));
-  gathered.tensor = at::cat(parts, 0);  // queued after the parts' copies on this stream
+  if (parts.size() == 1) {
+    gathered.tensor = parts.front();
+  } else {
+    const uint64_t bytes = static_cast<uint64_t>(units() * len * width_) * elem_bytes();
+    gathered.keep(tiers_.gpu.reserve(bytes, what_ + " gather"));
+    gathered.tensor = at::empty({units(), len, width_}, compute_options());
+    device_.enqueue([out = gathered.tensor, parts]() mutable { at::cat_out(out, parts, 0); });
+  }
   gathered.ready = DeviceEvent::record(device_);
   return gathered;
 }

@@ -19,7 +19,7 @@ bool same_dtype(model::DType file_dtype, at::ScalarType dtype) {
 
 WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source,
                          Tiers& tiers, const DeviceContext& device)
-    : tiers_(tiers), device_(device), compression_(policy.compress_weight) {
+    : tiers_(tiers), device_(device), compression_(policy.compress_weight), pin_weight_(policy.pin_weight) {
   const auto weight_layers = spec.weight_layers();
   for (size_t i = 0; i < weight_layers.size(); ++i) {
     const auto homes = place_layer_weights(weight_layers[i], policy);
@@ -47,8 +47,11 @@ WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const 
       return home;
     }
   }
-  if (tier == Tier::Disk) home.extent = tiers_.disk_tier().allocate(bytes, what);
-  else home.reservation = tiers_.account(tier).reserve(bytes, what);
+  if (tier == Tier::Disk) {
+    home.extent = tiers_.disk_tier().allocate(bytes, what);
+  } else {
+    home.reservation = tiers_.account(tier).reserve(tier == Tier::Cpu ? cpu_home_bytes(layer, tensor) : bytes, what);
+  }
 
   const at::Tensor dense = source.read(tensor, device_.dtype);
   if (home.compressed) {
@@ -63,10 +66,10 @@ WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const 
       home.quantized.packed = home.quantized.mins = home.quantized.scales = at::Tensor();
     } else if (tier == Tier::Gpu) {
       home.quantized = home.quantized.to(device_.compute);
-    } else if (device_.pin_host) {
-      home.quantized.packed = home.quantized.packed.pin_memory();
-      home.quantized.mins = home.quantized.mins.pin_memory();
-      home.quantized.scales = home.quantized.scales.pin_memory();
+    } else {
+      for (at::Tensor* part : {&home.quantized.packed, &home.quantized.mins, &home.quantized.scales}) {
+        *part = cpu_home_copy(*part);
+      }
     }
     return home;
   }
@@ -74,9 +77,29 @@ WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const 
     const at::Tensor host = dense.contiguous();
     tiers_.disk_tier().write(home.extent, 0, host.data_ptr(), bytes);
   } else {
-    home.resident = tier == Tier::Gpu ? dense.to(device_.compute) : (device_.pin_host ? dense.pin_memory() : dense);
+    home.resident = tier == Tier::Gpu ? dense.to(device_.compute) : cpu_home_copy(dense);
   }
   return home;
+}
+
+bool WeightStore::pin_cpu_homes() const { return device_.pin_host && pin_weight_; }
+
+at::Tensor WeightStore::cpu_home_copy(const at::Tensor& host) const {
+  if (!pin_cpu_homes()) return host;
+  at::Tensor home = device_.host_home(host.sizes(), host.scalar_type(), /*pinned=*/true);
+  home.copy_(host);
+  return home;
+}
+
+uint64_t WeightStore::cpu_home_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor) const {
+  const uint64_t stored = weight_stored_bytes(layer, tensor, device_.dtype_bytes(), compression_);
+  if (!pin_cpu_homes()) return stored;
+  if (!weight_is_compressed(layer, tensor, compression_)) return device_.host_home_bytes(stored, true);
+  // Three page-locked parts, each rounded to whole pages.
+  const auto l = kernels::quantized_layout(tensor.shape[1], tensor.shape[0], {compression_.bits, compression_.group_size});
+  const uint64_t meta = static_cast<uint64_t>(l.rows * l.groups_per_row) * 2;
+  return device_.host_home_bytes(static_cast<uint64_t>(l.rows * l.packed_bytes_per_row), true) +
+         2 * device_.host_home_bytes(meta, true);
 }
 
 at::Tensor WeightStore::read_disk(const Home& home, std::vector<Reservation>& staging) const {
@@ -115,10 +138,15 @@ at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const
     if (home.tier != Tier::Gpu) {
       const CompressedTensor host = home.tier == Tier::Cpu ? home.quantized : read_disk_compressed(home, disk_staging);
       loaded.staging.push_back(tiers_.gpu.reserve(host.nbytes(), "weight load " + home.spec.name));
-      on_device = host.to(device_.compute);
+      on_device.packed = device_.to_compute(host.packed);
+      on_device.mins = device_.to_compute(host.mins);
+      on_device.scales = device_.to_compute(host.scales);
     }
     loaded.staging.push_back(tiers_.gpu.reserve(dense_bytes, "weight dequantize " + home.spec.name));
-    return decompress(on_device, device_.dtype).t();  // [in, out] -> [out, in] view
+    const at::Tensor dense = at::empty({on_device.rows, on_device.cols}, device_.compute_options());
+    // Queued after the copies on this stream.
+    device_.enqueue([on_device, dense] { decompress_into(on_device, dense); });
+    return dense.t();  // [in, out] -> [out, in] view
   }
   if (home.tier == Tier::Gpu) return home.resident;
   const at::Tensor host = home.tier == Tier::Cpu ? home.resident : read_disk(home, disk_staging);

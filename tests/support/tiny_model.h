@@ -319,6 +319,15 @@ inline runtime::Policy make_policy(int64_t gbs, int64_t ngb, const std::array<do
   return p;
 }
 
+// Worker streams emulated asynchronously (emulated_stream.h): up to 300 us of delay
+// per queued copy, seeded.
+inline std::shared_ptr<const runtime::AsyncEmulation> emulated_streams(uint64_t seed, int max_delay_us = 300) {
+  auto config = std::make_shared<runtime::AsyncEmulation>();
+  config->seed = seed;
+  config->max_delay_us = max_delay_us;
+  return config;
+}
+
 inline runtime::EngineOptions cpu_engine_options(const std::string& offload_dir, uint64_t budget = 1ull << 30,
                                                  const std::string& dtype = "float32") {
   runtime::EngineOptions o;

@@ -6,12 +6,17 @@
 // their own workers while the calling thread computes; each step ends with a sync.
 // In CUDA builds each worker has its own stream: a load returns once its copies are
 // queued, with an event the compute stream waits on (device_event.h); a store
-// finishes when its stream has drained; no step synchronizes the whole device.
+// records an event its readers' streams wait on, and finishes when its stream has
+// drained; no step synchronizes the whole device. Weights are loaded by a worker of
+// their own, so the next gpu batch's cache and hidden states never queue behind a
+// whole layer of weights (FlexGen's separate load-weight and load-cache streams).
 #include <functional>
+#include <future>
 #include <vector>
 
 #include "tiergen/model/spec.h"
 #include "tiergen/runtime/device.h"
+#include "tiergen/runtime/device_event.h"
 #include "tiergen/runtime/kv_cache.h"
 #include "tiergen/runtime/sampler.h"
 #include "tiergen/runtime/stats.h"
@@ -36,10 +41,19 @@ struct SequenceResult {
 // Called with a sequence's position in the block and its tokens as they are sampled.
 using TokenCallback = std::function<void(size_t slot, int64_t token)>;
 
+// Fault injection for tests: each field reintroduces a known ordering bug, so a test
+// can show that async stream emulation (emulated_stream.h) catches it.
+struct ScheduleFaults {
+  // Readers of a stored hidden state wait for the store task on the host but not for
+  // its copies on the storer's stream (the race this schedule once had).
+  bool skip_hidden_store_wait = false;
+};
+
 class BlockRunner {
  public:
   BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
-              const DeviceContext& device, Stats& stats);
+              const DeviceContext& device, Stats& stats, const ScheduleFaults& faults = {});
+  ~BlockRunner();
 
   // Runs up to gbs * ngb sequences; a partial block is filled with padding rows.
   std::vector<SequenceResult> run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {});
@@ -50,6 +64,12 @@ class BlockRunner {
 
   void run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
   void compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+  void prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+  void submit_owed_stores(Pending& pending);
+  // Orders this thread's stream after a hidden-state store (waits on the host for the
+  // store to be queued, then on the device for its copies).
+  void wait_for_store(const std::shared_future<DeviceEvent>& stored) const;
+  void drain_workers();
 
   const model::Spec& spec_;
   const Policy& policy_;
@@ -57,7 +77,10 @@ class BlockRunner {
   Tiers& tiers_;
   DeviceContext device_;
   Stats& stats_;
+  ScheduleFaults faults_;
   std::vector<int64_t> eos_ids_;
+  // Kept across blocks (threads and streams are not free to make).
+  std::unique_ptr<Worker> weight_loader_, cache_loader_, storer_;
 };
 
 }  // namespace tiergen::runtime

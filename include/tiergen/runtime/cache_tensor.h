@@ -20,8 +20,11 @@ struct HostCacheView {
 
 class CacheTensor {
  public:
+  // `quantize_errors`: a device int32 [1] the GPU quantizer flags bad values in
+  // (KvCache checks it once per token); undefined on the CPU, which throws at once.
   CacheTensor(Tiers& tiers, const DeviceContext& device, const std::array<int64_t, kNumTiers>& split, int64_t max_len,
-              int64_t head_dim, const std::string& what, const CompressionConfig& compression);
+              int64_t head_dim, const std::string& what, const CompressionConfig& compression,
+              const at::Tensor& quantize_errors = at::Tensor());
 
   int64_t units_on(Tier t) const { return values_->units_on(t); }
   int64_t begin(Tier t) const { return values_->begin(t); }
@@ -32,7 +35,8 @@ class CacheTensor {
   void write(const at::Tensor& src, int64_t pos);
   void write_tier(Tier t, const at::Tensor& src, int64_t pos);
 
-  // Dense [n, capacity, d] on the compute device with positions [0, len) filled.
+  // Dense [n, capacity, d] on the compute device with positions [0, len) filled,
+  // queued on this thread's stream (`ready` marks the end for non-gpu tiers).
   Staged dense_on_compute(Tier t, int64_t len, int64_t capacity) const;
   // Host rows [0, len) of a cpu tier (in place, capacity = positions) or disk tier (staged).
   HostCacheView host_view(Tier t, int64_t len, int64_t capacity) const;
@@ -47,6 +51,7 @@ class CacheTensor {
   DeviceContext device_;
   CompressionConfig compression_;
   int64_t head_dim_;
+  at::Tensor quantize_errors_;
   std::unique_ptr<SplitTensor> values_;         // dense values or packed bytes
   std::unique_ptr<SplitTensor> mins_, scales_;  // compressed only
 };

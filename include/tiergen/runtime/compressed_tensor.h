@@ -5,6 +5,8 @@
 // device for new KV entries); dequantization on the compute device right before use.
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "kernels/cpu/quantize.h"
 #include "tiergen/runtime/policy.h"
 
@@ -24,9 +26,18 @@ struct CompressedTensor {
 // The kernels' element type of a LibTorch float dtype; throws for other dtypes.
 kernels::ElemType kernel_elem_type(at::ScalarType type);
 
-// Quantizes a 2-D tensor (any float dtype; host or CUDA).
-CompressedTensor compress(const at::Tensor& dense, const CompressionConfig& config);
+// Quantizes a 2-D tensor (any float dtype; host or CUDA). A value the format cannot
+// hold (NaN, Inf, |x| > 65504) throws on the host. On a GPU it is found by the kernel:
+// with `error_flag` (a device int32 [1]) the kernel sets it and nothing waits (the
+// caller checks it once per step, check_quantization_flag); without, compress
+// synchronizes and throws.
+CompressedTensor compress(const at::Tensor& dense, const CompressionConfig& config,
+                          const at::Tensor& error_flag = at::Tensor());
+// Throws if a kernel has set `error_flag` since it was zeroed (and zeroes it again).
+void check_quantization_flag(at::Tensor& error_flag, const std::string& what);
 // Dense [rows, cols] of `dtype` on the compressed tensor's device.
 at::Tensor decompress(const CompressedTensor& compressed, at::ScalarType dtype);
+// The same into a contiguous [rows, cols] tensor of a float dtype on that device.
+void decompress_into(const CompressedTensor& compressed, const at::Tensor& out);
 
 }  // namespace tiergen::runtime

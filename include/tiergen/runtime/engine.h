@@ -19,6 +19,7 @@ struct EngineOptions {
   int io_threads = 4;
   // Prompts are sorted by length within windows of this many blocks to cut padding.
   int64_t length_window_blocks = 4;
+  ScheduleFaults faults;  // tests only (block_runner.h)
 };
 
 using ResultCallback = std::function<void(size_t request, const SequenceResult& result)>;

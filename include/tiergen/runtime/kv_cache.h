@@ -34,15 +34,21 @@ class KvCache {
   bool cpu_attention_for(Tier t) const { return t != Tier::Gpu && cpu_attention_; }
 
   // Prefetch for the decode step writing position `pos`: loads positions [0, pos) of
-  // units that attention cannot read where they live.
+  // units that attention cannot read where they live (into full-length buffers, so
+  // every step's load has the same size and the allocator reuses one block).
   std::shared_ptr<CacheLoad> load(int64_t layer, int64_t batch, int64_t pos);
 
   // Decode attention of one new token per sequence. q: [b, heads, 1, d];
   // new_k/new_v: [b, kv_heads, 1, d]. Writes the new entries where attention needs
   // them now; returns the writes still owed to cpu/disk homes (run as store tasks).
+  // `pad_on_host` is step.pad kept on the host for the CPU kernel.
   at::Tensor decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
-                              const model::StepInputs& step, CacheLoad* loaded, Stats& stats,
-                              std::vector<std::function<void()>>& pending_stores);
+                              const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
+                              Stats& stats, std::vector<std::function<void()>>& pending_stores);
+
+  // Throws if the GPU quantizer met a value it cannot store since the last check
+  // (compressed cache on a GPU; a no-op elsewhere). Called once per token.
+  void check_quantization();
 
  private:
   size_t slot(int64_t layer, int64_t batch) const { return static_cast<size_t>(layer * num_batches_ + batch); }
@@ -53,6 +59,7 @@ class KvCache {
   bool cpu_attention_;
   DeviceContext device_;
   CompressionConfig compression_;
+  at::Tensor quantize_errors_;  // device int32 [1], compressed cache on a GPU only
   std::vector<std::unique_ptr<CacheTensor>> keys_, values_;
 };
 

@@ -25,7 +25,14 @@ struct Staged {
   // on it before reading (always complete on the CPU and for host tensors).
   DeviceEvent ready;
   std::vector<std::shared_ptr<Reservation>> reservations;
+  // Host buffers the queued copies read from: held (with their reservations) until
+  // the consumer is done, which is after its stream has passed `ready`.
+  std::vector<at::Tensor> sources;
   void keep(Reservation&& reservation) { reservations.push_back(std::make_shared<Reservation>(std::move(reservation))); }
+  void keep_all(const Staged& other) {
+    reservations.insert(reservations.end(), other.reservations.begin(), other.reservations.end());
+    sources.insert(sources.end(), other.sources.begin(), other.sources.end());
+  }
 };
 
 class SplitTensor {
@@ -53,12 +60,15 @@ class SplitTensor {
   // units; disk units are read into a staging buffer charged to the cpu tier).
   Staged read_to_host(Tier t, int64_t len, int64_t capacity) const;
   // The same on the compute device, charged to the gpu tier; `capacity` >= len
-  // positions are allocated so the caller can append the step's new entry.
+  // positions are allocated so the caller can append the step's new entry (callers
+  // that load every step pass positions(): one buffer size the allocator reuses).
   Staged read_to_compute(Tier t, int64_t len, int64_t capacity) const;
   // The same without recording `ready`, for callers that queue more work on this
   // thread's stream and record one event after all of it.
   Staged copy_to_compute(Tier t, int64_t len, int64_t capacity) const;
-  // Positions [0, len) of all units, in unit order, as one tensor on the compute device.
+  // Positions [0, len) of all units, in unit order, as one tensor on the compute
+  // device (a view of the home when every unit is on the gpu). `ready` is recorded
+  // even then, after the waits this thread's stream was given.
   Staged gather_to_compute(int64_t len) const;
 
  private:

@@ -52,10 +52,15 @@ class WeightStore {
   at::Tensor read_disk(const Home& home, std::vector<Reservation>& staging) const;
   CompressedTensor read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const;
   at::Tensor load_tensor(const Home& home, LoadedLayer& loaded) const;
+  // CPU homes are page-locked (at their exact size) with pin_weight on a GPU.
+  bool pin_cpu_homes() const;
+  at::Tensor cpu_home_copy(const at::Tensor& host) const;
+  uint64_t cpu_home_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor) const;
 
   Tiers& tiers_;
   DeviceContext device_;
   CompressionConfig compression_;
+  bool pin_weight_;
   std::vector<Layer> layers_;
 };
 
