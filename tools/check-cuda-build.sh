@@ -36,7 +36,8 @@ trap 'trixie_unmount "$root"; rm -f "$TRIXIE_TIMINGS"' EXIT
 start=$SECONDS
 
 # A shared library exporting every cudnn* function libtorch_cuda imports (each an
-# empty function: never called on a machine without a GPU).
+# empty function: never called on a machine without a GPU), under the symbol version
+# libtorch_cuda asks for (cudnnCreate@libcudnn.so.9). Rebuilt on every run (< 1 s).
 make_cudnn_stub() {
   local target
   target=$(readlink -f "$root$libdir/libcudnn.so.9" 2>/dev/null || true)
@@ -52,7 +53,10 @@ make_cudnn_stub() {
     echo 'const char tiergen_cudnn_stub[] = "tiergen-cudnn-stub: link checks only";'
     sed 's/.*/void &(void) {}/' "$root/tmp/cudnn-symbols.txt"
   } > "$root/tmp/cudnn-stub.c"
-  trixie_run "$root" gcc -shared -fPIC -Wl,-soname,libcudnn.so.9 -o "${target#"$root"}" /tmp/cudnn-stub.c
+  echo 'libcudnn.so.9 { global: *; };' > "$root/tmp/cudnn-stub.map"
+  rm -f "$target"
+  trixie_run "$root" gcc -shared -fPIC -Wl,-soname,libcudnn.so.9 -Wl,--version-script=/tmp/cudnn-stub.map \
+    -o "${target#"$root"}" /tmp/cudnn-stub.c
   echo "stub libcudnn.so.9 with $(wc -l < "$root/tmp/cudnn-symbols.txt") cudnn symbols at ${target#"$root"}"
 }
 
