@@ -160,7 +160,7 @@ command -v ninja > /dev/null 2>&1 && generator=Ninja
 
 step configure "TORCH_CUDA_ARCH_LIST=9.0 cmake -S . -B $build -G '$generator' -DCMAKE_BUILD_TYPE=Release -DTIERGEN_ENABLE_CUDA=ON \\
   -DCMAKE_CUDA_COMPILER=\$(command -v nvcc) -DTIERGEN_CUDA_ARCHITECTURES=90 -DTIERGEN_BUILD_BENCHES=OFF \\
-  -DCMAKE_PREFIX_PATH=\"$torch_prefix;\$CMAKE_PREFIX_PATH\""
+  -DCMAKE_PREFIX_PATH=\"$torch_prefix\"  # the unpacked .debs come through the CMAKE_PREFIX_PATH environment variable"
 
 step build "cmake --build $build -j$jobs"
 
