@@ -39,9 +39,16 @@ at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t total = k.size(2), groups = heads / k.size(1);
   const at::Tensor mask = visibility_mask(step, t, total, q.device());  // true = attend
-  // The kernels scale by 1/sqrt(d) before or while accumulating QK^T in fp32, so fp16
-  // scores cannot overflow.
-  const at::Tensor out = at::scaled_dot_product_attention(q, repeat_kv_heads(k, groups), repeat_kv_heads(v, groups), mask);
+  const at::Tensor k_all = repeat_kv_heads(k, groups), v_all = repeat_kv_heads(v, groups);
+#if TIERGEN_SDPA_HAS_SCALE
+  // q scaled first and scale 1 for the kernel: not every backend accumulates QK^T in
+  // fp32 before scaling (LibTorch 2.6's fp16 CPU kernel turns raw dot products above
+  // 65504 into NaN; the range tests catch it).
+  const at::Tensor q_scaled = q * (1.0 / std::sqrt(static_cast<double>(d)));
+  const at::Tensor out = at::scaled_dot_product_attention(q_scaled, k_all, v_all, mask, 0.0, false, 1.0);
+#else
+  const at::Tensor out = at::scaled_dot_product_attention(q, k_all, v_all, mask);
+#endif
   return out.transpose(1, 2).reshape({b, t, heads * d});
 }
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Configure-time fmt selection (tools/cmake/fmt_consistency.cmake) against a fake
 # LibTorch include folder that holds an fmt of its own (as pip torch wheels do).
-# Usage: check_fmt_shadowing.sh CMAKE TIERGEN_ROOT WORKDIR
+# Usage: check_fmt_shadowing.sh CMAKE TIERGEN_ROOT WORKDIR [CMAKE_ARGS...]
+#   CMAKE_ARGS: the generator, make program and compiler of the calling build
 set -uo pipefail
 cmake=${1:?cmake}; root=${2:?tiergen root}; work=${3:?work dir}
+shift 3
+cmake_args=("$@")
 src=$root/tests/cmake/fmt_shadowing
 rm -rf "$work"; mkdir -p "$work"
 failures=0
@@ -11,7 +14,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # configure NAME ARGS...: output in $work/NAME.log, status in $?
 configure() {
   local name=$1; shift
-  "$cmake" -S "$src" -B "$work/$name" -DTIERGEN_ROOT="$root" "$@" > "$work/$name.log" 2>&1
+  "$cmake" -S "$src" -B "$work/$name" "${cmake_args[@]}" -DTIERGEN_ROOT="$root" "$@" > "$work/$name.log" 2>&1
 }
 build() { "$cmake" --build "$work/$1" >> "$work/$1.log" 2>&1; }
 expect_log() { grep -q -- "$2" "$work/$1.log" || { fail "$1: no '$2' in its output:"; cat "$work/$1.log"; }; }

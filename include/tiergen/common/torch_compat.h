@@ -21,5 +21,11 @@ std::string dtype_name(at::ScalarType type);
 #define TIERGEN_HAS_SDPA 0
 #endif
 constexpr bool kHasFusedAttention = TIERGEN_HAS_SDPA != 0;
+// Its `scale` argument exists from 2.1 on.
+#if TIERGEN_HAS_SDPA && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+#define TIERGEN_SDPA_HAS_SCALE 1
+#else
+#define TIERGEN_SDPA_HAS_SCALE 0
+#endif
 
 }  // namespace tiergen::compat
