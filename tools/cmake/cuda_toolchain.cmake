@@ -13,12 +13,9 @@
 #   library folder on the final link line, and libstdc++ from it lacks symbols that the
 #   newer gcc's objects need (__cxa_call_terminate). The link uses the C++ compiler's.
 
-if(DEFINED CACHE{CMAKE_CUDA_ARCHITECTURES} AND NOT "$CACHE{CMAKE_CUDA_ARCHITECTURES}" MATCHES "^(OFF|)$")
-  set(_tiergen_cuda_arch_default "$CACHE{CMAKE_CUDA_ARCHITECTURES}")
-else()
-  set(_tiergen_cuda_arch_default 90)
-endif()
-set(TIERGEN_CUDA_ARCHITECTURES ${_tiergen_cuda_arch_default} CACHE STRING
+# Not derived from CMAKE_CUDA_ARCHITECTURES: by now that holds LibTorch's OFF or the
+# compiler's default (52 for nvcc 12.4), whatever the command line said.
+set(TIERGEN_CUDA_ARCHITECTURES 90 CACHE STRING
     "CUDA architectures of tiergen's kernels (90: H100/H200); wins over TORCH_CUDA_ARCH_LIST")
 
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
