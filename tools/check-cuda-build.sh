@@ -73,7 +73,7 @@ if [ "$prepare_only" = 1 ]; then cat "$TRIXIE_TIMINGS"; exit 0; fi
 trixie_copy_sources "$repo" "$root" src/tiergen
 configure() {
   trixie_run "$root" cmake -S /src/tiergen -B /build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DTIERGEN_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc \
+    -DTIERGEN_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/bin/nvcc -DTIERGEN_CUDA_ARCHITECTURES=90 \
     -DTIERGEN_BUILD_FUZZERS=OFF -DTIERGEN_BUILD_BENCHES=OFF > "$root/tmp/configure.log" 2>&1 ||
     { cat "$root/tmp/configure.log"; return 1; }
   grep -E 'tiergen:|Added CUDA NVCC flags|CUDA_ARCHITECTURES|conflicting|nvToolsExt' "$root/tmp/configure.log" || true
