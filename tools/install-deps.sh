@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tiergen builds and tests against, skipping those
 # already present. Needs root (or sudo) on a Debian 12 machine.
+# Not for a GPU host building against a pip torch: Debian's libtorch-dev (1.13) puts
+# ATen/c10/torch headers in /usr/include, behind the wheel's include folders, where
+# they fill in any header the wheel lacks and mix two versions. There, use
+# tools/fetch-build-deps.sh (which leaves LibTorch out) and tools/gpu-check.sh, or set
+# TIERGEN_NO_LIBTORCH_DEV=1 here.
 set -euo pipefail
+libtorch=libtorch-dev
+[ "${TIERGEN_NO_LIBTORCH_DEV:-0}" = 1 ] && libtorch=""
 packages=(
   g++ cmake ninja-build ccache
-  libtorch-dev libglpk-dev libcli11-dev libspdlog-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
+  $libtorch libglpk-dev libcli11-dev libspdlog-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
   clang libclang-rt-dev   # libFuzzer and sanitizer runtimes for the fuzz targets
   # Debian's LibTorch calls whatever provides libblas.so.3; without this package that
   # is netlib's reference sgemm (OPT-125M on --device cpu: 14x slower prefill compute,

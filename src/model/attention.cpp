@@ -1,6 +1,10 @@
 // Attention on the compute device (prefill, and decode when the KV cache is there).
+// LibTorch 2.x: at::scaled_dot_product_attention (fused kernels on CUDA, no scores
+// tensor in memory). LibTorch 1.13: matmul, fp32 softmax, matmul.
+#include <cmath>
 #include <limits>
 
+#include "tiergen/common/torch_compat.h"
 #include "tiergen/model/forward.h"
 #include "tiergen/runtime/placement.h"
 
@@ -10,7 +14,7 @@ namespace {
 
 // [b, 1, t, total] boolean: key j is visible to new query i when it is not left
 // padding and not in the future. Every query also sees itself, so rows of padding
-// queries stay finite (their outputs are never used).
+// queries stay finite (their outputs are never used) and no row is fully masked.
 at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, const at::Device& device) {
   const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
   const at::Tensor key_index = at::arange(total, opts).view({1, 1, total});
@@ -20,24 +24,54 @@ at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, con
   return visible.logical_or(key_index == query_index).unsqueeze(1);
 }
 
-}  // namespace
+#if TIERGEN_HAS_SDPA
 
-namespace {
+// [b, kv_heads, total, d] -> [b, heads, total, d]. The memory-efficient CUDA kernel
+// (the one that takes a mask) has no grouped-query mode, and enable_gqa would send
+// the call to the unfused math fallback, so the kv heads are repeated instead.
+at::Tensor repeat_kv_heads(const at::Tensor& kv, int64_t groups) {
+  if (groups == 1) return kv;
+  const int64_t b = kv.size(0), kv_heads = kv.size(1), total = kv.size(2), d = kv.size(3);
+  return kv.unsqueeze(2).expand({b, kv_heads, groups, total, d}).reshape({b, kv_heads * groups, total, d});
+}
+
+at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t total = k.size(2), groups = heads / k.size(1);
+  const at::Tensor mask = visibility_mask(step, t, total, q.device());  // true = attend
+  const at::Tensor k_all = repeat_kv_heads(k, groups), v_all = repeat_kv_heads(v, groups);
+#if TIERGEN_SDPA_HAS_SCALE
+  // q scaled first and scale 1 for the kernel: not every backend accumulates QK^T in
+  // fp32 before scaling (LibTorch 2.6's fp16 CPU kernel turns raw dot products above
+  // 65504 into NaN; the range tests catch it).
+  const at::Tensor q_scaled = q * (1.0 / std::sqrt(static_cast<double>(d)));
+  const at::Tensor out = at::scaled_dot_product_attention(q_scaled, k_all, v_all, mask, 0.0, false, 1.0);
+#else
+  const at::Tensor out = at::scaled_dot_product_attention(q, k_all, v_all, mask);
+#endif
+  return out.transpose(1, 2).reshape({b, t, heads * d});
+}
+
+#else
 
 at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1), total = k.size(2), groups = heads / kv_heads;
+  // q is scaled by 1/sqrt(d) before QK^T, as Hugging Face and FlexGen do: in fp16 a raw
+  // dot product above 65504 is already inf, and a row with inf becomes NaN in softmax.
+  const at::Tensor q_scaled = q * (1.0 / std::sqrt(static_cast<double>(d)));
   // Grouped-query attention without copying K/V: fold each kv head's query heads
   // into the query-length dimension.
-  const at::Tensor qg = q.reshape({b, kv_heads, groups * t, d});
-  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).to(at::kFloat);
-  scores = scores.view({b, kv_heads, groups, t, total}).mul_(1.0 / std::sqrt(static_cast<double>(d)));
+  const at::Tensor qg = q_scaled.reshape({b, kv_heads, groups * t, d});
+  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).to(at::kFloat).view({b, kv_heads, groups, t, total});
   const at::Tensor mask = visibility_mask(step, t, total, q.device()).unsqueeze(1);  // [b,1,1,t,total]
   scores.masked_fill_(mask.logical_not(), -std::numeric_limits<float>::infinity());
   const at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type()).view({b, kv_heads, groups * t, total});
   const at::Tensor out = at::matmul(probs, v).view({b, heads, t, d});
   return out.transpose(1, 2).reshape({b, t, heads * d});
 }
+
+#endif
 
 }  // namespace
 

@@ -12,11 +12,20 @@ namespace tiergen::compat {
 at::ScalarType parse_dtype(const std::string& name);
 std::string dtype_name(at::ScalarType type);
 
-// Scaled-dot-product attention exists as a fused op from LibTorch 2.0 on.
+// at::scaled_dot_product_attention (fused attention) exists from LibTorch 2.0 on. A
+// preprocessor switch rather than a constexpr bool: non-template code cannot even name
+// a function that 1.13 does not declare.
 #if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
-constexpr bool kHasFusedAttention = true;
+#define TIERGEN_HAS_SDPA 1
 #else
-constexpr bool kHasFusedAttention = false;
+#define TIERGEN_HAS_SDPA 0
+#endif
+constexpr bool kHasFusedAttention = TIERGEN_HAS_SDPA != 0;
+// Its `scale` argument exists from 2.1 on.
+#if TIERGEN_HAS_SDPA && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 1)
+#define TIERGEN_SDPA_HAS_SCALE 1
+#else
+#define TIERGEN_SDPA_HAS_SCALE 0
 #endif
 
 }  // namespace tiergen::compat

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Everything a GPU host should check, in one command (about 10 minutes on an H100
+# with 16 cores), logging each step to OUTDIR/NN-step.log:
+#   toolchain facts, build (pip torch's LibTorch + the .debs in .deps/), the ctest
+#   suite, CPU-vs-CUDA token equality on tiny OPT and LLaMA models over 12 placements
+#   (fp32 must be identical; fp16's agreement rate is reported), overlap on/off
+#   equality at num_gpu_batches 1, 2 and 3 with activations on the GPU, compute-
+#   sanitizer memcheck of a short compressed offloaded run, `tiergen profile`, and an
+#   nsys summary where nsys exists.
+# Every step runs even when an earlier one failed; the summary table (OUTDIR/summary.txt)
+# lists PASS/FAIL/SKIP per step, and the exit status is non-zero when any step failed.
+#
+# Usage: tools/gpu-check.sh OUTDIR [--dry-run]
+#   --dry-run  print the steps and their commands without running anything
+# Environment: TIERGEN_DEPS (default .deps, from tools/fetch-build-deps.sh),
+#   TIERGEN_GPU_BUILD (default build-gpu), TIERGEN_JOBS (default nproc),
+#   PYTHON (default python3, with torch installed).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: tools/gpu-check.sh OUTDIR [--dry-run]}
+dry_run=0
+[ "${2:-}" = --dry-run ] && dry_run=1
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$repo" || exit 1
+build=${TIERGEN_GPU_BUILD:-build-gpu}
+deps=${TIERGEN_DEPS:-.deps}
+jobs=${TIERGEN_JOBS:-$(nproc)}
+py=${PYTHON:-python3}
+tg=$build/tiergen
+work=$out/work
+export TORCH_CUDA_ARCH_LIST=9.0
+
+# ---- Step runner: NAME, then the command (a bash string, shown verbatim by --dry-run).
+declare -a step_names=() step_results=() step_seconds=()
+step_index=0
+step() {
+  local name=$1 cmd=$2
+  step_index=$((step_index + 1))
+  local log
+  log=$(printf '%s/%02d-%s.log' "$out" "$step_index" "$name")
+  if [ "$dry_run" = 1 ]; then
+    printf '== step %02d %s\n%s\n\n' "$step_index" "$name" "$cmd"
+    return
+  fi
+  echo "== step $(printf %02d "$step_index") $name (log: $log)"
+  local start=$SECONDS rc
+  { echo "\$ $cmd"; echo; } > "$log"
+  (eval "$cmd") >> "$log" 2>&1
+  rc=$?
+  local result=PASS
+  [ "$rc" = 0 ] || result=FAIL
+  [ "$rc" = 77 ] && result=SKIP
+  step_names+=("$name"); step_results+=("$result"); step_seconds+=($((SECONDS - start)))
+  echo "   $result ($((SECONDS - start)) s)"
+  [ "$result" = FAIL ] && tail -n 15 "$log" | sed 's/^/   | /'
+}
+
+# ---- Helpers the step commands call (defined here so --dry-run can show the calls).
+
+# tokens FILE: one line of token ids per result record.
+tokens() {
+  "$py" -c 'import json,sys
+for line in open(sys.argv[1]):
+    print(json.loads(line).get("token_ids"))' "$1"
+}
+
+# agreement A B: fraction of token positions equal between two results files.
+agreement() {
+  "$py" -c 'import json,sys
+a=[json.loads(l).get("token_ids") or [] for l in open(sys.argv[1])]
+b=[json.loads(l).get("token_ids") or [] for l in open(sys.argv[2])]
+same=sum(x==y for ra,rb in zip(a,b) for x,y in zip(ra,rb)); total=sum(max(len(ra),len(rb)) for ra,rb in zip(a,b))
+print(f"{same}/{total} tokens agree ({100.0*same/max(total,1):.1f}%)")' "$1" "$2"
+}
+
+# The placements (wg wc cg cc hg hc, plus flags) the CPU-vs-CUDA comparison runs.
+placements=(
+  "100 0 100 0 100 0"
+  "0 100 100 0 100 0"
+  "100 0 0 100 100 0"
+  "100 0 0 100 100 0 --cpu-attention"
+  "50 50 50 50 100 0"
+  "40 40 0 50 100 0 --cpu-attention --compress-cache"
+  "0 100 0 100 0 100"
+  "30 30 30 30 0 100"
+  "100 0 100 0 100 0 --compress-weight"
+  "20 30 20 30 100 0 --compress-weight --compress-cache"
+  "100 0 100 0 0 100"
+  "0 0 0 0 100 0"
+)
+
+# compare_devices ARCH DTYPE: runs every placement on cpu (float32, the reference) and
+# on cuda (DTYPE); float32 must give identical token ids, float16 reports agreement.
+compare_devices() {
+  local arch=$1 dtype=$2 failures=0 i=0 p
+  for p in "${placements[@]}"; do
+    i=$((i + 1))
+    local percent=${p%% --*} flags=""
+    [[ $p == *--* ]] && flags="--${p#* --}"
+    local base=(generate -m "$work/tiny-$arch" -p tools/examples/prompts.txt -n 16 --percent $percent $flags
+      --gpu-batch-size 2 --num-gpu-batches 2 --offload-dir "$work/offload" -q --overwrite)
+    local ref=$work/$arch-p$i-cpu.jsonl got=$work/$arch-p$i-cuda-$dtype.jsonl
+    [ -s "$ref" ] || "$tg" "${base[@]}" --device cpu --dtype float32 -o "$ref" || { echo "p$i [$p]: cpu run failed"; failures=$((failures + 1)); continue; }
+    "$tg" "${base[@]}" --device cuda --dtype "$dtype" -o "$got" || { echo "p$i [$p]: cuda run failed"; failures=$((failures + 1)); continue; }
+    if [ "$dtype" = float32 ]; then
+      if diff <(tokens "$ref") <(tokens "$got") > /dev/null; then echo "p$i [$p]: identical"
+      else echo "p$i [$p]: DIFFERENT ($(agreement "$ref" "$got"))"; failures=$((failures + 1)); fi
+    else
+      echo "p$i [$p]: $(agreement "$ref" "$got")"
+    fi
+  done
+  return $((failures > 0))
+}
+
+# overlap_equality: greedy results with --overlap on and off must be byte-identical,
+# activations on the GPU, at num_gpu_batches 1, 2 and 3 (2 repeated: the race it
+# guards against depends on timing).
+overlap_equality() {
+  local failures=0 ngb ov rep
+  "$py" -c 'import json,random;r=random.Random(0);[print(json.dumps({"prompt_token_ids":[r.randrange(3,50000) for _ in range(1024)]})) for _ in range(24)]' > "$work/long.jsonl"
+  for ngb in 1 2 3 2 2; do
+    for ov in on off; do
+      "$tg" generate -m opt-1.3b -p "$work/long.jsonl" -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 \
+        --gpu-batch-size 8 --num-gpu-batches $ngb --overlap $ov -q --overwrite -o "$work/ov-$ngb-$ov.jsonl" || failures=$((failures + 1))
+    done
+    if cmp -s "$work/ov-$ngb-on.jsonl" "$work/ov-$ngb-off.jsonl"; then echo "ngb=$ngb: on == off"
+    else echo "ngb=$ngb: on and off DIFFER"; failures=$((failures + 1)); fi
+  done
+  return $((failures > 0))
+}
+
+# hw_profile_name: configs/hw/<gpu>.json name from nvidia-smi's GPU name.
+hw_profile_name() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z' 'a-z' | sed 's/nvidia //; s/[^a-z0-9]\+/-/g; s/-$//'
+}
+
+torch_prefix='$("$py" -c "import torch;print(torch.utils.cmake_prefix_path)")'
+torch_dir='$("$py" -c "import torch,os;print(os.path.dirname(torch.__file__))")'
+
+# ---- The steps.
+[ "$dry_run" = 1 ] && echo "tools/gpu-check.sh $out --dry-run: the steps it runs, in order"
+[ "$dry_run" = 1 ] || mkdir -p "$work"
+
+step facts "nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+nvcc --version | tail -n 2
+\"\$py\" -c 'import torch;print(\"torch\",torch.__version__,\"cuda\",torch.version.cuda,\"available\",torch.cuda.is_available(),\"cxx11abi\",torch._C._GLIBCXX_USE_CXX11_ABI)'
+lscpu | grep -E 'Model name|^CPU\\(s\\)|Flags'
+ls -d $torch_dir/include/fmt && echo 'torch bundles fmt: the configure step must say it put spdlog'\"'\"'s fmt first' || echo 'torch/include/fmt: none'
+if dpkg -s libtorch-dev > /dev/null 2>&1; then echo 'libtorch-dev is installed: its /usr/include headers can mix with pip torch (remove it)'; exit 1; fi"
+
+# The .debs are unpacked under OUTDIR/work, never into /; the environment it prints is
+# kept for the steps that follow.
+deps_env=$work/deps.env
+step deps "if [ ! -d $deps ]; then echo 'no $deps folder (tools/fetch-build-deps.sh): the system packages are used'; exit 77; fi
+bash tools/unpack-build-deps.sh $deps $work/deps > $deps_env && cat $deps_env"
+[ -s "$deps_env" ] && eval "$(cat "$deps_env")"
+generator="Unix Makefiles"
+command -v ninja > /dev/null 2>&1 && generator=Ninja
+
+step configure "TORCH_CUDA_ARCH_LIST=9.0 cmake -S . -B $build -G '$generator' -DCMAKE_BUILD_TYPE=Release -DTIERGEN_ENABLE_CUDA=ON \\
+  -DCMAKE_CUDA_COMPILER=\$(command -v nvcc) -DTIERGEN_CUDA_ARCHITECTURES=90 -DTIERGEN_BUILD_BENCHES=OFF \\
+  -DCMAKE_PREFIX_PATH=\"$torch_prefix\"  # the unpacked .debs come through the CMAKE_PREFIX_PATH environment variable"
+
+step build "cmake --build $build -j$jobs"
+
+step linkage "ldd $tg | grep -E 'torch_cuda|c10_cuda|cudart|cublas|gomp|fmt|spdlog'
+if ldd $tg | grep -q 'cublas.*/usr/local/cuda'; then echo 'the toolkit cuBLAS is linked'; exit 1; fi
+cuobjdump --list-elf $tg | head -n 5"
+
+step ctest "ctest --test-dir $build --output-on-failure -j8 --timeout 600"
+
+step cuda-tests "$build/tiergen_tests --gtest_filter='*Cuda*:*Compression*'"
+
+step tiny-models "$build/make-tiny-model --arch opt --out $work/tiny-opt --seed 7 --tokenizer tests/fixtures/tokenizers/byte_level --hidden 128 --layers 4 --heads 8 --intermediate 256
+$build/make-tiny-model --arch llama --out $work/tiny-llama --seed 7 --tokenizer tests/fixtures/tokenizers/byte_level --hidden 128 --layers 4 --heads 8 --kv-heads 2 --intermediate 256"
+
+for arch in opt llama; do
+  for dtype in float32 float16; do
+    if [ "$dry_run" = 1 ]; then
+      cmds="for each of the ${#placements[@]} placements P (--percent ... [flags]):"
+      for p in "${placements[@]}"; do cmds+=$'\n'"  [$p]"; done
+      cmds+=$'\n'"$tg generate -m $work/tiny-$arch -p tools/examples/prompts.txt -n 16 --percent P --gpu-batch-size 2 --num-gpu-batches 2 --offload-dir $work/offload -q --overwrite --device cpu --dtype float32 -o REF"
+      cmds+=$'\n'"$tg generate ... (same) --device cuda --dtype $dtype -o GOT"
+      [ "$dtype" = float32 ] && cmds+=$'\n'"token ids of REF and GOT must be identical" || cmds+=$'\n'"report the share of equal token ids"
+      step "equality-$arch-$dtype" "$cmds"
+    else
+      step "equality-$arch-$dtype" "compare_devices $arch $dtype"
+    fi
+  done
+done
+
+if [ "$dry_run" = 1 ]; then
+  step overlap "for ngb in 1 2 3 2 2; for ov in on off:
+$tg generate -m opt-1.3b -p $work/long.jsonl -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 --gpu-batch-size 8 --num-gpu-batches \$ngb --overlap \$ov -q --overwrite -o $work/ov-\$ngb-\$ov.jsonl
+cmp the on and off results (24 prompts of 1024 random token ids)"
+else
+  step overlap "overlap_equality"
+fi
+
+step memcheck "command -v compute-sanitizer > /dev/null || exit 77
+compute-sanitizer --tool memcheck --error-exitcode 1 $tg generate -m $work/tiny-llama -p tools/examples/prompts.txt -n 4 --device cuda \\
+  --percent 40 40 0 50 100 0 --compress-weight --compress-cache --gpu-batch-size 2 --num-gpu-batches 2 --offload-dir $work/offload -q --overwrite -o $work/memcheck.jsonl"
+
+step profile "timeout 300 $tg profile --out $out/hw-profile.json --offload-dir $work/offload
+cp $out/hw-profile.json configs/hw/\$(hw_profile_name).json && echo \"configs/hw/\$(hw_profile_name).json written\""
+
+step nsys "command -v nsys > /dev/null || exit 77
+timeout 240 nsys profile -t cuda,osrt -o $out/nsys-offload --force-overwrite true $tg bench -m opt-1.3b -s 512 -n 8 -r 1 --warmup 0 \\
+  --device cuda --gpu-mem 20GiB --percent 0 100 0 100 100 0 --gpu-batch-size 16 --num-gpu-batches 2
+nsys stats -r cuda_api_sum,cuda_gpu_mem_time_sum $out/nsys-offload.nsys-rep | head -n 60
+nsys analyze -r cuda_memcpy_async,cuda_memcpy_sync,cuda_api_sync $out/nsys-offload.nsys-rep | head -n 60"
+
+[ "$dry_run" = 1 ] && exit 0
+
+# ---- Summary.
+failed=0
+{
+  printf '%-24s %-6s %s\n' step result seconds
+  for i in "${!step_names[@]}"; do
+    printf '%-24s %-6s %s\n' "${step_names[$i]}" "${step_results[$i]}" "${step_seconds[$i]}"
+    [ "${step_results[$i]}" = FAIL ] && failed=$((failed + 1))
+  done
+  echo "$failed step(s) failed; total ${SECONDS} s; logs in $out"
+} | tee "$out/summary.txt"
+exit $((failed > 0))
