@@ -21,7 +21,7 @@ std::optional<policy::HardwareProfile> measure_and_cache() {
     spdlog::warn("no hardware profile of this host and nowhere to cache one ($XDG_CACHE_HOME and $HOME unset)");
     return std::nullopt;
   }
-  spdlog::info("no hardware profile of this host: measuring a quick one (about 10 s, once) into {}", path);
+  spdlog::info("no hardware profile of this host: measuring a quick one (a few seconds, once) into {}", path);
   try {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     policy::ProfilerOptions options;
