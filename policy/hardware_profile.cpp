@@ -3,11 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "tiergen/common/error.h"
+
+// Generated at build time from configs/hw/*.json: (file stem, JSON text).
+namespace tiergen::policy {
+const std::vector<std::pair<std::string, std::string>>& builtin_profile_texts();
+}
 
 namespace tiergen::policy {
 
@@ -191,16 +197,74 @@ void save_profile(const HardwareProfile& profile, const std::string& path) {
   TG_CHECK(out.good(), "{}: writing the hardware profile failed", path);
 }
 
-std::string default_profile_path() {
-  if (const char* env = std::getenv("TIERGEN_HW_PROFILE"); env != nullptr && *env != '\0') return env;
-  return TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json";
+std::vector<std::string> builtin_profile_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : builtin_profile_texts()) names.push_back(name);
+  return names;
 }
 
-HardwareProfile resolve_profile(const std::string& hw_option) {
-  const std::string path = hw_option.empty() ? default_profile_path() : hw_option;
-  const char* why = !hw_option.empty() ? "--hw" : std::getenv("TIERGEN_HW_PROFILE") ? "$TIERGEN_HW_PROFILE" : "default";
-  spdlog::info("hardware profile: {} ({})", path, why);
-  return load_profile(path);
+std::optional<HardwareProfile> builtin_profile(const std::string& name) {
+  for (const auto& [stem, text] : builtin_profile_texts()) {
+    if (stem == name) return profile_from_json(json::parse(text), "built-in:" + stem);
+  }
+  return std::nullopt;
 }
+
+std::string cached_profile_path() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    return std::string(xdg) + "/tiergen/hw-profile.json";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.cache/tiergen/hw-profile.json";
+  }
+  return "";
+}
+
+const char* profile_origin_name(ProfileOrigin origin) {
+  switch (origin) {
+    case ProfileOrigin::Option: return "--hw";
+    case ProfileOrigin::Environment: return "$TIERGEN_HW_PROFILE";
+    case ProfileOrigin::HostCache: return "this host's cached profile";
+    case ProfileOrigin::BuiltIn: return "built-in default";
+  }
+  return "?";
+}
+
+namespace {
+
+// A file path, or the name of a built-in profile.
+HardwareProfile load_named(const std::string& name_or_path) {
+  if (auto builtin = builtin_profile(name_or_path); builtin && !std::filesystem::exists(name_or_path)) return *builtin;
+  return load_profile(name_or_path);
+}
+
+}  // namespace
+
+ResolvedProfile resolve_profile_with_origin(const std::string& hw_option) {
+  ResolvedProfile r;
+  const char* env = std::getenv("TIERGEN_HW_PROFILE");
+  if (!hw_option.empty()) {
+    r = {load_named(hw_option), ProfileOrigin::Option};
+  } else if (env != nullptr && *env != '\0') {
+    r = {load_named(env), ProfileOrigin::Environment};
+  } else {
+    const std::string cached = cached_profile_path();
+    std::error_code ec;
+    if (!cached.empty() && std::filesystem::exists(cached, ec)) {
+      try {
+        r = {load_profile(cached), ProfileOrigin::HostCache};
+      } catch (const Error& e) {
+        spdlog::warn("ignoring the cached hardware profile: {}", e.what());
+        r = {*builtin_profile(kDefaultBuiltinProfile), ProfileOrigin::BuiltIn};
+      }
+    } else {
+      r = {*builtin_profile(kDefaultBuiltinProfile), ProfileOrigin::BuiltIn};
+    }
+  }
+  spdlog::info("hardware profile: {} ({})", r.profile.path, profile_origin_name(r.origin));
+  return r;
+}
+
+HardwareProfile resolve_profile(const std::string& hw_option) { return resolve_profile_with_origin(hw_option).profile; }
 
 }  // namespace tiergen::policy

@@ -4,6 +4,7 @@
 // `tiergen profile` measures one. Units: bandwidths in bytes/s, compute rates in
 // FLOP/s, capacities in bytes.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,8 +71,37 @@ HardwareProfile profile_from_json(const nlohmann::json& json, const std::string&
 HardwareProfile load_profile(const std::string& path);
 void save_profile(const HardwareProfile& profile, const std::string& path);
 
-// --hw FILE, else $TIERGEN_HW_PROFILE, else the T4 profile shipped in configs/hw/.
-std::string default_profile_path();
+// The profiles of configs/hw/, compiled into the binary (so an installed or copied
+// executable has them): by file stem, e.g. "t4-flexgen". Their path is "built-in:NAME".
+std::vector<std::string> builtin_profile_names();
+std::optional<HardwareProfile> builtin_profile(const std::string& name);
+// The built-in profile used when nothing else is given (FlexGen's T4 machine).
+constexpr const char* kDefaultBuiltinProfile = "t4-flexgen";
+
+// Where `tiergen profile --cache` (and `generate --policy auto` on a host without a
+// profile) keeps this host's measured profile: $XDG_CACHE_HOME/tiergen/hw-profile.json,
+// else ~/.cache/tiergen/hw-profile.json; "" when neither variable is set.
+std::string cached_profile_path();
+
+enum class ProfileOrigin {
+  Option,       // --hw FILE or --hw NAME of a built-in profile
+  Environment,  // $TIERGEN_HW_PROFILE
+  HostCache,    // this host's measured profile in the cache directory
+  BuiltIn,      // the built-in default: describes FlexGen's machine, not this one
+};
+const char* profile_origin_name(ProfileOrigin origin);
+
+struct ResolvedProfile {
+  HardwareProfile profile;
+  ProfileOrigin origin = ProfileOrigin::BuiltIn;
+  // Whether the numbers were measured on (or chosen by the user for) this machine.
+  bool describes_this_host() const { return origin != ProfileOrigin::BuiltIn; }
+};
+
+// --hw (a file or a built-in name), else $TIERGEN_HW_PROFILE, else this host's cached
+// profile, else the built-in default. Errors in what the user named are thrown; an
+// unreadable cache file is skipped with a warning.
+ResolvedProfile resolve_profile_with_origin(const std::string& hw_option);
 HardwareProfile resolve_profile(const std::string& hw_option);
 
 }  // namespace tiergen::policy

@@ -31,8 +31,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Median seconds of `reps` runs of `fn` after one warm-up.
+// Repetitions and spread of the most recent median_seconds() call, for record().
+struct LastTiming {
+  int runs = 0;
+  double spread = 0;
+};
+LastTiming last_timing;
+
+// Median seconds of `reps` runs (at least 3) of `fn` after one warm-up.
 double median_seconds(int reps, const std::function<void()>& fn, const std::function<void()>& sync = [] {}) {
+  reps = std::max(reps, 3);
   fn();
   sync();
   std::vector<double> times;
@@ -43,8 +51,19 @@ double median_seconds(int reps, const std::function<void()>& fn, const std::func
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
-  return std::max(times[times.size() / 2], 1e-9);
+  const double median = std::max(times[times.size() / 2], 1e-9);
+  last_timing = {reps, (times.back() - times.front()) / median};
+  return median;
 }
+
+// Collects each measured number with the spread of its repetitions.
+struct Recorder {
+  std::vector<Measurement>* out = nullptr;
+  double operator()(const std::string& name, double value, const std::string& unit) const {
+    if (out != nullptr) out->push_back({name, value, unit, last_timing.runs, last_timing.spread});
+    return value;
+  }
+};
 
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t bytes) : size(bytes) {
@@ -67,7 +86,7 @@ double memcpy_bandwidth(size_t bytes, int reps) {
 
 // Sequential write then read of a temp file; O_DIRECT bypasses the page cache where the
 // filesystem supports it (tmpfs does not: then the numbers are memory speed).
-void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, double& write_bw) {
+void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, double& write_bw, const Recorder& record) {
   const std::string path = (std::filesystem::path(dir) / ("tiergen-profile-" + std::to_string(getpid()))).string();
   int flags = O_RDWR | O_CREAT | O_TRUNC;
   int fd = ::open(path.c_str(), flags | O_DIRECT, 0600);
@@ -86,8 +105,8 @@ void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, doubl
     }
     if (write) ::fsync(fd);
   };
-  write_bw = double(bytes) / median_seconds(3, [&] { io(true); });
-  read_bw = double(bytes) / median_seconds(3, [&] { io(false); });
+  write_bw = record("disk write", double(bytes) / median_seconds(3, [&] { io(true); }), "B/s");
+  read_bw = record("disk read", double(bytes) / median_seconds(3, [&] { io(false); }), "B/s");
   ::close(fd);
   std::filesystem::remove(path);
   spdlog::info("disk ({}): read {:.2f} GB/s, write {:.2f} GB/s", direct ? "O_DIRECT" : "page cache", read_bw / 1e9,
@@ -123,22 +142,36 @@ double cpu_attention_bandwidth(int64_t heads, int64_t context, int reps) {
   return 2.0 * double(batch * heads * context * d) * 2 / seconds;
 }
 
-std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick) {
+std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick, const Recorder& record) {
   std::vector<std::pair<int, double>> scaling;
   const int previous = at::get_num_threads();
   double single = 0;
   for (int t = 1; t <= max_threads; t = quick || (t < max_threads && t * 2 > max_threads) ? max_threads : t * 2) {
     at::set_num_threads(t);
-    const double rate = cpu_attention_bandwidth(8, quick ? 256 : 2048, quick ? 2 : 7);
+    const double rate = cpu_attention_bandwidth(8, quick ? 1024 : 2048, quick ? 3 : 7);
     if (t == 1) single = rate;
     scaling.emplace_back(t, rate / single);
+    record(fmt::format("cpu attention, {} thread{}", t, t == 1 ? "" : "s"), rate, "B/s");
     if (t == max_threads) break;
   }
   at::set_num_threads(previous);
   return scaling;
 }
 
-void compression_rates(HardwareProfile& p, bool quick) {
+// The thread scaling, measured again (up to twice) while it is implausible.
+std::vector<std::pair<int, double>> plausible_thread_scaling(int max_threads, bool quick, const Recorder& record) {
+  std::string why;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto scaling = thread_scaling(max_threads, quick, record);
+    why = implausible_thread_scaling(scaling);
+    if (why.empty()) return scaling;
+    spdlog::warn("profiler: {}; measuring again", why);
+  }
+  TG_THROW("profiler: implausible measurement, refused: {} (three times). Another process was probably using the "
+           "cores; rerun `tiergen profile` on a quiet machine", why);
+}
+
+void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
   const int64_t rows = quick ? 512 : 8192, cols = 4096;
   const kernels::QuantFormat format{4, 64};
   const auto layout = kernels::quantized_layout(rows, cols, format);
@@ -146,14 +179,14 @@ void compression_rates(HardwareProfile& p, bool quick) {
   std::vector<uint8_t> packed(size_t(layout.packed_bytes()));
   std::vector<uint16_t> mins(size_t(layout.meta_elems())), scales(size_t(layout.meta_elems()));
   const double bytes = double(rows * cols) * 2;
-  p.cpu_quantize = bytes / median_seconds(quick ? 2 : 7, [&] {
+  p.cpu_quantize = record("quantize", bytes / median_seconds(quick ? 3 : 7, [&] {
     kernels::quantize(dense.data(), kernels::ElemType::F16, rows, cols, format, packed.data(), mins.data(),
                       scales.data());
-  });
-  p.cpu_dequantize = bytes / median_seconds(quick ? 2 : 7, [&] {
+  }), "B/s");
+  p.cpu_dequantize = record("dequantize", bytes / median_seconds(quick ? 3 : 7, [&] {
     kernels::dequantize(packed.data(), mins.data(), scales.data(), rows, cols, format, dense.data(),
                         kernels::ElemType::F16);
-  });
+  }), "B/s");
 }
 
 uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
@@ -166,13 +199,23 @@ uint64_t free_disk(const std::string& dir) {
 
 }  // namespace
 
-HardwareProfile measure_host(const ProfilerOptions& o) {
+std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>& scaling) {
+  for (const auto& [threads, speedup] : scaling) {
+    if (speedup < 0.5 || speedup > 1.5 * threads) {
+      return fmt::format("a {}-thread speedup of {:.2f} over one thread", threads, speedup);
+    }
+  }
+  return "";
+}
+
+HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>* measurements) {
+  const Recorder record{measurements};
   TG_CHECK(std::filesystem::is_directory(o.offload_dir), "profiler: --offload-dir {} is not a directory", o.offload_dir);
   HardwareProfile p;
-  const int reps = o.quick ? 2 : 9;
+  const int reps = o.quick ? 3 : 9;
   const size_t copy_bytes = o.quick ? (32u << 20) : (512u << 20);
   p.cpu_threads = std::max(1u, std::thread::hardware_concurrency());
-  p.cpu_memory_bandwidth = memcpy_bandwidth(copy_bytes, reps);
+  p.cpu_memory_bandwidth = record("memcpy", memcpy_bandwidth(copy_bytes, reps), "B/s");
   p.io_bandwidth_per_thread = p.cpu_memory_bandwidth / std::max(1, std::min(p.cpu_threads, 4));
   spdlog::info("memcpy: {:.2f} GB/s", p.cpu_memory_bandwidth / 1e9);
 
@@ -205,18 +248,19 @@ HardwareProfile measure_host(const ProfilerOptions& o) {
     p.gpu_memory = total_bytes;
 #endif
   }
-  disk_bandwidth(o.offload_dir, o.quick ? (32u << 20) : (1024u << 20), p.disk_to_cpu, p.cpu_to_disk_decode);
+  disk_bandwidth(o.offload_dir, o.quick ? (32u << 20) : (1024u << 20), p.disk_to_cpu, p.cpu_to_disk_decode, record);
   p.disk_to_cpu_cache = p.disk_to_cpu;
   p.cpu_to_disk_cache_prefill = p.cpu_to_disk_hidden_prefill = p.cpu_to_disk_decode;
 
   const int64_t h = o.quick ? 1024 : 4096;
-  p.mm_flops_prefill = matmul_flops(device, o.quick ? 256 : 2048, h, h, reps);
-  p.mm_flops_decode = matmul_flops(device, 32, h, h, reps);
-  p.bmm_flops_prefill = bmm_flops(device, o.quick ? 8 : 32, o.quick ? 128 : 512, 128, o.quick ? 128 : 512, reps);
-  p.bmm_flops_decode = bmm_flops(device, o.quick ? 64 : 256, 1, 128, o.quick ? 256 : 2048, reps);
-  p.cpu_attention_bandwidth = cpu_attention_bandwidth(o.quick ? 8 : 32, o.quick ? 256 : 2048, reps);
-  p.cpu_thread_scaling = thread_scaling(p.cpu_threads, o.quick);
-  compression_rates(p, o.quick);
+  p.mm_flops_prefill = record("matmul, prefill shape", matmul_flops(device, o.quick ? 256 : 2048, h, h, reps), "FLOP/s");
+  p.mm_flops_decode = record("matmul, decode shape", matmul_flops(device, 32, h, h, reps), "FLOP/s");
+  p.bmm_flops_prefill = record("bmm, prefill shape", bmm_flops(device, o.quick ? 8 : 32, o.quick ? 128 : 512, 128, o.quick ? 128 : 512, reps), "FLOP/s");
+  p.bmm_flops_decode = record("bmm, decode shape", bmm_flops(device, o.quick ? 64 : 256, 1, 128, o.quick ? 256 : 2048, reps), "FLOP/s");
+  p.cpu_attention_bandwidth =
+      record("cpu attention", cpu_attention_bandwidth(o.quick ? 8 : 32, o.quick ? 256 : 2048, reps), "B/s");
+  p.cpu_thread_scaling = plausible_thread_scaling(p.cpu_threads, o.quick, record);
+  compression_rates(p, o.quick, record);
   // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
   // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per
   // element) from the device bandwidth.

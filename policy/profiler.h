@@ -6,6 +6,8 @@
 // scaling, and the (de)quantization kernels' rates. On a CPU-only host the "gpu"
 // numbers describe the host standing in for the GPU (the engine's --device cpu mode).
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "policy/hardware_profile.h"
 
@@ -16,6 +18,24 @@ struct ProfilerOptions {
   bool quick = false;                // small problems, few repetitions (about 10 s)
 };
 
-HardwareProfile measure_host(const ProfilerOptions& options);
+// One measured number: its median over `runs` timed repetitions and how far the
+// repetitions lay apart ((slowest - fastest) / median of the times).
+struct Measurement {
+  std::string name;
+  double value = 0;
+  std::string unit;
+  int runs = 0;
+  double spread = 0;
+};
+
+// Measures every number (each repeated, median kept). Throws tiergen::Error when a
+// result is implausible (a thread count slower than half a thread, or faster than
+// 1.5x per thread), after measuring it again: a busy machine gives such numbers, and
+// a profile built on them would steer every plan wrong. `measurements`, when given,
+// receives every number with its spread.
+HardwareProfile measure_host(const ProfilerOptions& options, std::vector<Measurement>* measurements = nullptr);
+
+// The plausibility rule above for a thread-scaling table; "" when plausible, else why not.
+std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>& scaling);
 
 }  // namespace tiergen::policy

@@ -16,14 +16,18 @@ std::string compression_text(const runtime::CompressionConfig& c) {
   return c.enabled ? fmt::format("{}-bit, group {}", c.bits, c.group_size) : "off";
 }
 
-void append_placement(std::string& out, const runtime::Policy& p) {
-  out += fmt::format("{:<14}{:>8}{:>8}{:>8}\n", "placement", "gpu", "cpu", "disk");
-  auto row = [&](const char* what, double gpu, double cpu, double disk) {
-    out += fmt::format("{:<14}{:>7.1f}%{:>7.1f}%{:>7.1f}%\n", what, gpu, cpu, disk);
+// Percentages as the policy holds them, beside the LP's fractions before rounding: the
+// runtime places whole tensors, so the bytes above are what counts.
+void append_fractions(std::string& out, const runtime::Policy& p, const Fractions& lp) {
+  out += fmt::format("\n{:<26}{:>8}{:>8}{:>8}   {:>8}{:>8}{:>8}\n", "fractions (secondary)", "gpu", "cpu", "disk",
+                     "LP gpu", "LP cpu", "LP disk");
+  auto row = [&](const char* what, double gpu, double cpu, double disk, int g, int c, int d) {
+    out += fmt::format("{:<26}{:>7.1f}%{:>7.1f}%{:>7.1f}%   {:>7.1f}%{:>7.1f}%{:>7.1f}%\n", what, gpu, cpu, disk,
+                       lp[g] * 100, lp[c] * 100, lp[d] * 100);
   };
-  row("weights", p.w_gpu_percent, p.w_cpu_percent, p.w_disk_percent());
-  row("kv cache", p.cache_gpu_percent, p.cache_cpu_percent, p.cache_disk_percent());
-  row("activations", p.act_gpu_percent, p.act_cpu_percent, p.act_disk_percent());
+  row("  weights", p.w_gpu_percent, p.w_cpu_percent, p.w_disk_percent(), kWg, kWc, kWn);
+  row("  kv cache", p.cache_gpu_percent, p.cache_cpu_percent, p.cache_disk_percent(), kCg, kCc, kCn);
+  row("  activations", p.act_gpu_percent, p.act_cpu_percent, p.act_disk_percent(), kHg, kHc, kHn);
 }
 
 void append_times(std::string& out, const Prediction& r) {
@@ -49,8 +53,10 @@ void append_times(std::string& out, const Prediction& r) {
                      stream_name(r.decode.bottleneck));
 }
 
+// The bytes each tier will hold: runtime::plan_memory, the accounting the runtime
+// allocates by (whole tensors placed by FlexGen's midpoint rule).
 void append_memory(std::string& out, const runtime::MemoryPlan& m, const runtime::Budgets& b) {
-  out += fmt::format("\n{:<14}{:>13}{:>13}{:>13}\n", "peak memory", "gpu", "cpu", "disk");
+  out += fmt::format("{:<14}{:>13}{:>13}{:>13}\n", "tier bytes", "gpu", "cpu", "disk");
   auto row = [&](const char* what, const runtime::TierBytes& t) {
     out += fmt::format("{:<14}{:>13}{:>13}{:>13}\n", what, format_bytes(t[Tier::Gpu]), format_bytes(t[Tier::Cpu]),
                        format_bytes(t[Tier::Disk]));
@@ -59,7 +65,7 @@ void append_memory(std::string& out, const runtime::MemoryPlan& m, const runtime
   row("kv cache", m.kv_cache);
   row("activations", m.activations);
   row("working", m.working);
-  row("total", m.total());
+  row("total (peak)", m.total());
   out += fmt::format("{:<14}{:>13}{:>13}{:>13}\n", "budget", format_bytes(b.gpu), format_bytes(b.cpu),
                      format_bytes(b.disk));
 }
@@ -73,10 +79,13 @@ nlohmann::json tier_json(const runtime::TierBytes& t) {
 std::string format_report(const SearchResult& result, const ReportContext& c) {
   const auto& p = result.policy;
   const auto& r = result.prediction;
-  std::string out = fmt::format("model {} ({} layers, hidden {}), prompt {}, gen {}; hardware {}\n\n", c.spec->name,
-                                c.spec->num_layers, c.spec->hidden_size, c.workload.prompt_len, c.workload.gen_len,
-                                c.hw->name);
-  append_placement(out, p);
+  std::string out = fmt::format(
+      "model {} ({} layers, hidden {}), {} prompts, prompt {}, gen {}, {}-byte dtype; hardware {}\n",
+      c.spec->name, c.spec->num_layers, c.spec->hidden_size,
+      c.workload.num_sequences > 0 ? std::to_string(c.workload.num_sequences) : std::string("any number of"),
+      c.workload.prompt_len, c.workload.gen_len, c.dtype_bytes, c.hw->name);
+  out += p.exactness() + "\n\n";
+  append_memory(out, result.memory, c.budgets);
   out += fmt::format("\nbatches       gpu batch {} x {} gpu batches = block of {} sequences\n", p.gpu_batch_size,
                      p.num_gpu_batches, p.block_size());
   out += fmt::format("compression   weights {}; kv cache {}\n", compression_text(p.compress_weight),
@@ -91,7 +100,7 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
                      r.decode_seconds, r.total_seconds,
                      r.init_seconds > 0 ? fmt::format(" (+{:.1f} one-off weight quantization)", r.init_seconds) : "");
   append_times(out, r);
-  append_memory(out, result.memory, c.budgets);
+  append_fractions(out, p, result.lp_fractions);
   out += fmt::format("\nsearch: {} feasible LPs, {} rounded policies checked, {:.3f} s\n", result.lp_solved,
                      result.exact_checked, result.seconds);
   return out;
@@ -108,7 +117,12 @@ nlohmann::json report_json(const SearchResult& result, const ReportContext& c) {
   return {{"policy", runtime::policy_to_json(result.policy)},
           {"predicted", predicted},
           {"model", c.spec->name},
-          {"workload", {{"prompt_len", c.workload.prompt_len}, {"gen_len", c.workload.gen_len}}},
+          {"workload",
+           {{"prompt_len", c.workload.prompt_len},
+            {"gen_len", c.workload.gen_len},
+            {"num_sequences", c.workload.num_sequences}}},
+          {"exact", result.policy.exact()},
+          {"dtype_bytes", c.dtype_bytes},
           {"budgets", {{"gpu", c.budgets.gpu}, {"cpu", c.budgets.cpu}, {"disk", c.budgets.disk}}},
           {"hardware_profile", c.hw->path}};
 }

@@ -14,14 +14,17 @@ struct ReportContext {
   runtime::Workload workload;
   runtime::Budgets budgets;
   const HardwareProfile* hw = nullptr;
+  int dtype_bytes = 2;  // compute dtype the sizes were planned for
 };
 
-// The dry run's table: placement, batches, compression, attention, threads,
-// predicted throughput, per-task times and peak memory per tier.
+// The dry run's report: first what will happen (whether the output is exact, the
+// bytes each tier holds under the runtime's own placement, batches, compression,
+// attention, threads), then predicted throughput and per-task times, then the
+// policy's percentages beside the LP's fractional answer as secondary detail.
 std::string format_report(const SearchResult& result, const ReportContext& context);
 
 // {"policy": <policy_to_json>, "predicted": {..., "peak_memory": {...}}, "model": name,
-//  "workload": {"prompt_len", "gen_len"}, "budgets": {"gpu", "cpu", "disk"} (bytes),
+//  "workload": {"prompt_len", "gen_len", "num_sequences"}, "exact": bool, "budgets": {"gpu", "cpu", "disk"} (bytes),
 //  "hardware_profile": path}. `generate` and `bench` read the "policy" part.
 nlohmann::json report_json(const SearchResult& result, const ReportContext& context);
 

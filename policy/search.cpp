@@ -6,6 +6,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "policy/infeasible.h"
 #include "policy/memory_model.h"
 #include "policy/placement_lp.h"
 #include "policy/rounding.h"
@@ -42,6 +43,7 @@ std::vector<int64_t> default_gpu_batch_sizes() {
 std::vector<int64_t> num_gpu_batch_choices(int64_t max) {
   std::vector<int64_t> out;
   for (int64_t k = 1; k <= max; k += k < 16 ? 1 : k < 64 ? 4 : 16) out.push_back(k);
+  if (out.back() != max) out.push_back(max);  // the largest block the job allows
   return out;
 }
 
@@ -78,14 +80,33 @@ runtime::Policy make_shape(int64_t gbs, int64_t ngb, const Variant& v, const Sea
   return p;
 }
 
+// The gpu batch sizes to try for a job of `num_sequences` (0: unknown): none larger
+// than the job, and the job itself as one batch when the list went beyond it.
+std::vector<int64_t> gpu_batch_sizes_for(const SearchOptions& o, int64_t num_sequences) {
+  const auto sizes = o.gpu_batch_sizes.empty() ? default_gpu_batch_sizes() : o.gpu_batch_sizes;
+  if (num_sequences <= 0) return sizes;
+  std::vector<int64_t> out;
+  bool beyond = false;
+  for (int64_t s : sizes) {
+    if (s < num_sequences) out.push_back(s);
+    beyond = beyond || s >= num_sequences;
+  }
+  if (beyond) out.push_back(num_sequences);
+  return out;
+}
+
+// Most gpu batches of `gbs` sequences a block may hold: the job's sequences bound it.
+int64_t max_num_gpu_batches_for(const SearchOptions& o, int64_t gbs, int64_t num_sequences) {
+  return num_sequences <= 0 ? o.max_num_gpu_batches : std::max<int64_t>(1, std::min(o.max_num_gpu_batches, num_sequences / gbs));
+}
+
 std::vector<Candidate> solve_all(const ModelSizes& sizes, const runtime::Workload& w,
                                  const std::array<double, runtime::kNumTiers>& caps, const HardwareProfile& hw,
                                  const SearchOptions& o) {
   std::vector<Candidate> out;
-  const auto batch_sizes = o.gpu_batch_sizes.empty() ? default_gpu_batch_sizes() : o.gpu_batch_sizes;
   for (const Variant& v : variants(o)) {
-    for (int64_t gbs : batch_sizes) {
-      for (int64_t ngb : num_gpu_batch_choices(o.max_num_gpu_batches)) {
+    for (int64_t gbs : gpu_batch_sizes_for(o, w.num_sequences)) {
+      for (int64_t ngb : num_gpu_batch_choices(max_num_gpu_batches_for(o, gbs, w.num_sequences))) {
         const runtime::Policy shape = make_shape(gbs, ngb, v, o);
         auto answer = solve_placement_lp(build_cost_model(sizes, shape, w, hw), build_memory_model(sizes, shape, w),
                                          caps, o.tie_break);
@@ -128,15 +149,22 @@ SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie, do
   return *best;
 }
 
-[[noreturn]] void throw_infeasible(const ModelSizes& sizes, const runtime::Budgets& budgets, const SearchOptions& o) {
-  runtime::CompressionConfig c = o.compression_config;
-  c.enabled = o.compression != CompressionMode::Off;
-  throw InfeasibleError(fmt::format(
-      "no placement of {} fits the memory budgets (gpu {}, cpu {}, disk {}; the planner uses {:.0f}% of each): "
-      "its weights alone take {}{}; give more memory (--gpu-mem/--cpu-mem/--disk-mem) or a shorter workload",
-      sizes.spec().name, format_bytes(budgets.gpu), format_bytes(budgets.cpu), format_bytes(budgets.disk),
-      o.memory_cap_fraction * 100, format_bytes(uint64_t(sizes.total_weight_bytes(c))),
-      c.enabled ? " compressed" : ""));
+[[noreturn]] void throw_infeasible(const model::Spec& spec, const runtime::Workload& workload,
+                                   const runtime::Budgets& budgets, const SearchOptions& o) {
+  InfeasibleInput in;
+  in.spec = &spec;
+  in.workload = workload;
+  in.budgets = budgets;
+  in.dtype_bytes = o.dtype_bytes;
+  in.allow_compression = o.compression != CompressionMode::Off;
+  in.compression = o.compression_config;
+  in.allow_cpu_attention = o.allow_cpu_attention;
+  in.memory_cap_fraction = o.memory_cap_fraction;
+  throw InfeasibleError(fmt::format("no placement of {} fits the memory budgets (gpu {}, cpu {}, disk {}) for prompts "
+                                    "of {} and {} new tokens: {}",
+                                    spec.name, format_bytes(budgets.gpu), format_bytes(budgets.cpu),
+                                    format_bytes(budgets.disk), workload.prompt_len, workload.gen_len,
+                                    explain_infeasible(in)));
 }
 
 }  // namespace
@@ -192,7 +220,7 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
       }
     }
   }
-  if (accepted.empty()) throw_infeasible(sizes, budgets, o);
+  if (accepted.empty()) throw_infeasible(spec, workload, budgets, o);
   const int checked = best.exact_checked;
   best = pick(accepted, o.near_tie, o.split_cache_gain);
   best.exact_checked = checked;

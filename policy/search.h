@@ -27,7 +27,8 @@ CompressionMode compression_mode_from_string(const std::string& text);
 const char* compression_mode_name(CompressionMode mode);
 
 struct SearchOptions {
-  CompressionMode compression = CompressionMode::Auto;
+  // Compression changes results, so the search uses it only when the user allows it.
+  CompressionMode compression = CompressionMode::Off;
   bool allow_cpu_attention = true;
   int dtype_bytes = 2;
   // FlexGen's relaxation: the LP may plan at most this share of each tier's budget
@@ -35,7 +36,10 @@ struct SearchOptions {
   // checked exactly against the full budgets.
   double memory_cap_fraction = 0.8;
   runtime::CompressionConfig compression_config{true, 4, 64};
-  std::vector<int64_t> gpu_batch_sizes;  // empty: 1, 2, 4, 8, 16, 32, 48, 64, 96, ... 1024
+  // Empty: 1, 2, 4, 8, 16, 32, 48, 64, 96, ... 1024. Sizes above the workload's
+  // num_sequences are dropped (and num_sequences itself is tried): a block never holds
+  // more sequences than the job has.
+  std::vector<int64_t> gpu_batch_sizes;
   int64_t max_num_gpu_batches = 256;
   int exact_checks = 8;  // best LP answers rounded and checked exactly
   // Weight of the sum of all lane times in the objective, breaking ties between

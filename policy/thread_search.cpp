@@ -102,6 +102,16 @@ ThreadChoice choose_threads(const ThreadSearchInput& in, const HardwareProfile& 
       best = ThreadChoice{intra, inter, io, seconds, true};
     }
   }
+  if (!best.found) {
+    // Fewer cores than the compute task plus five I/O workers: compute keeps every
+    // core (the workers mostly wait on copies), nothing is left at 0.
+    best.compute_intra_op = std::max(1, in.max_threads);
+    best.compute_inter_op = 1;
+    best.io_threads.fill(1);
+    best.layer_seconds = std::max(schedule_graph(in.compute_ops, hw.thread_speedup(best.compute_intra_op)).makespan +
+                                      in.other_compute_seconds,
+                                  io_seconds(in, best.io_threads));
+  }
   return best;
 }
 
@@ -141,7 +151,6 @@ ThreadSearchInput thread_input_for(const model::Spec& spec, const runtime::Polic
 }
 
 void apply_threads(const ThreadChoice& choice, runtime::Policy& policy) {
-  if (!choice.found) return;
   policy.threads.compute_intra_op = choice.compute_intra_op;
   policy.threads.compute_inter_op = choice.compute_inter_op + kNumIoTasks;
   policy.threads.io_threads = std::accumulate(choice.io_threads.begin(), choice.io_threads.end(), 0);

@@ -37,7 +37,9 @@ struct ThreadChoice {
   int compute_inter_op = 1;  // the compute task's own concurrency
   std::array<int, kNumIoTasks> io_threads{1, 1, 1, 1, 1};
   double layer_seconds = 0;  // estimated
-  bool found = false;        // false when max_threads < 6 (then one thread each)
+  // false when max_threads < 6: then compute gets every core and each I/O task one
+  // worker (never 0 threads anywhere).
+  bool found = false;
 };
 
 // Max number of operators running at once in the ASAP schedule, and its makespan.

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -81,11 +84,70 @@ TEST(PolicyProfile, ThreadSpeedupInterpolates) {
   EXPECT_DOUBLE_EQ(p.thread_speedup(64), 4.0);
 }
 
-TEST(PolicyProfile, DefaultPathHonoursEnvironment) {
-  setenv("TIERGEN_HW_PROFILE", "/tmp/x.json", 1);
-  EXPECT_EQ(default_profile_path(), "/tmp/x.json");
-  unsetenv("TIERGEN_HW_PROFILE");
-  EXPECT_EQ(default_profile_path(), kT4);
+// Sets environment variables for one test and restores them afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+TEST(PolicyProfile, BuiltInProfilesAreTheShippedFiles) {
+  const auto names = builtin_profile_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "t4-flexgen"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "a100-40gb-pcie4"), names.end());
+  const auto t4 = builtin_profile("t4-flexgen");
+  ASSERT_TRUE(t4.has_value());
+  EXPECT_EQ(t4->path, "built-in:t4-flexgen");
+  auto from_file = load_profile(kT4);
+  from_file.path = t4->path;
+  EXPECT_EQ(profile_to_json(*t4).dump(), profile_to_json(from_file).dump());
+  EXPECT_FALSE(builtin_profile("no-such-machine").has_value());
+}
+
+TEST(PolicyProfile, ResolutionOrder) {
+  const std::string cache = ::testing::TempDir() + "/tiergen_xdg_cache_" + std::to_string(::getpid());
+  std::filesystem::remove_all(cache);
+  ScopedEnv xdg("XDG_CACHE_HOME", cache.c_str());
+  ScopedEnv env("TIERGEN_HW_PROFILE", nullptr);
+  EXPECT_EQ(cached_profile_path(), cache + "/tiergen/hw-profile.json");
+  // Nothing of this host: the built-in default, which does not describe it.
+  auto r = resolve_profile_with_origin("");
+  EXPECT_EQ(r.origin, ProfileOrigin::BuiltIn);
+  EXPECT_EQ(r.profile.path, "built-in:t4-flexgen");
+  EXPECT_FALSE(r.describes_this_host());
+  // A cached profile of this host wins over the built-in one.
+  std::filesystem::create_directories(cache + "/tiergen");
+  auto host = load_profile(kT4);
+  host.name = "this-host";
+  save_profile(host, cached_profile_path());
+  r = resolve_profile_with_origin("");
+  EXPECT_EQ(r.origin, ProfileOrigin::HostCache);
+  EXPECT_EQ(r.profile.name, "this-host");
+  EXPECT_TRUE(r.describes_this_host());
+  // A broken cache file is skipped, not fatal.
+  std::ofstream(cached_profile_path()) << "{ not json";
+  EXPECT_EQ(resolve_profile_with_origin("").origin, ProfileOrigin::BuiltIn);
+  // The environment, then --hw (a file or a built-in name) come first.
+  {
+    ScopedEnv named("TIERGEN_HW_PROFILE", "a100-40gb-pcie4");
+    EXPECT_EQ(resolve_profile_with_origin("").origin, ProfileOrigin::Environment);
+    EXPECT_EQ(resolve_profile_with_origin("").profile.name, load_profile(TIERGEN_SOURCE_DIR "/configs/hw/a100-40gb-pcie4.json").name);
+    EXPECT_EQ(resolve_profile_with_origin(kT4).origin, ProfileOrigin::Option);
+  }
+  EXPECT_EQ(resolve_profile_with_origin("t4-flexgen").profile.path, "built-in:t4-flexgen");
+  EXPECT_THROW(resolve_profile_with_origin("/nonexistent/profile.json"), Error);
+  std::filesystem::remove_all(cache);
 }
 
 TEST(PolicyThreads, GraphConcurrencyFromKahnSchedule) {
@@ -116,9 +178,12 @@ TEST(PolicyThreads, AlgorithmThreeLeavesFiveForLoadsAndStores) {
   EXPECT_EQ(c.compute_inter_op, 2);
   // The weight load moves the most bytes and gets the most threads.
   EXPECT_EQ(*std::max_element(c.io_threads.begin(), c.io_threads.end()), c.io_threads[0]);
-  // Too few threads: nothing fits Algorithm 3's bound, the caller keeps defaults.
+  // Too few threads for Algorithm 3's bound: compute gets them all, each I/O task one.
   in.max_threads = 5;
-  EXPECT_FALSE(choose_threads(in, hw).found);
+  const auto few = choose_threads(in, hw);
+  EXPECT_FALSE(few.found);
+  EXPECT_EQ(few.compute_intra_op, 5);
+  for (int t : few.io_threads) EXPECT_EQ(t, 1);
 }
 
 }  // namespace

@@ -2,9 +2,14 @@
 // an infeasible policy is refused before any work (no weight read, no offload file).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <optional>
+
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/default_budgets.h"
 #include "tiergen/runtime/engine.h"
+#include "tiergen/runtime/host_memory.h"
 #include "tiergen/runtime/placement.h"
 #include "tiergen/runtime/tier_account.h"
 
@@ -181,6 +186,71 @@ TEST(RuntimePlacement, SplitsAndHomesFollowThePercentages) {
   EXPECT_EQ(runtime::weight_home(10, p), Tier::Disk);
   EXPECT_EQ(runtime::weight_home(60, p), Tier::Cpu);
   EXPECT_EQ(runtime::weight_home(90, p), Tier::Gpu);
+}
+
+// ---- Default budgets (the CLI's, from what the machine has).
+
+runtime::HostMemory host(uint64_t ram_gib, uint64_t process_mib, std::optional<uint64_t> device_free_gib = {}) {
+  runtime::HostMemory h;
+  h.ram = ram_gib << 30;
+  h.process_overhead = process_mib << 20;
+  if (device_free_gib) h.device_free = *device_free_gib << 30;
+  return h;
+}
+
+TEST(DefaultBudgets, NeverExceedRam) {
+  for (uint64_t ram : {1, 4, 24, 128, 512}) {
+    for (uint64_t process : {0, 300, 700}) {
+      const auto h = host(ram, process, 80);
+      const auto cpu = runtime::resolve_budgets({"", "", "", 1ull << 40}, false, h);
+      EXPECT_LE(cpu.gpu + cpu.cpu, h.usable_ram()) << ram << " GiB, --device cpu";
+      EXPECT_LE(cpu.gpu + cpu.cpu + h.process_overhead, h.ram) << ram << " GiB";
+      EXPECT_GT(cpu.gpu, 0u);
+      EXPECT_GT(cpu.cpu, 0u);
+      EXPECT_EQ(cpu.disk, 1ull << 40);
+      const auto cuda = runtime::resolve_budgets({"", "", "", 1ull << 40}, true, h);
+      EXPECT_LE(cuda.cpu, h.usable_ram()) << ram << " GiB, --device cuda";
+      EXPECT_EQ(cuda.gpu, (80ull << 30) - runtime::kCudaHeadroomBytes);
+    }
+  }
+  // --device cpu with an explicit gpu tier: the cpu default takes what is left.
+  const auto h = host(24, 500);
+  const auto b = runtime::resolve_budgets({"4GiB", "", "", 0}, false, h);
+  EXPECT_EQ(b.gpu, 4ull << 30);
+  EXPECT_LE(b.gpu + b.cpu, h.usable_ram());
+  EXPECT_THROW(runtime::resolve_budgets({"30GiB", "", "", 0}, false, h), Error);
+  // A CUDA device without room for its headroom.
+  EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, host(24, 500, 2)), Error);
+}
+
+TEST(DefaultBudgets, UnitLessSmallSizesAreRefused) {
+  try {
+    runtime::parse_budget("16", "--gpu-mem");
+    FAIL() << "16 bytes accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--gpu-mem 16"), std::string::npos) << message;
+    EXPECT_NE(message.find("16GiB"), std::string::npos) << message;
+  }
+  EXPECT_THROW(runtime::parse_budget("1048575", "--cpu-mem"), Error);
+  EXPECT_EQ(runtime::parse_budget("1048576", "--cpu-mem"), 1048576u);
+  EXPECT_EQ(runtime::parse_budget("16GiB", "--gpu-mem"), 16ull << 30);
+  EXPECT_EQ(runtime::parse_budget("512 KiB", "--gpu-mem"), 512u << 10);  // small, but with a unit
+  EXPECT_EQ(runtime::parse_budget("16B", "--gpu-mem"), 16u);             // bytes said explicitly
+}
+
+TEST(DefaultBudgets, RamBackedOffloadDirIsRecognised) {
+  EXPECT_EQ(runtime::ram_backed_filesystem(::testing::TempDir()).value_or("none"),
+            runtime::ram_backed_filesystem(::testing::TempDir() + "/not/yet/created").value_or("none"));
+  if (std::filesystem::exists("/dev/shm") && runtime::ram_backed_filesystem("/dev/shm")) {
+    EXPECT_EQ(*runtime::ram_backed_filesystem("/dev/shm/tiergen-offload"), "tmpfs");
+  }
+  EXPECT_FALSE(runtime::ram_backed_filesystem("/proc/self").has_value());
+}
+
+TEST(DefaultBudgets, ProcessMemoryIsMeasured) {
+  EXPECT_GT(runtime::process_rss_bytes(), 1u << 20);
+  EXPECT_GT(runtime::physical_memory_bytes(), runtime::process_rss_bytes());
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "src/cli/bench_report.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/host_profile.h"
 #include "src/cli/prediction_report.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
@@ -118,8 +119,10 @@ void run_bench(const BenchFlags& f) {
   runtime::Stats measured;  // all measured runs together, for the per-task comparison
   measured_sum.fill(measured);
   measured.peak_bytes = peak;
-  const policy::Prediction predicted =
-      policy::predict(spec, policy, workload, policy::resolve_profile(f.engine.hw), dtype_bytes);
+  // The runs are done: a missing or unusable profile only drops the prediction.
+  const auto profile = profile_for_prediction(f.engine.hw);
+  std::optional<policy::Prediction> predicted;
+  if (profile) predicted = policy::predict(spec, policy, workload, *profile, dtype_bytes);
   const PredictionScale scale{spec.num_layers, f.gen_len, f.repetitions};
   const std::string device = options.device.compute.str();
   const std::string dtype = options.device.dtype == at::kHalf       ? "float16"
@@ -132,10 +135,13 @@ void run_bench(const BenchFlags& f) {
                            spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len, num_prompts,
                            policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
+            << policy.exactness() << "\n"
             << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics)
             << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
                            format_bytes(peak[runtime::Tier::Cpu]), format_bytes(peak[runtime::Tier::Disk]))
-            << repetition_report(metrics, runs.size()) << predicted_vs_measured(predicted, measured, scale);
+            << repetition_report(metrics, runs.size())
+            << (predicted ? predicted_vs_measured(*predicted, measured, scale)
+                          : "predicted vs measured: skipped (no hardware profile of this host)\n");
   std::cout.flush();
 
   if (!f.json.empty()) {
@@ -177,8 +183,10 @@ void run_bench(const BenchFlags& f) {
         {"runs", runs_json},
         {"policy", runtime::policy_to_json(policy)},
         {"policy_description", policy.describe()},
-        {"prediction", policy::prediction_to_json(predicted)},
-        {"predicted_vs_measured", predicted_vs_measured_json(predicted, measured, scale)}};
+        {"exact", policy.exact()},
+        {"prediction", predicted ? policy::prediction_to_json(*predicted) : nlohmann::json()},
+        {"predicted_vs_measured", predicted ? predicted_vs_measured_json(*predicted, measured, scale)
+                                            : measured_only_json(measured)}};
     std::ofstream out(f.json, std::ios::trunc);
     TG_CHECK(out.good(), "cannot write {}", f.json);
     out << j.dump(2) << "\n";

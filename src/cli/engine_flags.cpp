@@ -9,6 +9,9 @@
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "policy/search.h"
+#include "src/cli/host_profile.h"
+#include "tiergen/runtime/default_budgets.h"
+#include "tiergen/runtime/host_memory.h"
 #include "tiergen/model/presets.h"
 
 namespace tiergen::cli {
@@ -22,8 +25,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
       ->capture_default_str();
   c->add_option("--dtype", f.dtype, "Compute dtype: auto (float16 on cuda, float32 on cpu), float32, float16, bfloat16")
       ->capture_default_str();
-  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's memory; with --device cpu, a quarter of RAM)");
-  c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of RAM)");
+  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's free memory minus 4 GiB; with --device cpu, 20% of "
+              "the RAM the process does not already use)");
+  c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of the RAM the process does not already use, less a --device cpu gpu tier)");
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
   c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (removed after the run)")->capture_default_str();
   c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str();
@@ -31,7 +35,8 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
                                "Policy JSON (FlexGen's field names; `tiergen policy --json` writes one), or 'auto' to "
                                "search one with the cost model for the budgets");
   c->add_option("--hw", f.hw, "Hardware profile JSON for --policy auto and the predicted-vs-measured report "
-                "(default: $TIERGEN_HW_PROFILE, else configs/hw/t4-flexgen.json)");
+                "or built-in name (default: $TIERGEN_HW_PROFILE, else this host's profile cached by `tiergen profile "
+                "--cache`, measured on first need)");
   c->add_option("--percent", f.percent, "FlexGen placement: wg wc cg cc hg hc (weights, KV cache, activations on gpu/cpu; disk gets the rest)")
       ->expected(6)->excludes(policy);
   c->add_option("--gpu-batch-size", f.gpu_batch_size, fmt::format("Sequences per gpu batch (default {})", default_batch_size));
@@ -39,6 +44,10 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
   c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off")->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  c->add_option("--compress", f.compress,
+                "What --policy auto may choose: off (never compress: outputs stay exact), auto (4-bit compression "
+                "where the cost model predicts a gain; tokens may change) or on")
+      ->check(CLI::IsMember({"off", "auto", "on"}))->capture_default_str();
   c->add_flag("--compress-weight", f.compress_weight, "Group-wise quantize weights");
   c->add_flag("--compress-cache", f.compress_cache, "Group-wise quantize the KV cache");
   c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
@@ -58,11 +67,15 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const mo
 runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options) {
   runtime::Policy p;
+  TG_CHECK(f.compress == "off" || f.policy_file == "auto",
+           "--compress {} applies to --policy auto; with a fixed policy use --compress-weight/--compress-cache",
+           f.compress);
   if (f.policy_file == "auto") {
     policy::SearchOptions search;
     search.dtype_bytes = options.device.dtype_bytes();
+    search.compression = policy::compression_mode_from_string(f.compress);
     if (f.compress_weight || f.compress_cache) search.compression = policy::CompressionMode::On;
-    p = policy::search_policy(spec, workload, options.budgets, policy::resolve_profile(f.hw), search).policy;
+    p = policy::search_policy(spec, workload, options.budgets, profile_for_planning(f.hw), search).policy;
   } else if (!f.policy_file.empty()) {
     p = runtime::policy_from_file(f.policy_file);
   } else {
@@ -82,13 +95,12 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
   if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
   if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
   if (f.cpu_attention) p.cpu_cache_compute = true;
-  if (f.policy_file == "auto") {
-    p.validate();
-    return p;
+  if (f.policy_file != "auto") {
+    if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
+    if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
   }
-  if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
-  if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
   p.validate();
+  spdlog::info("{}", p.exactness());
   return p;
 }
 
@@ -103,10 +115,6 @@ runtime::DeviceContext make_device(const EngineFlags& f) {
 
 namespace {
 
-uint64_t host_ram_bytes() {
-  return static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
-}
-
 uint64_t free_disk_bytes(const std::string& dir) {
   std::error_code ec;
   std::filesystem::path p = dir;
@@ -119,13 +127,17 @@ uint64_t free_disk_bytes(const std::string& dir) {
 }  // namespace
 
 runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext& device) {
-  runtime::Budgets b;
-  const uint64_t ram = host_ram_bytes();
-  b.gpu = f.gpu_mem.empty() ? ram / 4 : parse_bytes(f.gpu_mem, "--gpu-mem");
-  b.cpu = f.cpu_mem.empty() ? ram / 10 * 8 : parse_bytes(f.cpu_mem, "--cpu-mem");
-  b.disk = f.disk_mem.empty() ? free_disk_bytes(f.offload_dir) : parse_bytes(f.disk_mem, "--disk-mem");
-  if (device.is_cuda() && f.gpu_mem.empty()) {
-    spdlog::warn("--gpu-mem not given: using {} for the GPU tier", format_bytes(b.gpu));
+  const runtime::HostMemory host{runtime::physical_memory_bytes(), runtime::process_rss_bytes(),
+                                 runtime::cuda_free_bytes(device)};
+  const runtime::Budgets b = runtime::resolve_budgets({f.gpu_mem, f.cpu_mem, f.disk_mem, free_disk_bytes(f.offload_dir)},
+                                                      device.is_cuda(), host);
+  spdlog::info("budgets: gpu {}{}, cpu {}{}, disk {}{}; RAM {}, of which this process already uses {} (outside the "
+               "tiers)", format_bytes(b.gpu), f.gpu_mem.empty() ? (device.is_cuda() ? " (device free - headroom)" : " (default)") : "",
+               format_bytes(b.cpu), f.cpu_mem.empty() ? " (default)" : "", format_bytes(b.disk),
+               f.disk_mem.empty() ? " (free space)" : "", format_bytes(host.ram), format_bytes(host.process_overhead));
+  if (const auto fs = runtime::ram_backed_filesystem(f.offload_dir)) {
+    spdlog::warn("--offload-dir {} is on {}: the disk tier would live in RAM, beside the gpu and cpu tiers; point it at "
+                 "a disk-backed directory", f.offload_dir, *fs);
   }
   return b;
 }

@@ -32,6 +32,7 @@ struct EngineFlags {
   int64_t num_gpu_batches = 0;
   bool cpu_attention = false;
   std::string overlap = "on";
+  std::string compress = "off";  // what --policy auto may choose: off, auto or on
   bool compress_weight = false, compress_cache = false;
   int compress_bits = 4, compress_group_size = 64;
 };
@@ -46,6 +47,7 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, cons
 runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options);
 runtime::DeviceContext make_device(const EngineFlags& flags);
+
 runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device);
 runtime::EngineOptions make_engine_options(const EngineFlags& flags);
 

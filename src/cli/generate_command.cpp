@@ -8,6 +8,7 @@
 
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/host_profile.h"
 #include "src/cli/prediction_report.h"
 #include "src/cli/progress.h"
 #include "tiergen/common/error.h"
@@ -114,6 +115,7 @@ void run_generate(const GenerateFlags& f) {
     request_prompt.push_back(i);
   }
 
+  max_workload.num_sequences = static_cast<int64_t>(requests.size());
   const runtime::EngineOptions options = make_engine_options(f.engine);
   const runtime::Policy policy = make_policy(f.engine, f.batch_size, spec, max_workload, options);
   spdlog::info("policy: {}", policy.describe());
@@ -149,15 +151,19 @@ void run_generate(const GenerateFlags& f) {
   spdlog::info("{} prompts, {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} generated tokens/s",
                requests.size(), prompt_tokens, output_tokens, seconds, seconds > 0 ? output_tokens / seconds : 0.0);
   spdlog::info("{}", engine.stats().report());
-  const policy::Prediction predicted = policy::predict(spec, policy, max_workload, policy::resolve_profile(f.engine.hw),
-                                                       options.device.dtype_bytes());
+  if (!policy.exact()) spdlog::warn("{}", policy.exactness());
+  // The results are complete: nothing about the prediction may fail the run now.
+  const auto profile = profile_for_prediction(f.engine.hw);
+  std::optional<policy::Prediction> predicted;
+  if (profile) predicted = policy::predict(spec, policy, max_workload, *profile, options.device.dtype_bytes());
   const PredictionScale scale{spec.num_layers, max_workload.gen_len,
                               (static_cast<int64_t>(requests.size()) + policy.block_size() - 1) / policy.block_size()};
-  spdlog::info("{}", predicted_vs_measured(predicted, engine.stats(), scale));
+  if (predicted) spdlog::info("{}", predicted_vs_measured(*predicted, engine.stats(), scale));
   if (!f.stats_json.empty()) {
     nlohmann::json j = engine.stats().to_json();
     j["policy"] = runtime::policy_to_json(policy);
-    j["predicted_vs_measured"] = predicted_vs_measured_json(predicted, engine.stats(), scale);
+    j["exact"] = policy.exact();
+    j["predicted_vs_measured"] = predicted ? predicted_vs_measured_json(*predicted, engine.stats(), scale) : nlohmann::json();
     std::ofstream(f.stats_json) << j.dump(2) << "\n";
   }
 }

@@ -1,9 +1,11 @@
 // `tiergen policy`: the dry run. Picks the placement, batch shape, compression,
-// attention placement and threads for a model and workload on this hardware profile,
-// prints them with predicted times and peak memory, and optionally writes the policy
-// file that `generate` and `bench` accept. No weights are read.
+// attention placement and threads for a model and workload, prints the bytes each tier
+// will hold (the runtime's own placement), predicted times, and the LP's fractions,
+// and optionally writes the policy file that `generate` and `bench` accept. No weights
+// are read. With --device it sizes and budgets everything exactly as `generate` would.
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,9 +13,14 @@
 #include "policy/report.h"
 #include "policy/search.h"
 #include "src/cli/command.h"
+#include "src/cli/engine_flags.h"
+#include "src/cli/host_profile.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "tiergen/io/prompts.h"
 #include "tiergen/model/presets.h"
+#include "tiergen/runtime/default_budgets.h"
+#include "tiergen/tokenizer/tokenizer.h"
 
 namespace tiergen::cli {
 
@@ -21,31 +28,101 @@ namespace {
 
 struct PolicyOptions {
   std::string model;
+  std::string prompts, tokenizer;
+  int64_t num_prompts = 0;
   int64_t prompt_len = 0;
   int64_t gen_len = 0;
+  std::string device, dtype = "auto";
   std::string gpu_mem, cpu_mem, disk_mem;
+  std::string offload_dir = "/tmp/tiergen-offload";
   std::string hw;
-  std::string compress = "auto";
+  std::string compress = "off";
   bool no_cpu_attention = false;
   std::string json_path;
 };
 
-uint64_t budget_or(const std::string& text, uint64_t fallback, const char* what) {
-  return text.empty() ? fallback : parse_bytes(text, what);
+// The workload of a prompts file: how many prompts, the longest after tokenization, and
+// the most tokens any of them asks for (its max_tokens, else --gen-len).
+runtime::Workload workload_of_file(const PolicyOptions& o, const model::Spec& spec) {
+  const auto records = io::read_prompts(o.prompts, io::parse_prompt_format("auto"));
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  const std::string tok_dir = !o.tokenizer.empty() ? o.tokenizer : o.model;
+  runtime::Workload w{0, 0, static_cast<int64_t>(records.size())};
+  TG_CHECK(!records.empty(), "{}: no prompts", o.prompts);
+  for (const auto& p : records) {
+    if (p.text && !tok) {
+      TG_CHECK(std::filesystem::is_directory(tok_dir) && tokenizer::Tokenizer::exists_in(tok_dir),
+               "{}:{}: text prompt but no tokenizer: give --tokenizer DIR (or a model directory with one)", o.prompts,
+               p.line);
+      tok = tokenizer::Tokenizer::load(tok_dir);
+    }
+    const auto length = static_cast<int64_t>(p.text ? tok->encode(*p.text).size() : p.token_ids.size());
+    w.prompt_len = std::max(w.prompt_len, length);
+    w.gen_len = std::max(w.gen_len, p.overrides.max_tokens.value_or(o.gen_len));
+  }
+  TG_CHECK(w.prompt_len + w.gen_len <= spec.max_positions, "{}: the longest prompt ({} tokens) plus {} new tokens "
+           "exceeds the model's {} positions", o.prompts, w.prompt_len, w.gen_len, spec.max_positions);
+  return w;
+}
+
+runtime::Workload workload_of(const PolicyOptions& o, const model::Spec& spec) {
+  if (!o.prompts.empty()) return workload_of_file(o, spec);
+  TG_CHECK(o.prompt_len > 0, "give --prompts FILE, or --prompt-len (with --gen-len and optionally --num-prompts)");
+  return {o.prompt_len, o.gen_len, o.num_prompts};
+}
+
+// What `generate --device D --dtype T` would use: the device's dtype, and the budgets
+// with the same defaults.
+struct Target {
+  int dtype_bytes = 2;
+  runtime::Budgets budgets;
+  policy::HardwareProfile hw;
+};
+
+int dtype_bytes_of(const std::string& dtype) {
+  if (dtype == "float32") return 4;
+  TG_CHECK(dtype == "auto" || dtype == "float16" || dtype == "bfloat16",
+           "--dtype must be auto, float32, float16 or bfloat16, got '{}'", dtype);
+  return 2;
+}
+
+Target target_of(const PolicyOptions& o) {
+  Target t;
+  if (!o.device.empty()) {
+    EngineFlags flags;
+    flags.device = o.device;
+    flags.dtype = o.dtype;
+    flags.gpu_mem = o.gpu_mem;
+    flags.cpu_mem = o.cpu_mem;
+    flags.disk_mem = o.disk_mem;
+    flags.offload_dir = o.offload_dir;
+    const runtime::DeviceContext device = make_device(flags);
+    t.dtype_bytes = device.dtype_bytes();
+    t.budgets = make_budgets(flags, device);
+    t.hw = profile_for_planning(o.hw);
+    return t;
+  }
+  // No device: a plan for the profile's machine, with its capacities as default budgets.
+  t.dtype_bytes = dtype_bytes_of(o.dtype);
+  t.hw = policy::resolve_profile(o.hw);
+  auto budget_or = [](const std::string& text, uint64_t fallback, const char* flag) {
+    return text.empty() ? fallback : runtime::parse_budget(text, flag);
+  };
+  t.budgets = {budget_or(o.gpu_mem, t.hw.gpu_memory, "--gpu-mem"), budget_or(o.cpu_mem, t.hw.cpu_memory, "--cpu-mem"),
+               budget_or(o.disk_mem, t.hw.disk_memory, "--disk-mem")};
+  return t;
 }
 
 void run_policy(const PolicyOptions& o) {
   const model::Spec spec = model::resolve_spec(o.model);
-  const policy::HardwareProfile hw = policy::resolve_profile(o.hw);
-  const runtime::Workload workload{o.prompt_len, o.gen_len};
-  const runtime::Budgets budgets{budget_or(o.gpu_mem, hw.gpu_memory, "--gpu-mem"),
-                                 budget_or(o.cpu_mem, hw.cpu_memory, "--cpu-mem"),
-                                 budget_or(o.disk_mem, hw.disk_memory, "--disk-mem")};
+  const runtime::Workload workload = workload_of(o, spec);
+  const Target target = target_of(o);
   policy::SearchOptions options;
   options.compression = policy::compression_mode_from_string(o.compress);
   options.allow_cpu_attention = !o.no_cpu_attention;
-  const policy::SearchResult result = policy::search_policy(spec, workload, budgets, hw, options);
-  const policy::ReportContext context{&spec, workload, budgets, &hw};
+  options.dtype_bytes = target.dtype_bytes;
+  const policy::SearchResult result = policy::search_policy(spec, workload, target.budgets, target.hw, options);
+  const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
   std::cout << policy::format_report(result, context) << std::flush;
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
@@ -57,23 +134,41 @@ void run_policy(const PolicyOptions& o) {
 }
 
 void setup_policy_command(CLI::App& app) {
-  auto options = std::make_shared<PolicyOptions>();
+  auto o = std::make_shared<PolicyOptions>();
   CLI::App* cmd = app.add_subcommand(
       "policy", "Dry run: choose placement, batch sizes, compression, CPU attention and threads; print predictions");
-  cmd->add_option("--model", options->model, "Preset name (e.g. opt-30b) or model directory with config.json")
-      ->required();
-  cmd->add_option("--prompt-len", options->prompt_len, "Prompt length s (tokens)")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--gen-len", options->gen_len, "Tokens to generate n")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--gpu-mem", options->gpu_mem, "GPU memory budget (e.g. 16GiB); default: the profile's capacity");
-  cmd->add_option("--cpu-mem", options->cpu_mem, "CPU memory budget; default: the profile's capacity");
-  cmd->add_option("--disk-mem", options->disk_mem, "Disk budget; default: the profile's capacity");
-  cmd->add_option("--hw", options->hw,
-                  "Hardware profile JSON (default: $TIERGEN_HW_PROFILE, else configs/hw/t4-flexgen.json)");
-  cmd->add_option("--compress", options->compress, "4-bit group-wise compression: auto, on or off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->add_flag("--no-cpu-attention", options->no_cpu_attention, "Never compute decode attention on the CPU");
-  cmd->add_option("--json", options->json_path, "Write the policy file (with predictions) here");
-  cmd->callback([options] { run_policy(*options); });
+  cmd->add_option("--model", o->model, "Preset name (e.g. opt-30b) or model directory with config.json")->required();
+  auto* prompts = cmd->add_option("--prompts", o->prompts,
+                                  "Plan for this prompt file (as `generate -p` takes it): its number of prompts, "
+                                  "their tokenized lengths and max_tokens");
+  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer directory for text prompts (default: the model directory)")
+      ->needs(prompts);
+  cmd->add_option("--num-prompts", o->num_prompts, "Number of prompts of the job (default: unbounded)")
+      ->check(CLI::PositiveNumber)->excludes(prompts);
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt length s (tokens)")->check(CLI::PositiveNumber)
+      ->excludes(prompts);
+  cmd->add_option("--gen-len", o->gen_len, "Tokens to generate n (with --prompts: for prompts without max_tokens)")
+      ->default_val(32)->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o->device,
+                  "Plan for this device as `generate --device` runs it: cpu, cuda, cuda:N or auto (its dtype and "
+                  "default budgets; default: the hardware profile's machine)");
+  cmd->add_option("--dtype", o->dtype, "Compute dtype as `generate --dtype`: auto, float32, float16, bfloat16")
+      ->capture_default_str();
+  cmd->add_option("--gpu-mem", o->gpu_mem, "GPU memory budget (e.g. 16GiB); default: as generate with --device, "
+                  "else the profile's capacity");
+  cmd->add_option("--cpu-mem", o->cpu_mem, "CPU memory budget; default: as generate with --device, else the profile's");
+  cmd->add_option("--disk-mem", o->disk_mem, "Disk budget; default: as generate with --device, else the profile's");
+  cmd->add_option("--offload-dir", o->offload_dir, "Disk tier directory (for the --device disk default)")
+      ->capture_default_str();
+  cmd->add_option("--hw", o->hw, "Hardware profile JSON or built-in name (default: $TIERGEN_HW_PROFILE, else this "
+                  "host's cached profile, else the built-in t4-flexgen)");
+  cmd->add_option("--compress", o->compress,
+                  "4-bit group-wise compression: off (default: outputs stay exact), auto (when predicted faster; "
+                  "tokens may change) or on")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Never compute decode attention on the CPU");
+  cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here");
+  cmd->callback([o] { run_policy(*o); });
 }
 
 }  // namespace

@@ -67,4 +67,10 @@ nlohmann::json predicted_vs_measured_json(const policy::Prediction& p, const run
           {"tasks", tasks}};
 }
 
+nlohmann::json measured_only_json(const runtime::Stats& m) {
+  return {{"throughput",
+           {{"predicted", nullptr},
+            {"measured", {{"prefill", m.prefill_throughput()}, {"decode", m.decode_throughput()}, {"total", m.total_throughput()}}}}}};
+}
+
 }  // namespace tiergen::cli

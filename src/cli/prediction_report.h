@@ -20,5 +20,7 @@ std::string predicted_vs_measured(const policy::Prediction& predicted, const run
                                   const PredictionScale& scale);
 nlohmann::json predicted_vs_measured_json(const policy::Prediction& predicted, const runtime::Stats& measured,
                                           const PredictionScale& scale);
+// The same record's measured half, "predicted" null: for runs without a profile of this host.
+nlohmann::json measured_only_json(const runtime::Stats& measured);
 
 }  // namespace tiergen::cli

@@ -82,6 +82,23 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
 
 void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result) {
   BlockRunner runner(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults);
+  // A block with fewer sequences than the policy's (the job's last one) runs at its
+  // own size rather than padded to the full block: same placement, fewer rows.
+  Policy partial_policy;
+  std::unique_ptr<BlockRunner> partial_runner;
+  auto runner_for = [&](size_t sequences) -> BlockRunner& {
+    const Policy fitted = policy_.fitted_to(static_cast<int64_t>(sequences));
+    if (fitted.block_size() == policy_.block_size()) return runner;
+    if (!partial_runner || partial_policy.gpu_batch_size != fitted.gpu_batch_size ||
+        partial_policy.num_gpu_batches != fitted.num_gpu_batches) {
+      partial_runner.reset();
+      partial_policy = fitted;
+      partial_runner = std::make_unique<BlockRunner>(spec_, partial_policy, *weights_, *tiers_, options_.device, stats_,
+                                                     options_.faults);
+      spdlog::debug("block of {} sequences runs as {} x {}", sequences, fitted.gpu_batch_size, fitted.num_gpu_batches);
+    }
+    return *partial_runner;
+  };
   for (const auto& indices : make_blocks(requests)) {
     std::vector<SequenceRequest> block;
     int64_t padded_len = 0;
@@ -90,7 +107,7 @@ void Engine::generate(const std::vector<SequenceRequest>& requests, const Result
       padded_len = std::max<int64_t>(padded_len, static_cast<int64_t>(requests[i].prompt.size()));
     }
     const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
-    const auto results = runner.run(block);
+    const auto results = runner_for(block.size()).run(block);
     if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
     for (size_t s = 0; s < indices.size(); ++s) {
       stats_.sequences += 1;

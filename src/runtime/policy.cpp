@@ -1,5 +1,6 @@
 #include "tiergen/runtime/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -70,6 +71,22 @@ void Policy::validate() const {
   check_compression(compress_cache, "compress_cache");
   TG_CHECK(threads.compute_intra_op >= 0 && threads.compute_inter_op >= 0 && threads.io_threads >= 0,
            "policy: thread counts must not be negative");
+}
+
+Policy Policy::fitted_to(int64_t sequences) const {
+  Policy fitted = *this;
+  if (sequences <= 0 || sequences >= block_size()) return fitted;
+  fitted.num_gpu_batches = std::min(num_gpu_batches, (sequences + gpu_batch_size - 1) / gpu_batch_size);
+  fitted.gpu_batch_size = (sequences + fitted.num_gpu_batches - 1) / fitted.num_gpu_batches;
+  return fitted;
+}
+
+std::string Policy::exactness() const {
+  if (exact()) return "output: exact (no compression; tokens are those of a full-precision run)";
+  std::string what;
+  if (compress_weight.enabled) what += fmt::format("{}-bit weights", compress_weight.bits);
+  if (compress_cache.enabled) what += fmt::format("{}{}-bit KV cache", what.empty() ? "" : " and ", compress_cache.bits);
+  return fmt::format("output: LOSSY ({} compression): tokens may differ from a full-precision run", what);
 }
 
 std::string Policy::describe() const {

@@ -31,9 +31,12 @@ struct Budgets {
 };
 
 // The batch shape a policy runs: every sequence padded to prompt_len, gen_len new tokens.
+// num_sequences is the size of the whole job (what a plan may batch together); 0 when
+// unknown, and the byte accounting never depends on it.
 struct Workload {
   int64_t prompt_len = 0;
   int64_t gen_len = 0;
+  int64_t num_sequences = 0;
 };
 
 // FlexGen's rule (init_weight_list): within one layer, a tensor goes to the tier whose

@@ -44,6 +44,16 @@ struct Policy {
   double cache_disk_percent() const { return 100 - cache_gpu_percent - cache_cpu_percent; }
   double act_disk_percent() const { return 100 - act_gpu_percent - act_cpu_percent; }
   int64_t block_size() const { return gpu_batch_size * num_gpu_batches; }
+  // The policy a block of only `sequences` sequences runs with: the fewest gpu batches
+  // of at most gpu_batch_size that hold them, batches as even as possible; placement,
+  // compression and threads unchanged. Never larger than this policy in either
+  // dimension, so it needs no more memory. Itself when the block is full.
+  Policy fitted_to(int64_t sequences) const;
+
+  // Whether results are exactly those of an uncompressed run (no lossy option on).
+  bool exact() const { return !compress_weight.enabled && !compress_cache.enabled; }
+  // One line for the user: "output: exact ..." or "output: LOSSY: ..." naming what changes results.
+  std::string exactness() const;
 
   // Throws tiergen::Error describing the first inconsistent field.
   void validate() const;

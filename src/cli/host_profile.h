@@ -1,0 +1,23 @@
+#pragma once
+// The hardware profile a command plans and predicts with. A profile of this host (--hw,
+// $TIERGEN_HW_PROFILE, or the one cached by `tiergen profile --cache`) is used as is.
+// Without one, `generate` and `bench` measure a quick profile once and cache it; when
+// that is not possible they go on without (planning with the built-in profile,
+// skipping the prediction) and say so in one line, never failing the run.
+#include <optional>
+#include <string>
+
+#include "policy/hardware_profile.h"
+
+namespace tiergen::cli {
+
+// For `--policy auto`: this host's profile, measured and cached when there is none;
+// the built-in default (with a warning) when measuring fails. Errors in a profile the
+// user named (--hw, $TIERGEN_HW_PROFILE) are thrown: the run has not started yet.
+policy::HardwareProfile profile_for_planning(const std::string& hw_option);
+
+// For the predicted-vs-measured report after a run: never throws. nullopt, after one
+// line saying why, when no profile of this host can be had.
+std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option);
+
+}  // namespace tiergen::cli

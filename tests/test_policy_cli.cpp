@@ -1,0 +1,206 @@
+// `tiergen policy`, `generate --policy auto` and the hardware profile end to end on a
+// tiny random model (--device cpu): a missing profile never fails a finished run,
+// `policy --device cpu` and `generate` agree on feasibility, budgets without a unit are
+// refused, the installed binary finds its built-in profiles, and the dry run prints
+// the bytes each tier will hold and whether the output is exact.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTiergen = TIERGEN_BINARY_DIR "/tiergen";
+const std::string kMakeTinyModel = TIERGEN_BINARY_DIR "/make-tiny-model";
+
+struct Result {
+  int code = -1;  // exit code, or -signal
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+int64_t count_lines(const fs::path& p) {
+  const std::string s = slurp(p);
+  return std::count(s.begin(), s.end(), '\n');
+}
+
+// Runs `args` with stdout and stderr to files in `dir`, and an environment whose
+// profile cache is `dir`/cache (empty: no profile of this host) and without
+// $TIERGEN_HW_PROFILE, so the machine's own cached profile never leaks in.
+Result run(const std::vector<std::string>& args, const fs::path& dir, const std::string& cache_name = "cache") {
+  static int counter = 0;
+  const std::string out = (dir / ("out-" + std::to_string(++counter))).string();
+  const std::string err = out + ".err";
+  const std::string cache = (dir / cache_name).string();
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, STDOUT_FILENO);
+    ::dup2(e, STDERR_FILENO);
+    ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+    ::unsetenv("TIERGEN_HW_PROFILE");
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Result r;
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+class PolicyCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::path(::testing::TempDir()) / ("tiergen-policy-cli-" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    const Result made = run({kMakeTinyModel, "--arch", "opt", "--out", model_dir(), "--seed", "5"}, *dir_);
+    ASSERT_EQ(made.code, 0) << made.err;
+    std::ofstream prompts(prompts_file());
+    for (int i = 0; i < 5; ++i) {
+      prompts << "{\"prompt_token_ids\": [" << 10 + i << ", 11, 12, 13, 14, 15], \"max_tokens\": " << 3 + i << "}\n";
+    }
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  static std::string model_dir() { return (*dir_ / "tiny-opt").string(); }
+  static std::string prompts_file() { return (*dir_ / "prompts.jsonl").string(); }
+  static fs::path dir() { return *dir_; }
+
+  static std::vector<std::string> generate_args(const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {kTiergen, "generate", "--model", model_dir(), "--device", "cpu",
+                                  "-p", prompts_file(), "-o", out, "--overwrite",
+                                  "--offload-dir", (dir() / "offload").string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  static fs::path* dir_;
+};
+
+fs::path* PolicyCli::dir_ = nullptr;
+
+TEST_F(PolicyCli, MissingProfileNeverFailsAFinishedRun) {
+  const fs::path out = dir() / "missing-profile.jsonl";
+  const Result r = run(generate_args(out.string(), {"--hw", (dir() / "no-such-profile.json").string()}), dir());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count_lines(out), 5);
+  EXPECT_NE(r.err.find("predicted vs measured: skipped"), std::string::npos) << r.err;
+  // No profile of this host at all (empty cache): the prediction is skipped or measured,
+  // never an error.
+  const Result none = run(generate_args(out.string(), {}), dir());
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(count_lines(out), 5);
+}
+
+TEST_F(PolicyCli, ExactnessIsReported) {
+  const fs::path out = dir() / "exact.jsonl";
+  const Result r = run(generate_args(out.string(), {"--policy", "auto", "--hw", "t4-flexgen"}), dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("output: exact"), std::string::npos) << r.err;
+  const Result lossy = run(generate_args(out.string(), {"--compress-weight"}), dir());
+  ASSERT_EQ(lossy.code, 0) << lossy.err;
+  EXPECT_NE(lossy.err.find("LOSSY"), std::string::npos) << lossy.err;
+  // --compress applies to the search only.
+  const Result misplaced = run(generate_args(out.string(), {"--compress", "auto"}), dir());
+  EXPECT_GT(misplaced.code, 0);
+}
+
+TEST_F(PolicyCli, UnitLessBudgetIsRefused) {
+  const fs::path out = dir() / "never.jsonl";
+  const Result r = run(generate_args(out.string(), {"--gpu-mem", "16"}), dir());
+  EXPECT_GT(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("a size needs a unit"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out) && count_lines(out) > 0);
+  const Result p = run({kTiergen, "policy", "--model", model_dir(), "--prompt-len", "8", "--cpu-mem", "100"}, dir());
+  EXPECT_GT(p.code, 0) << p.err;
+}
+
+TEST_F(PolicyCli, PolicyPrintsTierBytesFirstAndPlansForTheJob) {
+  const Result r = run({kTiergen, "policy", "--model", model_dir(), "--prompts", prompts_file(), "--device", "cpu",
+                        "--gpu-mem", "4MiB", "--cpu-mem", "64MiB", "--hw", "t4-flexgen"},
+                       dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t bytes = r.out.find("tier bytes");
+  const size_t fractions = r.out.find("fractions (secondary)");
+  ASSERT_NE(bytes, std::string::npos) << r.out;
+  ASSERT_NE(fractions, std::string::npos) << r.out;
+  EXPECT_LT(bytes, fractions);
+  EXPECT_NE(r.out.find("output: exact"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5 prompts, prompt 6, gen 7, 4-byte dtype"), std::string::npos) << r.out;
+}
+
+// For a range of gpu budgets around what the tiny model needs in float32, `policy
+// --device cpu` (the dry run) and `generate --policy auto` (the real run) agree.
+TEST_F(PolicyCli, PolicyAndGenerateAgreeOnFeasibility) {
+  int feasible = 0, infeasible = 0;
+  for (const char* gpu : {"256KiB", "512KiB", "600KiB", "768KiB", "1MiB", "4MiB"}) {
+    const std::vector<std::string> budgets = {"--gpu-mem", gpu, "--cpu-mem", "2MiB", "--disk-mem", "1MiB",
+                                              "--hw", "t4-flexgen"};
+    std::vector<std::string> policy = {kTiergen, "policy", "--model", model_dir(), "--prompts", prompts_file(),
+                                       "--device", "cpu", "--dtype", "float32"};
+    policy.insert(policy.end(), budgets.begin(), budgets.end());
+    const Result planned = run(policy, dir());
+    const fs::path out = dir() / (std::string("agree-") + gpu + ".jsonl");
+    std::vector<std::string> extra = {"--policy", "auto", "--dtype", "float32"};
+    extra.insert(extra.end(), budgets.begin(), budgets.end());
+    const Result ran = run(generate_args(out.string(), extra), dir());
+    ASSERT_GE(planned.code, 0) << planned.err;
+    ASSERT_GE(ran.code, 0) << ran.err;
+    EXPECT_EQ(planned.code == 0, ran.code == 0) << "gpu " << gpu << "\npolicy:\n" << planned.out << planned.err
+                                                << "\ngenerate:\n" << ran.err;
+    (planned.code == 0 ? feasible : infeasible) += 1;
+    if (planned.code != 0) EXPECT_NE(planned.err.find("short by"), std::string::npos) << planned.err;
+    if (ran.code == 0) EXPECT_EQ(count_lines(out), 5);
+  }
+  // The range covers both answers (otherwise the agreement proves little).
+  EXPECT_GT(feasible, 0);
+  EXPECT_GT(infeasible, 0);
+}
+
+// `cmake --install` gives a binary that needs nothing from the source or build tree for
+// its defaults: presets and hardware profiles are compiled in.
+TEST_F(PolicyCli, InstalledBinaryFindsItsDefaults) {
+  const fs::path prefix = dir() / "prefix";
+  const Result installed = run({"/usr/bin/cmake", "--install", TIERGEN_BINARY_DIR, "--prefix", prefix.string()}, dir());
+  if (installed.code == 127) GTEST_SKIP() << "no cmake at /usr/bin/cmake";
+  ASSERT_EQ(installed.code, 0) << installed.out << installed.err;
+  const fs::path bin = prefix / "bin" / "tiergen";
+  ASSERT_TRUE(fs::exists(bin));
+  // With an empty profile cache: the default is the built-in profile.
+  const Result r = run({bin.string(), "policy", "--model", "opt-125m", "--num-prompts", "4", "--prompt-len", "16",
+                        "--gen-len", "8"},
+                       dir(), "empty-cache");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("built-in:t4-flexgen"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("block of"), std::string::npos) << r.out;
+  const Result named = run({bin.string(), "policy", "--model", "opt-125m", "--prompt-len", "16", "--hw",
+                            "a100-40gb-pcie4"}, dir());
+  EXPECT_EQ(named.code, 0) << named.err;
+}
+
+}  // namespace
