@@ -265,8 +265,11 @@ void ResultWriter::submit(ResultRecord record) {
            "{}: result for prompt {} (id \"{}\") submitted twice, or it was already done before resuming", path_,
            record.index, record.id);
   if (!ids_.empty()) {
-    TG_CHECK(record.id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
-             path_, record.index, record.id, ids_[record.index]);
+    // The OpenAI format names its lines by "custom_id".
+    const std::string& id = options_.format == ResultFormat::OpenAi && !record.custom_id.empty() ? record.custom_id
+                                                                                                : record.id;
+    TG_CHECK(id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
+             path_, record.index, id, ids_[record.index]);
   }
   pending_.emplace(record.index, serialize(record) + '\n');
   bool wrote = false;
