@@ -12,10 +12,14 @@
 namespace tiergen::io {
 namespace {
 
+// The first error: the read's own, or else the first request's (bad fields make a
+// request fail on its own).
 std::string error_of_jsonl(const std::string& text) {
   std::istringstream in(text);
   try {
-    read_prompts(in, "bad.jsonl", PromptFormat::Jsonl);
+    for (const auto& p : read_prompts(in, "bad.jsonl", PromptFormat::Jsonl)) {
+      if (p.error) return *p.error;
+    }
   } catch (const Error& e) {
     return e.what();
   }

@@ -203,11 +203,16 @@ TEST_F(PromptReaderTest, BadTokenIdsNameTheLine) {
       {R"({"prompt_token_ids": [18446744073709551615]})", "non-negative"},
       {R"({"prompt": "x", "prompt_token_ids": [1]})", "not both"},
   };
+  // Each is that request's own error; the file is still read.
   for (const auto& [line, expect] : cases) {
-    const auto path = write("p.jsonl", "{\"prompt\": \"ok\"}\n" + line + "\n");
-    const auto msg = error_of([&] { read_prompts(path); });
+    const auto prompts = read_prompts(write("p.jsonl", "{\"prompt\": \"ok\"}\n" + line + "\n{\"prompt\": \"next\"}\n"));
+    ASSERT_EQ(prompts.size(), 3u);
+    EXPECT_FALSE(prompts[0].error.has_value());
+    ASSERT_TRUE(prompts[1].error.has_value()) << line;
+    const std::string msg = *prompts[1].error;
     EXPECT_NE(msg.find("p.jsonl:2:"), std::string::npos) << msg;
     EXPECT_NE(msg.find(expect), std::string::npos) << msg;
+    EXPECT_EQ(prompts[2].text, "next");
   }
 }
 
@@ -226,11 +231,37 @@ TEST_F(PromptReaderTest, BadOverridesNameTheLineAndField) {
       {R"({"text": "x"})", "no \"prompt\""},
   };
   for (const auto& [line, expect] : cases) {
-    const auto path = write("p.jsonl", line + "\n");
-    const auto msg = error_of([&] { read_prompts(path); });
+    const auto prompts = read_prompts(write("p.jsonl", line + "\n"));
+    ASSERT_EQ(prompts.size(), 1u);
+    ASSERT_TRUE(prompts[0].error.has_value()) << line;
+    const std::string msg = *prompts[0].error;
     EXPECT_NE(msg.find("p.jsonl:1:"), std::string::npos) << msg;
     EXPECT_NE(msg.find(expect), std::string::npos) << msg;
   }
+}
+
+TEST_F(PromptReaderTest, EveryRequestFieldIsRead) {
+  const auto prompts = read_prompts(write(
+      "p.jsonl",
+      R"({"prompt": "x", "min_tokens": 2, "n": 3, "stop": ["a", "bc"], "stop_token_ids": [7], "ignore_eos": true, "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.3, "logprobs": 4, "echo": false, "user": "u", "stream": false, "top_k": -1})"
+      "\n"
+      R"({"prompt": "y", "stop": "only"})"
+      "\n"));
+  ASSERT_EQ(prompts.size(), 2u);
+  ASSERT_FALSE(prompts[0].error) << *prompts[0].error;
+  const auto& o = prompts[0].overrides;
+  EXPECT_EQ(o.min_tokens, 2);
+  EXPECT_EQ(o.n, 3);
+  EXPECT_EQ(*o.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(*o.stop_token_ids, std::vector<int64_t>{7});
+  EXPECT_EQ(o.ignore_eos, true);
+  EXPECT_DOUBLE_EQ(*o.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(*o.frequency_penalty, -0.5);
+  EXPECT_DOUBLE_EQ(*o.repetition_penalty, 1.3);
+  EXPECT_EQ(o.logprobs, 4);
+  EXPECT_EQ(o.echo, false);
+  EXPECT_EQ(o.top_k, 0);  // vLLM's -1 is "off"
+  EXPECT_EQ(*prompts[1].overrides.stop, std::vector<std::string>{"only"});
 }
 
 TEST_F(PromptReaderTest, InvalidJsonNamesLineAndParserMessage) {
@@ -288,32 +319,39 @@ TEST_F(PromptReaderTest, OpenAiBatchRequests) {
   EXPECT_EQ(prompts[1].line, 2);
 }
 
-TEST_F(PromptReaderTest, OpenAiChatRequestsAreRefusedNamingTheLine) {
-  const auto by_url = write(
+TEST_F(PromptReaderTest, OpenAiChatRequestsAreReadAndBadRequestsAreRequestErrors) {
+  const auto prompts = read_prompts(write(
       "chat.jsonl",
       R"({"custom_id": "a", "url": "/v1/completions", "body": {"prompt": "x"}})"
       "\n"
-      R"({"custom_id": "b", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}})"
-      "\n");
-  auto msg = error_of([&] { read_prompts(by_url); });
-  EXPECT_NE(msg.find("chat.jsonl:2:"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not supported"), std::string::npos) << msg;
-  const auto by_body = write(
-      "chat2.jsonl", R"({"custom_id": "b", "body": {"messages": [{"role": "user", "content": "hi"}]}})"
-                     "\n");
-  msg = error_of([&] { read_prompts(by_body); });
-  EXPECT_NE(msg.find("chat2.jsonl:1:"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("messages"), std::string::npos) << msg;
-  const auto other_url = write("emb.jsonl", R"({"custom_id": "c", "url": "/v1/embeddings", "body": {"prompt": "x"}})"
-                                            "\n");
-  msg = error_of([&] { read_prompts(other_url); });
-  EXPECT_NE(msg.find("emb.jsonl:1:"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("/v1/embeddings"), std::string::npos) << msg;
-  const auto no_body = write("nobody.jsonl", R"({"custom_id": "d"})"
-                                             "\n");
-  msg = error_of([&] { read_prompts(no_body); });
-  EXPECT_NE(msg.find("nobody.jsonl:1:"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("body"), std::string::npos) << msg;
+      R"({"custom_id": "b", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}})"
+      "\n"
+      R"({"custom_id": "c", "url": "/v1/embeddings", "body": {"prompt": "x"}})"
+      "\n"
+      R"({"custom_id": "d"})"
+      "\n"
+      R"({"custom_id": "e", "url": "/v1/completions", "body": {"messages": [{"role": "user", "content": "hi"}]}})"
+      "\n"
+      R"({"custom_id": "f", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user"}]}})"
+      "\n"));
+  ASSERT_EQ(prompts.size(), 6u);
+  EXPECT_FALSE(prompts[0].error);
+  ASSERT_FALSE(prompts[1].error) << *prompts[1].error;
+  ASSERT_TRUE(prompts[1].messages.has_value());
+  ASSERT_EQ(prompts[1].messages->size(), 2u);
+  EXPECT_EQ((*prompts[1].messages)[0].role, "system");
+  EXPECT_EQ((*prompts[1].messages)[1].content, "hi");
+  EXPECT_EQ(prompts[1].model, "m");
+  EXPECT_EQ(prompts[1].custom_id, "b");
+  const std::pair<size_t, std::string> errors[] = {
+      {2, "/v1/embeddings"}, {3, "body"}, {4, "/v1/chat/completions"}, {5, "messages"}};
+  for (const auto& [i, expect] : errors) {
+    ASSERT_TRUE(prompts[i].error.has_value()) << i;
+    EXPECT_NE(prompts[i].error->find("chat.jsonl:" + std::to_string(i + 1) + ":"), std::string::npos) << *prompts[i].error;
+    EXPECT_NE(prompts[i].error->find(expect), std::string::npos) << *prompts[i].error;
+    EXPECT_TRUE(prompts[i].openai);
+    EXPECT_EQ(prompts[i].custom_id, std::string(1, static_cast<char>('a' + i)));  // named in its error line
+  }
 }
 
 TEST_F(PromptReaderTest, KindsMayBeMixedPerLine) {
@@ -346,15 +384,30 @@ TEST_F(PromptReaderTest, IdPrecedenceIsIdThenCustomIdThenIndex) {
   EXPECT_EQ(prompt_ids(prompts), (std::vector<std::string>{"own", "cid2", "42", "3"}));
 }
 
-TEST_F(PromptReaderTest, UnknownKeysAndStopAreIgnored) {
+TEST_F(PromptReaderTest, UnknownFieldsAreRequestErrorsNamingTheField) {
   const auto prompts = read_prompts(write(
-      "p.jsonl", R"({"prompt": "a", "foo": 1, "stop": ["\n"], "bar": {"x": 2}})"
+      "p.jsonl", R"({"prompt": "a", "foo": 1})"
                  "\n"
-                 R"({"custom_id": "z", "body": {"prompt": "b", "logprobs": 5, "model": "m"}})"
+                 R"({"custom_id": "z", "body": {"prompt": "b", "suffix": "s", "model": "m"}})"
+                 "\n"
+                 R"({"prompt": "c", "stream": true})"
                  "\n"));
+  ASSERT_EQ(prompts.size(), 3u);
+  ASSERT_TRUE(prompts[0].error && prompts[1].error && prompts[2].error);
+  EXPECT_NE(prompts[0].error->find("\"foo\""), std::string::npos) << *prompts[0].error;
+  EXPECT_NE(prompts[1].error->find("\"suffix\""), std::string::npos) << *prompts[1].error;
+  EXPECT_NE(prompts[2].error->find("stream"), std::string::npos) << *prompts[2].error;
+}
+
+TEST_F(PromptReaderTest, TextFormatOnStdinStartingWithABraceIsText) {
+  std::istringstream in("{not json} is my prompt\nsecond\n");
+  const auto prompts = read_prompts(in, "<stdin>", PromptFormat::Text);
   ASSERT_EQ(prompts.size(), 2u);
-  EXPECT_EQ(prompts[0].text, "a");
-  EXPECT_EQ(prompts[1].text, "b");
+  EXPECT_EQ(prompts[0].text, "{not json} is my prompt");
+  // Sniffed as JSONL, the error says how to read it as text.
+  std::istringstream sniffed("{not json} is my prompt\n");
+  const auto msg = error_of([&] { read_prompts(sniffed, "<stdin>"); });
+  EXPECT_NE(msg.find("--format text"), std::string::npos) << msg;
 }
 
 TEST_F(PromptReaderTest, FormatByExtensionWithOverride) {

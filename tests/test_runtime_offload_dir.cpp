@@ -1,5 +1,7 @@
-// The offload directory is empty after every run: a successful one, one that fails
-// while placing weights, one that fails mid-run, and a CLI run killed by SIGTERM.
+// The offload directory is empty during and after every run: the offload file is
+// unlinked as soon as it is opened, so a successful run, one that fails while placing
+// weights, one that fails mid-run, and a CLI run killed by SIGTERM or SIGKILL (what the
+// OOM killer sends) all leave nothing behind.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <functional>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -19,6 +22,17 @@ namespace tiergen::test {
 namespace {
 
 using runtime::Tier;
+
+// Offload files process `pid` holds open (by their former names, "... (deleted)").
+std::vector<std::string> open_offload_files(pid_t pid) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    const auto target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.find("tiergen-offload-") != std::string::npos) names.push_back(target);
+  }
+  return names;
+}
 
 runtime::Policy disk_policy(int64_t gbs) {
   runtime::Policy p;
@@ -43,16 +57,19 @@ TEST(RuntimeOffloadDir, EmptyAfterASuccessfulRun) {
     runtime::Engine engine(m.spec, file_less, disk_policy(2), cpu_engine_options(offload.path), workload_of(requests));
     engine.generate(requests, [&](size_t, const runtime::SequenceResult& r) {
       ++results;
-      // While the engine runs, its one offload file is there.
-      const auto files = files_in(offload.path);
-      ASSERT_EQ(files.size(), 1u);
-      EXPECT_EQ(files[0].rfind("tiergen-offload-", 0), 0u) << files[0];
+      // While the engine runs, it holds its one offload file open, and the file has
+      // no name in the directory.
+      EXPECT_TRUE(files_in(offload.path).empty());
+      const auto held = open_offload_files(::getpid());
+      ASSERT_EQ(held.size(), 1u);
+      EXPECT_NE(held[0].find("(deleted)"), std::string::npos) << held[0];
       EXPECT_EQ(r.tokens.size(), 5u);
     });
     EXPECT_GT(engine.stats().peak_bytes[Tier::Disk], 0u);
   }
   EXPECT_EQ(results, requests.size());
   EXPECT_TRUE(files_in(offload.path).empty());
+  EXPECT_TRUE(open_offload_files(::getpid()).empty());
 }
 
 TEST(RuntimeOffloadDir, NoFileForAPolicyWithoutDisk) {
@@ -123,16 +140,19 @@ bool wait_for(const std::function<bool()>& condition, double seconds) {
   return condition();
 }
 
-TEST(RuntimeOffloadDir, EmptyAfterTheCliIsKilledBySigterm) {
+// Runs the CLI with its KV cache on disk, sends `signal` once it is generating, and
+// returns the wait status; the offload directory is checked by the caller.
+int run_cli_and_kill(int signal, const std::string& dir_name, std::string& offload) {
   const std::string binary = std::string(TIERGEN_BINARY_DIR) + "/tiergen";
-  if (::access(binary.c_str(), X_OK) != 0) GTEST_SKIP() << binary << " is not built";
   TinyModelOptions o = tiny_opt(45);
   o.max_positions = 1024;
   TinyModel m = make_tiny_model(o);
-  TempDir work("cli-sigterm");
-  const std::string offload = work.path + "/offload";
-  const std::string prompts = work.path + "/prompts.jsonl";
-  const std::string out = work.path + "/out.jsonl";
+  static std::vector<std::unique_ptr<TempDir>> dirs;  // outlive the call, for the caller's check
+  dirs.push_back(std::make_unique<TempDir>(dir_name));
+  const std::string work = dirs.back()->path;
+  offload = work + "/offload";
+  const std::string prompts = work + "/prompts.jsonl";
+  const std::string out = work + "/out.jsonl";
   {
     std::ofstream f(prompts);
     for (const auto& p : make_prompts({4, 6, 3, 5, 7, 2, 4, 6, 3, 5, 4, 6, 3, 5, 7, 2}, o.vocab)) {
@@ -146,7 +166,7 @@ TEST(RuntimeOffloadDir, EmptyAfterTheCliIsKilledBySigterm) {
       "--offload-dir", offload, "--percent", "100", "0", "0", "0", "100", "0", "-n", "1000", "-b", "2",
       "--gpu-mem", "1GiB", "--cpu-mem", "1GiB", "--disk-mem", "1GiB"};
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
+  if (pid < 0) return -1;
   if (pid == 0) {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -156,16 +176,33 @@ TEST(RuntimeOffloadDir, EmptyAfterTheCliIsKilledBySigterm) {
     ::execv(binary.c_str(), argv.data());
     ::_exit(127);
   }
-  // Wait until the offload file exists, let generation get going, then stop it.
-  const bool started = wait_for([&] { return !files_in(offload).empty(); }, 120);
+  // Wait until the child holds its (nameless) offload file, let generation get going,
+  // then stop it.
+  const bool started = wait_for([&] { return !open_offload_files(pid).empty(); }, 120);
+  EXPECT_TRUE(files_in(offload).empty()) << "the offload file has a name while the run goes on";
   if (started) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ::kill(pid, SIGTERM);
+  ::kill(pid, signal);
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(started) << "the offload file never appeared";
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(started) << "the offload file never appeared";
+  return status;
+}
+
+TEST(RuntimeOffloadDir, EmptyAfterTheCliIsKilledBySigterm) {
+  if (::access((std::string(TIERGEN_BINARY_DIR) + "/tiergen").c_str(), X_OK) != 0) GTEST_SKIP() << "tiergen is not built";
+  std::string offload;
+  const int status = run_cli_and_kill(SIGTERM, "cli-sigterm", offload);
   ASSERT_TRUE(WIFEXITED(status)) << "status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
   EXPECT_TRUE(files_in(offload).empty());
+}
+
+TEST(RuntimeOffloadDir, EmptyAfterTheCliIsKilledBySigkill) {
+  if (::access((std::string(TIERGEN_BINARY_DIR) + "/tiergen").c_str(), X_OK) != 0) GTEST_SKIP() << "tiergen is not built";
+  std::string offload;
+  const int status = run_cli_and_kill(SIGKILL, "cli-sigkill", offload);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  EXPECT_TRUE(files_in(offload).empty()) << "SIGKILL left an offload file behind";
 }
 
 }  // namespace

@@ -2,15 +2,18 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/generate_requests.h"
 #include "src/cli/host_profile.h"
 #include "src/cli/prediction_report.h"
 #include "src/cli/progress.h"
+#include "src/io/chat_template.h"
 #include "tiergen/common/error.h"
 #include "tiergen/io/prompts.h"
 #include "tiergen/io/results.h"
@@ -23,18 +26,11 @@ namespace {
 
 struct GenerateFlags {
   EngineFlags engine;
-  std::string prompts, out, format = "auto", tokenizer, stats_json;
-  int64_t max_new_tokens = 32;
+  std::string prompts, out, format = "auto", output_format = "auto", tokenizer, stats_json;
+  RequestDefaults defaults;
   int64_t batch_size = 8;
-  double temperature = 0.0, top_p = 1.0;
-  int64_t top_k = 0;
-  uint64_t seed = 0;
-  bool resume = false, overwrite = false, truncate = false, quiet = false;
-};
-
-struct PreparedPrompt {
-  std::vector<int64_t> ids;
-  std::optional<std::string> error;
+  int64_t max_failures = 0;
+  bool resume = false, overwrite = false, quiet = false;
 };
 
 std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const GenerateFlags& f) {
@@ -45,127 +41,252 @@ std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const GenerateFlags& f) {
   return nullptr;
 }
 
-// Token ids of a prompt, or the per-prompt error that goes into its result line.
-PreparedPrompt prepare(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
-                       int64_t max_new, const GenerateFlags& f) {
-  PreparedPrompt out;
-  // Text prompts without a tokenizer were refused before the results file opened.
-  out.ids = p.text ? tok->encode(*p.text) : p.token_ids;
-  for (int64_t id : out.ids) {
-    if (id < 0 || id >= spec.vocab_size) {
-      out.error = fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size);
-      return out;
-    }
-  }
-  if (out.ids.empty()) out.error = "the prompt has no tokens";
-  const int64_t room = spec.max_positions - max_new;
-  if (static_cast<int64_t>(out.ids.size()) > room) {
-    if (f.truncate && room > 0) {
-      out.ids.erase(out.ids.begin(), out.ids.end() - room);  // keep the most recent tokens
-    } else {
-      out.error = fmt::format("prompt of {} tokens plus {} new tokens exceeds the model's {} positions (use --truncate "
-                              "to keep the last {} tokens)", out.ids.size(), max_new, spec.max_positions, std::max<int64_t>(room, 0));
-    }
-  }
-  return out;
+std::string tokenizer_dir(const GenerateFlags& f) {
+  if (!f.tokenizer.empty()) return f.tokenizer;
+  return std::filesystem::is_directory(f.engine.model) ? f.engine.model : std::string();
 }
 
-runtime::SamplingParams sampling_for(const io::PromptRecord& p, const GenerateFlags& f) {
-  runtime::SamplingParams s{f.temperature, f.top_k, f.top_p, f.seed};
-  if (p.overrides.temperature) s.temperature = *p.overrides.temperature;
-  if (p.overrides.top_k) s.top_k = *p.overrides.top_k;
-  if (p.overrides.top_p) s.top_p = *p.overrides.top_p;
-  if (p.overrides.seed) s.seed = static_cast<uint64_t>(*p.overrides.seed);
-  s.validate();
-  return s;
+// Results written over their own prompts would destroy the job's input.
+void refuse_out_equal_to_prompts(const GenerateFlags& f) {
+  if (f.out.empty() || f.out == "-" || f.prompts == "-") return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool same = fs::exists(f.out, ec) ? fs::equivalent(f.out, f.prompts, ec)
+                                          : fs::weakly_canonical(f.out, ec) == fs::weakly_canonical(f.prompts, ec);
+  TG_CHECK(!same, "-o {} is the prompt file itself; the results would overwrite the prompts. Choose another -o",
+           f.out);
 }
 
-void run_generate(const GenerateFlags& f) {
+io::ResultFormat output_format(const GenerateFlags& f, const std::vector<io::PromptRecord>& prompts) {
+  if (f.output_format != "auto") return io::parse_result_format(f.output_format);
+  const bool openai = std::any_of(prompts.begin(), prompts.end(), [](const auto& p) { return p.openai; });
+  return openai ? io::ResultFormat::OpenAi : io::ResultFormat::Tiergen;
+}
+
+// What produced a results file, so that --resume cannot mix two jobs' results.
+nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec& spec,
+                                       const std::vector<io::PromptRecord>& prompts, io::ResultFormat format) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto& d = f.defaults;
+  nlohmann::ordered_json j;
+  j["prompts_hash"] = prompts_hash(prompts);
+  j["model"] = fs::is_directory(f.engine.model, ec) ? fs::weakly_canonical(f.engine.model, ec).string() : f.engine.model;
+  j["model_shape"] = fmt::format("{} layers, hidden {}, vocab {}", spec.num_layers, spec.hidden_size, spec.vocab_size);
+  j["dummy_weights"] = f.engine.dummy ? fmt::format("seed {}", f.engine.dummy_seed) : "no";
+  j["dtype"] = f.engine.dtype;
+  j["max_tokens"] = d.max_tokens;
+  j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
+                   {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},
+                   {"ignore_eos", d.ignore_eos}, {"presence_penalty", d.presence_penalty},
+                   {"frequency_penalty", d.frequency_penalty}, {"repetition_penalty", d.repetition_penalty},
+                   {"logprobs", d.logprobs}};
+  j["truncate"] = d.truncate;
+  j["max_model_len"] = d.max_model_len;
+  j["output_format"] = format == io::ResultFormat::OpenAi ? "openai" : "tiergen";
+  return j;
+}
+
+// One prompt on its way through the engine: its n samples arrive one by one.
+struct PromptJob {
+  size_t prompt = 0;  // index into the prompts
+  PreparedRequest request;
+  std::vector<std::optional<runtime::SequenceResult>> samples;
+  size_t arrived = 0;
+};
+
+io::ResultRecord base_record(const io::PromptRecord& p, const std::string& job_model) {
+  io::ResultRecord r;
+  r.index = p.index;
+  r.id = p.id;
+  r.custom_id = p.custom_id.value_or(p.id);
+  r.model = p.model.empty() ? job_model : p.model;
+  r.chat = p.messages.has_value();
+  return r;
+}
+
+// The rendered chat prompt, or the request's error when it cannot be rendered.
+std::optional<std::string> render_chat_prompt(const io::PromptRecord& p, const io::ChatTemplate* chat,
+                                              std::string& error) {
+  if (!p.messages) return std::nullopt;
+  if (!chat) {
+    error = "chat \"messages\" need a tokenizer directory with tokenizer_config.json";
+    return std::nullopt;
+  }
+  try {
+    return chat->render(*p.messages);
+  } catch (const Error& e) {
+    error = e.what();
+    return std::nullopt;
+  }
+}
+
+void run_generate(GenerateFlags& f) {
+  refuse_out_equal_to_prompts(f);
   const model::Spec spec = load_spec(f.engine);
+  make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
   const auto tok = load_tokenizer(f);
   const auto prompts = io::read_prompts(f.prompts, io::parse_prompt_format(f.format));
   // Checked before the results file is opened, so a doomed run leaves none behind.
   for (const auto& p : prompts) {
-    TG_CHECK(!p.text || tok, "{}:{}: text prompt but no tokenizer: the model directory has no tokenizer.json (or "
-             "vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", f.prompts, p.line);
+    TG_CHECK(p.error || !p.text || tok, "{}:{}: text prompt but no tokenizer: the model directory has no tokenizer.json "
+             "(or vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", f.prompts, p.line);
   }
-  auto writer = io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, io::prompt_ids(prompts),
-                                       f.overwrite);
+  std::optional<io::ChatTemplate> chat;
+  if (tok && std::any_of(prompts.begin(), prompts.end(), [](const auto& p) { return p.messages.has_value(); })) {
+    chat = io::ChatTemplate::load(tokenizer_dir(f), *tok);
+  }
+  const io::ResultFormat format = output_format(f, prompts);
+  io::ResultFileOptions file_options;
+  file_options.format = format;
+  file_options.created = static_cast<int64_t>(std::time(nullptr));
+  file_options.job = job_fingerprint(f, spec, prompts, format);
+  std::vector<std::string> ids;
+  for (const auto& p : prompts) {
+    ids.push_back(format == io::ResultFormat::OpenAi ? p.custom_id.value_or(p.id) : p.id);
+    file_options.prompt_texts.push_back(p.text);
+  }
+  auto writer = io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, ids, f.overwrite,
+                                       file_options);
   if (writer.done_count() > 0) spdlog::info("resuming: {} of {} prompts already done in {}", writer.done_count(), prompts.size(), f.out);
 
+  const std::string job_model = std::filesystem::path(f.engine.model).filename().string().empty()
+                                    ? f.engine.model : std::filesystem::path(f.engine.model).filename().string();
+  int64_t failed = 0;
+  std::vector<PromptJob> jobs;
   std::vector<runtime::SequenceRequest> requests;
-  std::vector<size_t> request_prompt;  // request -> prompt index
+  std::vector<std::pair<size_t, size_t>> request_job;  // request -> (job, sample)
   runtime::Workload max_workload{1, 1};
   for (size_t i = static_cast<size_t>(writer.done_count()); i < prompts.size(); ++i) {
     const auto& p = prompts[i];
-    const int64_t max_new = p.overrides.max_tokens.value_or(f.max_new_tokens);
-    PreparedPrompt prepared = prepare(p, tok.get(), spec, max_new, f);
+    std::string chat_error;
+    const auto chat_prompt = render_chat_prompt(p, chat ? &*chat : nullptr, chat_error);
+    PreparedRequest prepared = chat_error.empty() ? prepare_request(p, tok.get(), spec, f.defaults, chat_prompt)
+                                                  : PreparedRequest{};
+    if (!chat_error.empty()) prepared.error = fmt::format("{}:{}: {}", f.prompts, p.line, chat_error);
     if (prepared.error) {
-      spdlog::warn("{}:{}: {}", f.prompts, p.line, *prepared.error);
-      io::ResultRecord r;
-      r.index = p.index;
-      r.id = p.id;
-      r.error = fmt::format("{}:{}: {}", f.prompts, p.line, *prepared.error);
+      std::string message = *prepared.error;
+      if (message.rfind(f.prompts + ":", 0) != 0 && message.rfind("<stdin>:", 0) != 0) {
+        message = fmt::format("{}:{}: {}", f.prompts, p.line, message);
+      }
+      spdlog::error("request \"{}\" failed: {}", p.id, message);
+      io::ResultRecord r = base_record(p, job_model);
+      r.error = message;
       writer.submit(std::move(r));
+      ++failed;
       continue;
     }
     max_workload.prompt_len = std::max<int64_t>(max_workload.prompt_len, static_cast<int64_t>(prepared.ids.size()));
-    max_workload.gen_len = std::max(max_workload.gen_len, max_new);
-    requests.push_back({p.index, std::move(prepared.ids), max_new, sampling_for(p, f)});
-    request_prompt.push_back(i);
+    max_workload.gen_len = std::max(max_workload.gen_len, prepared.max_tokens);
+    PromptJob job;
+    job.prompt = i;
+    job.samples.resize(static_cast<size_t>(prepared.n));
+    for (int64_t s = 0; s < prepared.n; ++s) {
+      requests.push_back(sequence_request(prepared, p.index, s, tok.get()));
+      request_job.emplace_back(jobs.size(), static_cast<size_t>(s));
+    }
+    job.request = std::move(prepared);
+    jobs.push_back(std::move(job));
   }
 
   max_workload.num_sequences = static_cast<int64_t>(requests.size());
-  const runtime::EngineOptions options = make_engine_options(f.engine);
-  const runtime::Policy policy = make_policy(f.engine, f.batch_size, spec, max_workload, options);
-  spdlog::info("policy: {}", policy.describe());
-  runtime::install_interrupt_handlers(
-      f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"
-                                    : fmt::format("\ntiergen: interrupted; finished results are in {}; rerun the same "
-                                                  "command with --resume to continue\n", f.out));
-  const auto weights = load_weights(f.engine, spec);
-  runtime::Engine engine(spec, *weights, policy, options, max_workload);
-
   const auto start = std::chrono::steady_clock::now();
   int64_t prompt_tokens = 0, output_tokens = 0, done = 0;
-  ProgressBar progress(static_cast<int64_t>(requests.size()), !f.quiet && ProgressBar::stderr_is_terminal());
-  engine.generate(requests, [&](size_t i, const runtime::SequenceResult& result) {
-    const auto& p = prompts[request_prompt[i]];
-    io::ResultRecord r;
-    r.index = p.index;
-    r.id = p.id;
-    r.prompt = p.text;
-    if (tok) r.text = tok->decode(result.tokens);
-    r.token_ids = result.tokens;
-    r.finish_reason = result.finish_reason;
-    r.num_prompt_tokens = static_cast<int64_t>(requests[i].prompt.size());
-    r.num_output_tokens = static_cast<int64_t>(result.tokens.size());
-    prompt_tokens += r.num_prompt_tokens;
-    output_tokens += r.num_output_tokens;
-    writer.submit(std::move(r));
-    progress.update(++done, output_tokens);
-  });
-  progress.finish();
+  std::unique_ptr<model::WeightSource> weights;  // outlives the engine that reads it
+  std::optional<runtime::Engine> engine;
+  std::optional<runtime::Policy> policy;
+  const runtime::EngineOptions options = make_engine_options(f.engine);
+  if (!requests.empty()) {
+    policy = make_policy(f.engine, f.batch_size, spec, max_workload, options);
+    spdlog::info("policy: {}", policy->describe());
+    runtime::install_interrupt_handlers(
+        f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"
+                                      : fmt::format("\ntiergen: interrupted; finished results are in {}; rerun the "
+                                                    "same command with --resume to continue\n", f.out));
+    weights = load_weights(f.engine, spec);
+    engine.emplace(spec, *weights, *policy, options, max_workload);
+    ProgressBar progress(static_cast<int64_t>(jobs.size()), !f.quiet && ProgressBar::stderr_is_terminal());
+    engine->generate(requests, [&](size_t i, const runtime::SequenceResult& result) {
+      const auto [j, s] = request_job[i];
+      PromptJob& job = jobs[j];
+      job.samples[s] = result;
+      if (++job.arrived < job.samples.size()) return;
+      const auto& p = prompts[job.prompt];
+      io::ResultRecord r = base_record(p, job_model);
+      r.prompt = p.text;
+      r.num_prompt_tokens = static_cast<int64_t>(job.request.ids.size());
+      for (size_t k = 0; k < job.samples.size(); ++k) {
+        io::Completion c = make_completion(*job.samples[k], job.request, tok.get(), r.chat);
+        r.num_output_tokens += static_cast<int64_t>(c.token_ids.size());
+        if (k == 0) static_cast<io::Completion&>(r) = std::move(c);
+        else r.more.push_back(std::move(c));
+      }
+      prompt_tokens += r.num_prompt_tokens;
+      output_tokens += r.num_output_tokens;
+      writer.submit(std::move(r));
+      job.samples.clear();
+      progress.update(++done, output_tokens);
+    });
+    progress.finish();
+  }
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("{} prompts, {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} generated tokens/s",
-               requests.size(), prompt_tokens, output_tokens, seconds, seconds > 0 ? output_tokens / seconds : 0.0);
-  spdlog::info("{}", engine.stats().report());
-  if (!policy.exact()) spdlog::warn("{}", policy.exactness());
-  // The results are complete: nothing about the prediction may fail the run now.
-  const auto profile = profile_for_prediction(f.engine.hw);
-  std::optional<policy::Prediction> predicted;
-  if (profile) predicted = policy::predict(spec, policy, max_workload, *profile, options.device.dtype_bytes());
-  const PredictionScale scale{spec.num_layers, max_workload.gen_len,
-                              (static_cast<int64_t>(requests.size()) + policy.block_size() - 1) / policy.block_size()};
-  if (predicted) spdlog::info("{}", predicted_vs_measured(*predicted, engine.stats(), scale));
-  if (!f.stats_json.empty()) {
-    nlohmann::json j = engine.stats().to_json();
-    j["policy"] = runtime::policy_to_json(policy);
-    j["exact"] = policy.exact();
-    j["predicted_vs_measured"] = predicted ? predicted_vs_measured_json(*predicted, engine.stats(), scale) : nlohmann::json();
-    std::ofstream(f.stats_json) << j.dump(2) << "\n";
+  spdlog::info("{} requests: {} completed, {} failed; {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} "
+               "generated tokens/s", done + failed, done, failed, prompt_tokens, output_tokens, seconds,
+               seconds > 0 ? output_tokens / seconds : 0.0);
+  if (engine) {
+    spdlog::info("{}", engine->stats().report());
+    if (!policy->exact()) spdlog::warn("{}", policy->exactness());
+    // The results are complete: nothing about the prediction may fail the run now.
+    const auto profile = profile_for_prediction(f.engine.hw);
+    std::optional<policy::Prediction> predicted;
+    if (profile) predicted = policy::predict(spec, *policy, max_workload, *profile, options.device.dtype_bytes());
+    const PredictionScale scale{spec.num_layers, max_workload.gen_len,
+                                (static_cast<int64_t>(requests.size()) + policy->block_size() - 1) / policy->block_size()};
+    if (predicted) spdlog::info("{}", predicted_vs_measured(*predicted, engine->stats(), scale));
+    if (!f.stats_json.empty()) {
+      nlohmann::json j = engine->stats().to_json();
+      j["policy"] = runtime::policy_to_json(*policy);
+      j["exact"] = policy->exact();
+      j["predicted_vs_measured"] =
+          predicted ? predicted_vs_measured_json(*predicted, engine->stats(), scale) : nlohmann::json();
+      std::ofstream(f.stats_json) << j.dump(2) << "\n";
+    }
   }
+  if (failed > f.max_failures) {
+    spdlog::error("{} of {} requests failed (their error lines are in {}){}", failed, done + failed,
+                  f.out.empty() ? "stdout" : f.out,
+                  f.max_failures > 0 ? fmt::format("; --max-failures {} tolerates fewer", f.max_failures)
+                                     : "; --max-failures N accepts up to N failed requests");
+    exit_status() = 1;
+  }
+}
+
+void add_request_flags(CLI::App* c, RequestDefaults& d) {
+  c->add_option("-n,--max-new-tokens,--max-tokens", d.max_tokens, "Tokens to generate per prompt (a request's max_tokens overrides)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--min-tokens", d.min_tokens, "Tokens to generate before end-of-sequence or a stop may end a sample")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_option("--temperature", d.temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
+  c->add_option("--top-k", d.top_k, "Sample from the k most likely tokens (0: off)")->capture_default_str();
+  c->add_option("--top-p", d.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
+  c->add_option("--seed", d.seed, "Sampling seed (each prompt gets its own stream)")->capture_default_str();
+  c->add_option("--num-samples", d.n, "Samples per prompt (OpenAI's n; each sample is its own sequence)")
+      ->capture_default_str()->check(CLI::Range(1, 128));
+  c->add_option("--stop", d.stop, "Stop string (repeatable): ends a sample, matched on decoded text, not included");
+  c->add_option("--stop-token-ids", d.stop_token_ids, "Token ids that end a sample (repeatable)");
+  c->add_flag("--ignore-eos", d.ignore_eos, "Do not stop at end-of-sequence tokens");
+  c->add_option("--presence-penalty", d.presence_penalty, "Penalty for tokens already generated, in [-2, 2]")
+      ->capture_default_str();
+  c->add_option("--frequency-penalty", d.frequency_penalty, "Penalty per occurrence in the generated tokens, in [-2, 2]")
+      ->capture_default_str();
+  c->add_option("--repetition-penalty", d.repetition_penalty, "Penalty for tokens of the prompt and output (1: off)")
+      ->capture_default_str();
+  c->add_option("--logprobs", d.logprobs, "Log-probabilities of each generated token and its N most likely alternatives "
+                "(-1: none)")->capture_default_str()->check(CLI::Range(-1, 20));
+  c->add_flag("--truncate", d.truncate, "Keep the last tokens of prompts too long for the model instead of reporting an error");
+  c->add_option("--max-model-len", d.max_model_len, "Cap on prompt + generated tokens per request (default: the model's "
+                "positions)")->check(CLI::NonNegativeNumber);
 }
 
 void setup_generate(CLI::App& app) {
@@ -176,18 +297,17 @@ void setup_generate(CLI::App& app) {
                 "\"prompt_token_ids\" or OpenAI batch requests; - for stdin")->required();
   c->add_option("-o,--out", f->out, "Results JSONL (default: stdout); each line is written and synced as soon as it is final");
   c->add_option("--format", f->format, "Prompt file format: auto, text or jsonl")->capture_default_str();
+  c->add_option("--output-format", f->output_format, "Results format: auto (openai for OpenAI batch input, else "
+                "tiergen), openai (vLLM run-batch lines) or tiergen")->capture_default_str()
+      ->check(CLI::IsMember({"auto", "openai", "tiergen"}));
   c->add_option("--tokenizer", f->tokenizer, "Tokenizer directory (default: the model directory)");
-  c->add_option("-n,--max-new-tokens", f->max_new_tokens, "Tokens to generate per prompt (a JSONL max_tokens overrides)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  add_request_flags(c, f->defaults);
   c->add_option("-b,--batch-size", f->batch_size, "Sequences per gpu batch when no policy sets it")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  c->add_option("--temperature", f->temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
-  c->add_option("--top-k", f->top_k, "Sample from the k most likely tokens (0: off)")->capture_default_str();
-  c->add_option("--top-p", f->top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
-  c->add_option("--seed", f->seed, "Sampling seed (each prompt gets its own stream)")->capture_default_str();
-  c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out");
+  c->add_option("--max-failures", f->max_failures, "Failed requests tolerated before the exit status says failure")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out (the same job only)");
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
-  c->add_flag("--truncate", f->truncate, "Keep the last tokens of prompts too long for the model instead of reporting an error");
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--stats-json", f->stats_json, "Write per-task times, throughput and peak memory as JSON");
   c->callback([f] { run_generate(*f); });

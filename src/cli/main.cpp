@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       "tiergen: high-throughput offline batch generation with OPT and LLaMA models larger than the GPU,\n"
       "streaming weights, KV cache and activations across GPU, CPU and disk."};
   app.require_subcommand(1);
+  app.fallthrough();  // `tiergen generate -v ...`: the global flags also after the subcommand
   app.set_version_flag("--version", "tiergen 0.1.0");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging");

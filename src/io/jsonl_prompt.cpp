@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -102,20 +103,68 @@ std::string get_id(const json& v, const char* key, const Where& w) {
   TG_THROW("{}: \"{}\" must be a string or an integer", w.at(), key);
 }
 
-// Sampling fields and "id"; returns false for a key it does not know.
-bool read_common_field(const std::string& key, const json& v, PromptRecord& record, const Where& w,
-                       JsonlWarnings& warnings) {
+bool get_bool(const json& v, const char* key, const Where& w) {
+  TG_CHECK(v.is_boolean(), "{}: \"{}\" must be true or false, got {}", w.at(), key, describe_json_value(v));
+  return v.get<bool>();
+}
+
+double get_ranged(const json& v, const char* key, double lo, double hi, const Where& w) {
+  const double x = get_number(v, key, w);
+  TG_CHECK(x >= lo && x <= hi, "{}: \"{}\" must be in [{}, {}], got {}", w.at(), key, lo, hi, x);
+  return x;
+}
+
+std::vector<std::string> get_stop(const json& v, const Where& w) {
+  std::vector<std::string> stop;
+  if (v.is_string()) {
+    stop.push_back(v.get<std::string>());
+  } else {
+    TG_CHECK(v.is_array(), "{}: \"stop\" must be a string or a list of strings", w.at());
+    for (const json& s : v) {
+      TG_CHECK(s.is_string(), "{}: \"stop\" must be a string or a list of strings, holds {}", w.at(),
+               describe_json_value(s));
+      stop.push_back(s.get<std::string>());
+    }
+  }
+  for (const auto& s : stop) TG_CHECK(!s.empty(), "{}: \"stop\" holds an empty string", w.at());
+  return stop;
+}
+
+std::vector<ChatMessage> get_messages(const json& v, const Where& w) {
+  TG_CHECK(v.is_array() && !v.empty(), "{}: \"messages\" must be a non-empty list", w.at());
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& m = v[i];
+    TG_CHECK(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content") &&
+                 m["content"].is_string(),
+             "{}: \"messages\" element {} must be {{\"role\": string, \"content\": string}}", w.at(), i);
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  return messages;
+}
+
+// Request fields shared by every kind of line; returns false for a key it does not know.
+bool read_common_field(const std::string& key, const json& v, PromptRecord& record, const Where& w) {
   auto& o = record.overrides;
+  static const char* const kKnown[] = {
+      "id", "model", "max_tokens", "max_completion_tokens", "min_tokens", "temperature", "top_p", "top_k", "seed", "n",
+      "stop", "stop_token_ids", "ignore_eos", "presence_penalty", "frequency_penalty", "repetition_penalty",
+      "logprobs", "top_logprobs", "echo", "user", "stream"};
   if (v.is_null()) {
     // OpenAI clients send "temperature": null for "the default"; treat as absent.
-    return key == "temperature" || key == "top_p" || key == "top_k" || key == "seed" ||
-           key == "max_tokens" || key == "stop" || key == "id";
+    return std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown);
   }
   if (key == "id") {
     record.id = get_id(v, "id", w);
-  } else if (key == "max_tokens") {
-    o.max_tokens = get_integer(v, "max_tokens", w);
-    TG_CHECK(*o.max_tokens >= 1, "{}: \"max_tokens\" must be at least 1, got {}", w.at(), *o.max_tokens);
+  } else if (key == "model") {
+    TG_CHECK(v.is_string(), "{}: \"model\" must be a string", w.at());
+    record.model = v.get<std::string>();
+  } else if (key == "max_tokens" || key == "max_completion_tokens") {
+    o.max_tokens = get_integer(v, key.c_str(), w);
+    TG_CHECK(*o.max_tokens >= 1, "{}: \"{}\" must be at least 1, got {}", w.at(), key, *o.max_tokens);
+  } else if (key == "min_tokens") {
+    o.min_tokens = get_integer(v, "min_tokens", w);
+    TG_CHECK(*o.min_tokens >= 0, "{}: \"min_tokens\" must be >= 0, got {}", w.at(), *o.min_tokens);
   } else if (key == "temperature") {
     o.temperature = get_number(v, "temperature", w);
     TG_CHECK(*o.temperature >= 0, "{}: \"temperature\" must be >= 0, got {}", w.at(), *o.temperature);
@@ -124,74 +173,132 @@ bool read_common_field(const std::string& key, const json& v, PromptRecord& reco
     TG_CHECK(*o.top_p > 0 && *o.top_p <= 1, "{}: \"top_p\" must be in (0, 1], got {}", w.at(), *o.top_p);
   } else if (key == "top_k") {
     o.top_k = get_integer(v, "top_k", w);
-    TG_CHECK(*o.top_k >= 0, "{}: \"top_k\" must be >= 0, got {}", w.at(), *o.top_k);
+    // vLLM spells "no top-k" as -1.
+    TG_CHECK(*o.top_k >= -1, "{}: \"top_k\" must be >= 0 (or -1 for off), got {}", w.at(), *o.top_k);
+    if (*o.top_k == -1) o.top_k = 0;
   } else if (key == "seed") {
     o.seed = get_integer(v, "seed", w);
+  } else if (key == "n") {
+    o.n = get_integer(v, "n", w);
+    TG_CHECK(*o.n >= 1 && *o.n <= 128, "{}: \"n\" must be between 1 and 128, got {}", w.at(), *o.n);
   } else if (key == "stop") {
-    if (!warnings.stop) {
-      spdlog::warn("{}: stop sequences are not supported; ignoring \"stop\" (reported once per file)", w.at());
-      warnings.stop = true;
+    o.stop = get_stop(v, w);
+  } else if (key == "stop_token_ids") {
+    o.stop_token_ids = v.empty() && v.is_array() ? std::vector<int64_t>{} : get_token_ids(v, "stop_token_ids", w);
+  } else if (key == "ignore_eos") {
+    o.ignore_eos = get_bool(v, "ignore_eos", w);
+  } else if (key == "presence_penalty") {
+    o.presence_penalty = get_ranged(v, "presence_penalty", -2, 2, w);
+  } else if (key == "frequency_penalty") {
+    o.frequency_penalty = get_ranged(v, "frequency_penalty", -2, 2, w);
+  } else if (key == "repetition_penalty") {
+    o.repetition_penalty = get_number(v, "repetition_penalty", w);
+    TG_CHECK(*o.repetition_penalty > 0, "{}: \"repetition_penalty\" must be > 0, got {}", w.at(),
+             *o.repetition_penalty);
+  } else if (key == "logprobs") {
+    // Completions: how many alternatives (0-20). Chat: true/false, with "top_logprobs".
+    if (v.is_boolean()) {
+      if (v.get<bool>() && !o.logprobs) o.logprobs = 0;
+      if (!v.get<bool>()) o.logprobs.reset();
+    } else {
+      o.logprobs = static_cast<int64_t>(get_ranged(v, "logprobs", 0, 20, w));
+      TG_CHECK(is_integral(v), "{}: \"logprobs\" must be an integer", w.at());
     }
+  } else if (key == "top_logprobs") {
+    TG_CHECK(is_integral(v), "{}: \"top_logprobs\" must be an integer", w.at());
+    o.logprobs = static_cast<int64_t>(get_ranged(v, "top_logprobs", 0, 20, w));
+  } else if (key == "echo") {
+    o.echo = get_bool(v, "echo", w);
+  } else if (key == "user") {
+    // An end-user label for OpenAI's abuse monitoring; nothing to do offline.
+  } else if (key == "stream") {
+    TG_CHECK(!get_bool(v, "stream", w), "{}: \"stream\": true is not supported in a batch file", w.at());
   } else {
     return false;
   }
   return true;
 }
 
-void warn_unknown(const std::string& key, const Where& w, JsonlWarnings& warnings) {
-  if (warnings.unknown_key) return;
-  spdlog::warn("{}: ignoring unknown key \"{}\" (further unknown keys are not reported)", w.at(), key);
-  warnings.unknown_key = true;
+[[noreturn]] void unknown_field(const std::string& key, const Where& w) {
+  TG_THROW("{}: unsupported field \"{}\"", w.at(), key);
 }
 
-// {"custom_id", "method", "url", "body": {"model", "prompt", "max_tokens", ...}}
-void read_openai_request(const json& j, PromptRecord& record, const Where& w, JsonlWarnings& warnings) {
-  std::optional<std::string> custom_id;
+// {"custom_id", "method", "url", "body": {"model", "prompt" | "messages", "max_tokens", ...}}
+void read_openai_request(const json& j, PromptRecord& record, const Where& w) {
+  record.openai = true;
+  std::string url = "/v1/completions";
   for (const auto& [key, v] : j.items()) {
     if (key == "custom_id") {
-      custom_id = get_id(v, "custom_id", w);
+      record.custom_id = get_id(v, "custom_id", w);
     } else if (key == "method") {
       TG_CHECK(v.is_string() && v.get<std::string>() == "POST", "{}: \"method\" must be \"POST\"", w.at());
     } else if (key == "url") {
       TG_CHECK(v.is_string(), "{}: \"url\" must be a string", w.at());
-      const auto url = v.get<std::string>();
-      TG_CHECK(url != "/v1/chat/completions",
-               "{}: chat requests (\"/v1/chat/completions\") are not supported; use \"/v1/completions\" "
-               "with a \"prompt\"",
-               w.at());
-      TG_CHECK(url == "/v1/completions", "{}: unsupported url \"{}\"; only \"/v1/completions\" is supported",
-               w.at(), url);
-    } else if (key == "body") {
-      // read below, once "id" precedence is settled
-    } else if (!read_common_field(key, v, record, w, warnings)) {
-      warn_unknown(key, w, warnings);
+      url = v.get<std::string>();
+      TG_CHECK(url == "/v1/completions" || url == "/v1/chat/completions",
+               "{}: unsupported url \"{}\"; \"/v1/completions\" and \"/v1/chat/completions\" are supported", w.at(),
+               url);
+    } else if (key != "body" && !read_common_field(key, v, record, w)) {
+      unknown_field(key, w);
     }
   }
+  if (record.id.empty() && record.custom_id) record.id = *record.custom_id;
   const auto body_it = j.find("body");
   TG_CHECK(body_it != j.end() && body_it->is_object(), "{}: an OpenAI batch request needs a \"body\" object",
            w.at());
   const json& body = *body_it;
-  TG_CHECK(!body.contains("messages"),
-           "{}: chat requests (\"messages\") are not supported; use \"/v1/completions\" with a \"prompt\"",
-           w.at());
-  TG_CHECK(body.contains("prompt"), "{}: the request \"body\" has no \"prompt\"", w.at());
-  const std::string top_level_id = record.id;
+  const bool chat = url == "/v1/chat/completions";
+  TG_CHECK(!chat || body.contains("messages"), "{}: a \"/v1/chat/completions\" body needs \"messages\"", w.at());
+  TG_CHECK(chat || body.contains("prompt"), "{}: a \"/v1/completions\" body needs a \"prompt\"{}", w.at(),
+           body.contains("messages") ? " (\"messages\" belong to \"/v1/chat/completions\")" : "");
   for (const auto& [key, v] : body.items()) {
-    if (key == "prompt") {
+    if (key == "prompt" && !chat) {
       read_prompt_value(v, record, w);
-    } else if (key == "model") {
-      // The model is the one the job runs; a batch file names one for OpenAI's sake.
-    } else if (key == "id" || !read_common_field(key, v, record, w, warnings)) {
-      warn_unknown(key, w, warnings);
+    } else if (key == "messages" && chat) {
+      record.messages = get_messages(v, w);
+    } else if (key == "id" || !read_common_field(key, v, record, w)) {
+      unknown_field(key, w);
     }
   }
-  if (top_level_id.empty() && custom_id) record.id = *custom_id;
+  TG_CHECK(!(chat && record.overrides.echo.value_or(false)), "{}: \"echo\" is not supported for chat requests",
+           w.at());
+}
+
+void read_plain_request(const json& j, PromptRecord& record, const Where& w) {
+  const bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_token_ids");
+  TG_CHECK(!(has_text && has_ids), "{}: give either \"prompt\" or \"prompt_token_ids\", not both", w.at());
+  TG_CHECK(has_text || has_ids || j.contains("messages"),
+           "{}: no \"prompt\", \"prompt_token_ids\", \"messages\" or OpenAI batch \"body\" in this line", w.at());
+  TG_CHECK(!(j.contains("messages") && (has_text || has_ids)), "{}: give either a prompt or \"messages\", not both",
+           w.at());
+  for (const auto& [key, v] : j.items()) {
+    if (key == "prompt") {
+      read_prompt_value(v, record, w);
+    } else if (key == "prompt_token_ids") {
+      record.token_ids = get_token_ids(v, "prompt_token_ids", w);
+    } else if (key == "messages") {
+      record.messages = get_messages(v, w);
+    } else if (!read_common_field(key, v, record, w)) {
+      unknown_field(key, w);
+    }
+  }
+}
+
+// The request's name, found before anything else can fail, so that an error record
+// still carries it.
+std::string early_id(const json& j) {
+  for (const char* key : {"id", "custom_id"}) {
+    const auto it = j.find(key);
+    if (it != j.end() && it->is_string()) return it->get<std::string>();
+    if (it != j.end() && it->is_number_integer()) return it->dump();
+  }
+  return {};
 }
 
 }  // namespace
 
 PromptRecord parse_jsonl_prompt(std::string_view text, const std::string& name, int64_t line,
-                                int64_t index, JsonlWarnings& warnings) {
+                                int64_t index) {
   const Where w{name, line};
   json j;
   try {
@@ -201,32 +308,26 @@ PromptRecord parse_jsonl_prompt(std::string_view text, const std::string& name, 
     const auto first = text.find_first_not_of(" \t");
     const bool looks_pretty = first != std::string_view::npos && (text.substr(first) == "{" || text[first] == '[');
     TG_THROW("{}: invalid JSON: {}{}", w.at(), parse_error_message(e),
-             looks_pretty ? " (a JSONL file holds one complete JSON object per line)" : "");
+             looks_pretty ? " (a JSONL file holds one complete JSON object per line)"
+                          : " (if the file holds one text prompt per line, pass --format text)");
   }
-  TG_CHECK(j.is_object(), "{}: expected a JSON object, got a JSON {}", w.at(), j.type_name());
-
   PromptRecord record;
   record.index = index;
   record.line = line;
-
+  // Not an object: not a request at all, the wrong kind of file.
+  TG_CHECK(j.is_object(), "{}: expected a JSON object, got a JSON {}", w.at(), j.type_name());
   const bool openai = j.contains("body") || j.contains("custom_id") || j.contains("url");
-  if (openai) {
-    read_openai_request(j, record, w, warnings);
-  } else {
-    const bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_token_ids");
-    TG_CHECK(!(has_text && has_ids), "{}: give either \"prompt\" or \"prompt_token_ids\", not both", w.at());
-    TG_CHECK(has_text || has_ids,
-             "{}: no \"prompt\", \"prompt_token_ids\" or OpenAI batch \"body\" in this line", w.at());
-    TG_CHECK(!j.contains("messages"), "{}: chat \"messages\" are not supported; give a \"prompt\"", w.at());
-    for (const auto& [key, v] : j.items()) {
-      if (key == "prompt") {
-        read_prompt_value(v, record, w);
-      } else if (key == "prompt_token_ids") {
-        record.token_ids = get_token_ids(v, "prompt_token_ids", w);
-      } else if (!read_common_field(key, v, record, w, warnings)) {
-        warn_unknown(key, w, warnings);
-      }
+  try {
+    record.id = early_id(j);
+    if (openai && j.contains("custom_id") && j["custom_id"].is_string()) record.custom_id = j["custom_id"].get<std::string>();
+    if (openai) {
+      read_openai_request(j, record, w);
+    } else {
+      read_plain_request(j, record, w);
     }
+  } catch (const Error& e) {
+    record.error = e.what();
+    record.openai = openai;
   }
   if (record.id.empty()) record.id = std::to_string(index);
   return record;

@@ -9,16 +9,10 @@
 
 namespace tiergen::io {
 
-// Warnings given at most once per file, so that a million-line file with an unknown
-// key logs one line, not a million.
-struct JsonlWarnings {
-  bool unknown_key = false;
-  bool stop = false;
-};
-
 // Parses `text` (one line, without '\n'/'\r') as the prompt at `index` on line `line`
-// of file `name`. Throws tiergen::Error starting "name:line: ".
+// of file `name`. Throws tiergen::Error starting "name:line: " for a line that is not
+// JSON; a JSON line with bad or unsupported fields comes back with `error` set.
 PromptRecord parse_jsonl_prompt(std::string_view text, const std::string& name, int64_t line,
-                                int64_t index, JsonlWarnings& warnings);
+                                int64_t index);
 
 }  // namespace tiergen::io

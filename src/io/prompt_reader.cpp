@@ -77,7 +77,6 @@ std::vector<PromptRecord> read_prompts(std::istream& in, const std::string& name
                                        const ReadOptions& options) {
   if (format == PromptFormat::Auto) format = format_from_extension(name);
   LineReader reader(in, name, options.max_line_bytes);
-  JsonlWarnings warnings;
   std::vector<PromptRecord> prompts;
   std::string line;
   while (reader.next(line)) {
@@ -92,7 +91,7 @@ std::vector<PromptRecord> read_prompts(std::istream& in, const std::string& name
     const auto index = static_cast<int64_t>(prompts.size());
     prompts.push_back(format == PromptFormat::Text
                           ? parse_text_prompt(view, name, reader.line_number(), index)
-                          : parse_jsonl_prompt(view, name, reader.line_number(), index, warnings));
+                          : parse_jsonl_prompt(view, name, reader.line_number(), index));
   }
   TG_CHECK(!prompts.empty(), "{}: no prompts", name);
 

@@ -26,6 +26,9 @@ namespace tiergen::io {
 
 namespace {
 
+// Where the OpenAI format keeps its job record (its lines must all be results).
+std::string job_sidecar_path(const std::string& results_path) { return results_path + ".job.json"; }
+
 std::string errno_text() { return std::strerror(errno); }
 
 // A new file's name is only durable once its directory is synced.
@@ -41,7 +44,8 @@ void sync_parent_directory(const std::string& path) {
 }  // namespace
 
 ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, bool resume,
-                                std::vector<std::string> ids_in_order, bool overwrite) {
+                                std::vector<std::string> ids_in_order, bool overwrite,
+                                const ResultFileOptions& options) {
   TG_CHECK(total_prompts >= 0, "results: negative prompt count {}", total_prompts);
   TG_CHECK(ids_in_order.empty() || static_cast<int64_t>(ids_in_order.size()) == total_prompts,
            "results: {} prompt ids for {} prompts", ids_in_order.size(), total_prompts);
@@ -50,6 +54,7 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
   w.path_ = path.empty() ? "-" : path;
   w.total_ = total_prompts;
   w.ids_ = std::move(ids_in_order);
+  w.options_ = options;
 
   if (w.path_ == "-") {
     TG_CHECK(!resume, "results go to stdout, which cannot be resumed; write them to a file");
@@ -71,7 +76,8 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
   w.regular_file_ = S_ISREG(st.st_mode);
   if (!existed) sync_parent_directory(w.path_);
 
-  if (resume) {
+  const bool fresh = !resume || st.st_size == 0;
+  if (resume && !fresh) {
     TG_CHECK(w.regular_file_, "{}: can only resume a regular file", w.path_);
     w.scan_for_resume();
   } else if (w.regular_file_ && st.st_size > 0) {
@@ -87,6 +93,7 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
     TG_CHECK(::lseek(w.fd_, static_cast<off_t>(w.good_size_), SEEK_SET) >= 0, "{}: cannot seek: {}", w.path_,
              errno_text());
   }
+  if (fresh || (w.regular_file_ && w.good_size_ == 0)) w.record_job();  // new, or only a torn record was there
   return w;
 }
 
@@ -103,6 +110,10 @@ void ResultWriter::scan_for_resume() {
   };
   std::optional<Damage> damage;
   std::string line;
+  const bool openai = options_.format == ResultFormat::OpenAi;
+  const char* id_key = openai ? "custom_id" : "id";
+  const bool job_line_expected = !options_.job.is_null() && !openai;
+  if (!options_.job.is_null() && openai) check_job_line("", 0);
   while (reader.next(line)) {
     const int64_t n = reader.line_number();
     TG_CHECK(!damage, "results file {} line {} is damaged ({}) but more lines follow it; fix or move the file",
@@ -112,18 +123,30 @@ void ResultWriter::scan_for_resume() {
       break;
     }
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("id") || !j["id"].is_string()) {
+    if (n == 1 && job_line_expected) {
+      check_job_line(line, n);
+      good_size_ = reader.line_offset() + line.size() + 1;
+      continue;
+    }
+    if (j.is_discarded() || !j.is_object() || !j.contains(id_key) || !j[id_key].is_string()) {
       damage = Damage{n, j.is_discarded() ? "not valid JSON" : "not a result record"};
       continue;
     }
     TG_CHECK(done_count_ < total_, "results file {} has more lines than the {} prompts: was it made from another "
              "prompt file?", path_, total_);
-    const auto id = j["id"].get<std::string>();
+    const auto id = j[id_key].get<std::string>();
     if (!ids_.empty()) {
       TG_CHECK(id == ids_[done_count_],
                "results file {} line {} has id \"{}\" but the prompt at that position (index {}) is \"{}\": was "
                "it made from another prompt file?",
                path_, n, id, done_count_, ids_[done_count_]);
+    }
+    const auto texts = options_.prompt_texts;
+    if (static_cast<int64_t>(texts.size()) > done_count_ && texts[done_count_] && j.contains("prompt")) {
+      TG_CHECK(j["prompt"] == *texts[done_count_],
+               "results file {} line {} (id \"{}\") was made from another prompt text than the prompt file's "
+               "now; resume it with the prompt file it was made from, or start a new results file",
+               path_, n, id);
     }
     ++done_count_;
     good_size_ = reader.line_offset() + line.size() + 1;
@@ -144,6 +167,59 @@ void ResultWriter::scan_for_resume() {
   spdlog::info("{}: resuming with {} of {} results already done", path_, done_count_, total_);
 }
 
+// Refuses to resume a file made by another job. `line` is the file's first line
+// (tiergen format); the OpenAI format keeps the record beside the file.
+void ResultWriter::check_job_line(const std::string& line, int64_t line_number) {
+  nlohmann::json was;
+  if (options_.format == ResultFormat::OpenAi) {
+    const std::string sidecar = job_sidecar_path(path_);
+    std::ifstream in(sidecar, std::ios::binary);
+    TG_CHECK(in.is_open(), "results file {} has no job record {} beside it, so resuming cannot tell whether it "
+             "was made by this job; start a new results file", path_, sidecar);
+    was = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    TG_CHECK(was.is_object(), "{}: not a job record (not a JSON object)", sidecar);
+  } else {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    TG_CHECK(j.is_object() && j.contains("tiergen_job") && j["tiergen_job"].is_object(),
+             "results file {} line {} is not a job record {{\"tiergen_job\": ...}}, so resuming cannot tell whether "
+             "the file was made by this job (written by an older tiergen?); start a new results file",
+             path_, line_number);
+    was = j["tiergen_job"];
+  }
+  const auto differences = job_differences(was, nlohmann::json(options_.job));
+  if (!differences.empty()) {
+    std::string list;
+    for (const auto& d : differences) list += "\n  " + d;
+    TG_THROW("results file {} was made by a different job; --resume would mix the two. What differs:{}\n"
+             "Rerun with the original prompts and flags, or write to a new results file.", path_, list);
+  }
+}
+
+void ResultWriter::record_job() {
+  if (options_.job.is_null() || path_ == "-") return;
+  if (options_.format == ResultFormat::OpenAi) {
+    const std::string sidecar = job_sidecar_path(path_), tmp = sidecar + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << options_.job.dump(2) << "\n";
+      TG_CHECK(out.good(), "{}: cannot write the job record", tmp);
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, sidecar, ec);
+    TG_CHECK(!ec, "{}: cannot write the job record: {}", sidecar, ec.message());
+    return;
+  }
+  nlohmann::ordered_json j;
+  j["tiergen_job"] = options_.job;
+  write_line(j.dump() + "\n");
+  sync();
+}
+
+std::string ResultWriter::serialize(const ResultRecord& record) const {
+  return options_.format == ResultFormat::OpenAi ? result_to_openai_line(record, options_.created)
+                                                 : result_to_json_line(record);
+}
+
 ResultWriter::ResultWriter(ResultWriter&& other) noexcept { *this = std::move(other); }
 
 ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
@@ -157,6 +233,7 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
     done_count_ = other.done_count_;
     next_index_ = other.next_index_;
     ids_ = std::move(other.ids_);
+    options_ = std::move(other.options_);
     pending_ = std::move(other.pending_);
     other.pending_.clear();
     good_size_ = other.good_size_;
@@ -188,10 +265,13 @@ void ResultWriter::submit(ResultRecord record) {
            "{}: result for prompt {} (id \"{}\") submitted twice, or it was already done before resuming", path_,
            record.index, record.id);
   if (!ids_.empty()) {
-    TG_CHECK(record.id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
-             path_, record.index, record.id, ids_[record.index]);
+    // The OpenAI format names its lines by "custom_id".
+    const std::string& id = options_.format == ResultFormat::OpenAi && !record.custom_id.empty() ? record.custom_id
+                                                                                                : record.id;
+    TG_CHECK(id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
+             path_, record.index, id, ids_[record.index]);
   }
-  pending_.emplace(record.index, result_to_json_line(record) + '\n');
+  pending_.emplace(record.index, serialize(record) + '\n');
   bool wrote = false;
   while (!pending_.empty() && pending_.begin()->first == next_index_) {
     write_line(pending_.begin()->second);

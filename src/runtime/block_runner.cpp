@@ -6,6 +6,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
+#include "tiergen/runtime/row_sampler.h"
 
 namespace tiergen::runtime {
 
@@ -39,6 +40,7 @@ struct BlockRunner::Pending {
   std::vector<std::vector<int64_t>>* outputs = nullptr;
   std::vector<bool>* finished = nullptr;
   std::vector<std::string>* reasons = nullptr;
+  std::vector<SequenceResult>* details = nullptr;  // logprobs and stop token per sequence
   const std::vector<SequenceRequest>* requests = nullptr;
   const TokenCallback* on_token = nullptr;
 };
@@ -111,6 +113,8 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   p.outputs = &outputs;
   p.finished = &finished;
   p.reasons = &reasons;
+  std::vector<SequenceResult> details(block.size());
+  p.details = &details;
   p.requests = &block;
   p.on_token = &on_token;
 
@@ -162,7 +166,11 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   }
 
   std::vector<SequenceResult> results(block.size());
-  for (size_t s = 0; s < block.size(); ++s) results[s] = {outputs[s], reasons[s]};
+  for (size_t s = 0; s < block.size(); ++s) {
+    results[s] = std::move(details[s]);
+    results[s].tokens = std::move(outputs[s]);
+    results[s].finish_reason = reasons[s];
+  }
   return results;
 }
 
@@ -343,24 +351,52 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
     at::Tensor logits;
     {
       ScopedTimer timer(stats_, Task::Compute, prefill);
-      logits = model::head_logits(spec_, w, hidden).to(at::kCPU).contiguous();
+      logits = model::head_logits(spec_, w, hidden);  // fp32, where it was computed
     }
     ScopedTimer timer(stats_, Task::Sample, prefill);
-    const int64_t vocab = logits.size(1);
+    std::vector<bool> active(b.slots.size(), false);
     for (size_t r = 0; r < b.slots.size(); ++r) {
-      const int64_t token = b.samplers[r].sample(logits.data_ptr<float>() + static_cast<int64_t>(r) * vocab, vocab);
-      b.next_ids[static_cast<int64_t>(r)][0] = token;
       const int64_t slot = b.slots[r];
-      if (slot < 0 || (*p.finished)[static_cast<size_t>(slot)]) continue;
-      auto& tokens = (*p.outputs)[static_cast<size_t>(slot)];
+      if (slot < 0) continue;
+      const SequenceRequest& request = (*p.requests)[static_cast<size_t>(slot)];
+      active[r] = !(*p.finished)[static_cast<size_t>(slot)];
+      if (prefill) {
+        // min_tokens holds back end-of-sequence (unless ignored) and the stop token ids.
+        std::vector<int64_t> held_back = request.stop_token_ids;
+        if (!request.ignore_eos) held_back.insert(held_back.end(), eos_ids_.begin(), eos_ids_.end());
+        b.samplers[r].begin(request.prompt, std::move(held_back));
+      }
+    }
+    const std::vector<int64_t> sampled = sample_rows(logits, b.samplers, active);
+    for (size_t r = 0; r < b.slots.size(); ++r) {
+      const int64_t token = sampled[r];
+      b.next_ids[static_cast<int64_t>(r)][0] = token;
+      if (!active[r]) continue;
+      const auto slot = static_cast<size_t>(b.slots[r]);
+      const SequenceRequest& request = (*p.requests)[slot];
+      auto& tokens = (*p.outputs)[slot];
+      SequenceResult& details = (*p.details)[slot];
       tokens.push_back(token);
-      if (*p.on_token) (*p.on_token)(static_cast<size_t>(slot), token);
-      if (!(*p.requests)[static_cast<size_t>(slot)].ignore_eos &&
-          std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
-        (*p.finished)[static_cast<size_t>(slot)] = true;
-        (*p.reasons)[static_cast<size_t>(slot)] = "stop";
-      } else if (static_cast<int64_t>(tokens.size()) >= (*p.requests)[static_cast<size_t>(slot)].max_new_tokens) {
-        (*p.finished)[static_cast<size_t>(slot)] = true;
+      if (b.samplers[r].last_logprob()) details.logprobs.push_back(*b.samplers[r].last_logprob());
+      if (*p.on_token) (*p.on_token)(slot, token);
+      const bool reached_min = static_cast<int64_t>(tokens.size()) >= request.sampling.min_tokens;
+      const auto is_in = [token](const std::vector<int64_t>& ids) {
+        return std::find(ids.begin(), ids.end(), token) != ids.end();
+      };
+      bool stop = false;
+      if (!request.ignore_eos && is_in(eos_ids_)) {
+        stop = true;
+      } else if (is_in(request.stop_token_ids)) {
+        stop = true;
+        details.stop_token = token;
+      } else if (reached_min && request.should_stop && request.should_stop(tokens)) {
+        stop = true;
+      }
+      if (stop) {
+        (*p.finished)[slot] = true;
+        (*p.reasons)[slot] = "stop";
+      } else if (static_cast<int64_t>(tokens.size()) >= request.max_new_tokens) {
+        (*p.finished)[slot] = true;
       }
     }
     return;

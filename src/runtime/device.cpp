@@ -177,6 +177,23 @@ std::shared_ptr<const AsyncEmulation> emulation_from_environment() {
   return config;
 }
 
+// LibTorch builds differ in which dtypes the CPU kernels implement (1.13 has no Half
+// matmul on the CPU; 2.x has). Asking the library itself, with one tiny matmul and
+// the layer norm every layer runs, refuses exactly what would fail later, before
+// any weights are read.
+void refuse_unsupported_dtype(const DeviceContext& ctx, const std::string& device, const std::string& dtype) {
+  try {
+    const auto options = at::TensorOptions().dtype(ctx.dtype).device(ctx.compute);
+    const at::Tensor a = at::ones({2, 2}, options);
+    (void)at::matmul(a, a);
+    (void)at::layer_norm(a, {2});
+    (void)at::softmax(a, -1);
+  } catch (const std::exception&) {
+    TG_THROW("--dtype {} is not supported on --device {} by this LibTorch build (its {} kernels lack that dtype); "
+             "use --dtype float32", dtype, device, ctx.is_cuda() ? "CUDA" : "CPU");
+  }
+}
+
 }  // namespace
 
 DeviceContext make_device_context(const std::string& device, const std::string& dtype, bool pin_host) {
@@ -194,6 +211,7 @@ DeviceContext make_device_context(const std::string& device, const std::string& 
   }
   ctx.pin_host = pin_host && ctx.is_cuda();
   if (!ctx.is_cuda()) ctx.emulation = emulation_from_environment();
+  refuse_unsupported_dtype(ctx, device, dtype);
   return ctx;
 }
 

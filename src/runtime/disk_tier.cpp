@@ -15,30 +15,9 @@ namespace tiergen::runtime {
 
 namespace {
 
-// Signal-safe registry of offload files: fixed storage, written before use.
-constexpr int kMaxOffloadFiles = 16;
-constexpr size_t kMaxPath = 4096;
-char g_offload_paths[kMaxOffloadFiles][kMaxPath];
-std::atomic<bool> g_offload_used[kMaxOffloadFiles];
 char g_interrupt_message[1024];
 
-int register_offload_file(const std::string& path) {
-  for (int i = 0; i < kMaxOffloadFiles; ++i) {
-    bool expected = false;
-    if (!g_offload_used[i].load() && path.size() < kMaxPath) {
-      std::strncpy(g_offload_paths[i], path.c_str(), kMaxPath - 1);
-      if (g_offload_used[i].compare_exchange_strong(expected, true)) return i;
-    }
-  }
-  return -1;
-}
-
-void unregister_offload_file(int slot) {
-  if (slot >= 0) g_offload_used[slot].store(false);
-}
-
 void on_signal(int signal) {
-  remove_offload_files_now();
   const size_t n = std::strlen(g_interrupt_message);
   if (n > 0) {
     [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, g_interrupt_message, n);
@@ -54,12 +33,6 @@ constexpr uint64_t kRequestBytes = 8ull << 20;  // one I/O request of the pool
 void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
 
 }  // namespace
-
-void remove_offload_files_now() {
-  for (int i = 0; i < kMaxOffloadFiles; ++i) {
-    if (g_offload_used[i].load()) ::unlink(g_offload_paths[i]);
-  }
-}
 
 void install_interrupt_handlers(const std::string& message) {
   std::strncpy(g_interrupt_message, message.c_str(), sizeof(g_interrupt_message) - 1);
@@ -83,14 +56,21 @@ DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threa
   fd_ = ::mkstemp(pattern.data());
   TG_CHECK(fd_ >= 0, "offload directory '{}' is not writable: {}", offload_dir, std::strerror(errno));
   path_ = pattern;
-  slot_ = register_offload_file(path_);
+  // The file has no name from here on: the kernel frees its blocks when the last
+  // descriptor closes, however the process ends (SIGKILL and the OOM killer included),
+  // so no run leaves an offload file behind.
+  if (::unlink(path_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    fd_ = -1;
+    TG_THROW("offload file '{}' cannot be unlinked after creation: {}", path_, why);
+  }
+  path_ += " (unlinked)";
 }
 
 DiskTier::~DiskTier() {
   for (auto& [path, fd] : checkpoint_fds_) ::close(fd);
   if (fd_ >= 0) ::close(fd_);
-  if (!path_.empty()) ::unlink(path_.c_str());
-  unregister_offload_file(slot_);
 }
 
 DiskExtent DiskTier::allocate(uint64_t bytes, const std::string& what) {

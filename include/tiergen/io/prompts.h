@@ -16,12 +16,17 @@
 //           {"custom_id": "a", "method": "POST", "url": "/v1/completions",
 //            "body": {"model": ..., "prompt": "text", "max_tokens": 16, ...}}
 //                                                       an OpenAI batch request
-//         "prompt" may also be an array of token ids. Optional per-prompt fields (at
-//         the top level, or in "body" for OpenAI requests): "id", "max_tokens",
-//         "temperature", "top_p", "top_k", "seed". "stop" and other unknown keys are
-//         ignored with one warning per file. Chat requests ("/v1/chat/completions" or
-//         "messages") are refused: the engine completes raw text, it has no chat
-//         template.
+//         "prompt" may also be an array of token ids. Optional per-request fields (at
+//         the top level, or in "body" for OpenAI requests): "id", "model", "max_tokens",
+//         "min_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop" (a string or
+//         a list), "stop_token_ids", "ignore_eos", "presence_penalty", "frequency_penalty",
+//         "repetition_penalty", "logprobs", "echo", "user", "stream" (false only); null
+//         means "the job's default". Chat requests ("/v1/chat/completions" with
+//         "messages" [{"role", "content"}]) are read too; whether they can be rendered
+//         depends on the model's chat template (see src/chat/).
+//   Errors: a line that is not JSON stops the whole read (it is the wrong format, not a
+//         bad request). A JSON object whose fields are wrong or unknown becomes a
+//         PromptRecord with `error` set: that request fails on its own, the job goes on.
 //   Auto: by extension; any other extension (and stdin, "-") is sniffed: JSONL when
 //         the first non-blank line starts with '{', else text.
 //
@@ -39,8 +44,15 @@ namespace tiergen::io {
 
 // Per-prompt sampling settings that override the command line's; unset = use the job's.
 struct SamplingOverrides {
-  std::optional<double> temperature, top_p;
-  std::optional<int64_t> top_k, seed, max_tokens;
+  std::optional<double> temperature, top_p, presence_penalty, frequency_penalty, repetition_penalty;
+  std::optional<int64_t> top_k, seed, max_tokens, min_tokens, n, logprobs;
+  std::optional<bool> ignore_eos, echo;
+  std::optional<std::vector<std::string>> stop;
+  std::optional<std::vector<int64_t>> stop_token_ids;
+};
+
+struct ChatMessage {
+  std::string role, content;
 };
 
 struct PromptRecord {
@@ -50,7 +62,12 @@ struct PromptRecord {
   std::string id;
   std::optional<std::string> text;  // set when the prompt was given as text
   std::vector<int64_t> token_ids;   // set when the prompt was given as token ids
+  std::optional<std::vector<ChatMessage>> messages;  // a chat request
   SamplingOverrides overrides;
+  bool openai = false;       // the line was an OpenAI batch request
+  std::optional<std::string> custom_id;  // OpenAI "custom_id" (echoed in OpenAI output)
+  std::string model;         // "model" of the request, if any (reported back in OpenAI output)
+  std::optional<std::string> error;  // this request is malformed; it gets an error result
 };
 
 enum class PromptFormat { Auto, Text, Jsonl };

@@ -4,34 +4,83 @@
 // resumed. The file only ever holds complete lines in prompt order; a line torn by a
 // crash mid-write is found and cut away on resume.
 //
-// Line format (keys in this order; absent optionals are left out):
-//   {"id", "prompt", "text", "token_ids", "finish_reason", "num_prompt_tokens",
-//    "num_output_tokens"}
-// and for a prompt that failed on its own (e.g. too long) so that the job goes on:
+// Two line formats (ResultFormat):
+//  Tiergen (keys in this order; absent optionals are left out):
+//   {"id", "prompt", "text", "token_ids", "finish_reason", "stop_reason", "logprobs",
+//    "num_prompt_tokens", "num_output_tokens"}
+//   with n > 1 samples, "text" ... "logprobs" move into "choices": [{...}, ...];
+//   and for a prompt that failed on its own (e.g. too long) so that the job goes on:
 //   {"id", "error"}
+//   A file written with a job fingerprint starts with one {"tiergen_job": {...}} line.
+//  OpenAi: vLLM `run-batch` / OpenAI Batch API output, one line per request:
+//   {"id", "custom_id", "response": {"status_code": 200, "request_id", "body": {"id",
+//    "object": "text_completion", "created", "model", "choices": [{"index", "text",
+//    "logprobs", "finish_reason", "stop_reason"}], "usage": {"prompt_tokens",
+//    "completion_tokens", "total_tokens"}}}, "error": null}
+//   (chat requests: "object": "chat.completion" and "message": {"role", "content"}
+//   in place of "text"); a failed request: "response": {"status_code": 400,
+//   "request_id", "body": null}, "error": {"object": "error", "message", "type",
+//   "param", "code"}.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace tiergen::io {
 
-struct ResultRecord {
+// One sample of a prompt.
+struct Completion {
+  std::optional<std::string> text;    // the generated text, once detokenized
+  std::vector<int64_t> token_ids;     // generated tokens (not the prompt's)
+  std::string finish_reason;          // "stop" (EOS, stop string or stop token) or "length"
+  nlohmann::ordered_json stop_reason;   // null, the stop string, or the stop token id
+  nlohmann::ordered_json logprobs;      // null, or OpenAI's completions logprobs object
+};
+
+struct ResultRecord : Completion {
   int64_t index = 0;  // the prompt's PromptRecord::index
   std::string id;
   std::optional<std::string> prompt;  // the prompt text, when it was given as text
-  std::optional<std::string> text;    // the generated text, once detokenized
-  std::vector<int64_t> token_ids;     // generated tokens (not the prompt's)
-  std::string finish_reason;          // "stop" (EOS) or "length"
+  std::vector<Completion> more;       // samples 2..n when n > 1 (the first is the base)
   int64_t num_prompt_tokens = 0;
-  int64_t num_output_tokens = 0;
+  int64_t num_output_tokens = 0;      // over all samples
   std::optional<std::string> error;  // set: an error record, the fields above unused
+  // For OpenAI output.
+  std::string custom_id;  // default: id
+  std::string model;      // the request's "model", else the job's model
+  bool chat = false;      // a /v1/chat/completions request
 };
+
+enum class ResultFormat { Tiergen, OpenAi };
+
+// "tiergen" / "openai" -> format; else tiergen::Error.
+ResultFormat parse_result_format(const std::string& name);
 
 // One result as a JSON line without the trailing '\n'. Never throws on bad UTF-8 in
 // text (generation can stop mid-character): invalid bytes become U+FFFD.
 std::string result_to_json_line(const ResultRecord& record);
+// The OpenAI batch output line; `created` is the job's start (Unix seconds). The
+// "id"s are fresh random ones, as vLLM's are.
+std::string result_to_openai_line(const ResultRecord& record, int64_t created);
+
+// How a results file is written and checked on resume.
+struct ResultFileOptions {
+  ResultFormat format = ResultFormat::Tiergen;
+  int64_t created = 0;  // OpenAI "created"
+  // What produced the file (a JSON object: prompts hash, model, sampling flags ...).
+  // Tiergen format: the first line {"tiergen_job": job}; OpenAI format (whose lines are
+  // all results): the file PATH.job.json beside it. On resume a file made by another
+  // job is refused naming the fields that differ. Null: not recorded, not checked.
+  nlohmann::ordered_json job;
+  // Tiergen format: each prompt's text (when it had one); a done line whose "prompt"
+  // differs is refused on resume. Empty: not checked.
+  std::vector<std::optional<std::string>> prompt_texts;
+};
+
+// The fields in which two job fingerprints differ, as "field: was X, now Y".
+std::vector<std::string> job_differences(const nlohmann::json& was, const nlohmann::json& now);
 
 // Writes results in prompt order. The engine may submit them in any order (it groups
 // prompts by length); a record waits in memory until all earlier ones are written.
@@ -46,8 +95,10 @@ class ResultWriter {
   //    line, and appends after them. A line with another prompt's id is an error.
   // `ids_in_order` (size total_prompts) are the prompts' ids; submit() and resume
   // check against them. Empty: no id checks.
+  // In OpenAI format the ids are the lines' "custom_id"s.
   static ResultWriter open(const std::string& path, int64_t total_prompts, bool resume,
-                           std::vector<std::string> ids_in_order = {}, bool overwrite = false);
+                           std::vector<std::string> ids_in_order = {}, bool overwrite = false,
+                           const ResultFileOptions& options = {});
 
   ResultWriter(ResultWriter&& other) noexcept;
   ResultWriter& operator=(ResultWriter&& other) noexcept;
@@ -76,6 +127,9 @@ class ResultWriter {
  private:
   ResultWriter() = default;
   void scan_for_resume();
+  void check_job_line(const std::string& line, int64_t line_number);
+  void record_job();
+  std::string serialize(const ResultRecord& record) const;
   void write_line(const std::string& line);
   void sync();
   void close_quietly() noexcept;
@@ -88,6 +142,7 @@ class ResultWriter {
   int64_t done_count_ = 0;
   int64_t next_index_ = 0;
   std::vector<std::string> ids_;
+  ResultFileOptions options_;
   std::map<int64_t, std::string> pending_;  // index -> serialized line
   uint64_t good_size_ = 0;  // file size after the last complete line written
   bool failed_ = false;     // a write failed: refuse more, the file ends at good_size_

@@ -12,6 +12,8 @@
 // whole layer of weights (FlexGen's separate load-weight and load-cache streams).
 #include <functional>
 #include <future>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "tiergen/model/spec.h"
@@ -30,12 +32,18 @@ struct SequenceRequest {
   std::vector<int64_t> prompt;
   int64_t max_new_tokens = 0;
   SamplingParams sampling;
-  bool ignore_eos = false;           // generate exactly max_new_tokens (benchmarks)
+  bool ignore_eos = false;           // do not stop at end-of-sequence tokens
+  std::vector<int64_t> stop_token_ids;  // also end the sequence (after min_tokens)
+  // Asked after each token once min_tokens are out (the tokens so far); true ends the
+  // sequence with finish_reason "stop". The caller matches stop strings on decoded text.
+  std::function<bool(const std::vector<int64_t>& tokens)> should_stop;
 };
 
 struct SequenceResult {
   std::vector<int64_t> tokens;
   std::string finish_reason;  // "stop" or "length"
+  std::optional<int64_t> stop_token;      // the stop_token_ids entry that ended it
+  std::vector<TokenLogprob> logprobs;     // one per token when sampling.logprobs >= 0
 };
 
 // Called with a sequence's position in the block and its tokens as they are sampled.

@@ -2,8 +2,8 @@
 // The disk tier: one offload file per run under --offload-dir, carved into extents.
 // Reads and writes are positional (pread/pwrite), split into large requests served by
 // an I/O thread pool, and drop the page cache behind them so disk-homed data does not
-// quietly live in host memory. The file is removed when the tier is destroyed, and a
-// process-wide registry removes it on SIGINT/SIGTERM too.
+// quietly live in host memory. The file is unlinked as soon as it is created and
+// opened, so it never outlives the process, however that ends.
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -48,7 +48,6 @@ class DiskTier {
   TierAccount account_;
   std::string path_;
   int fd_ = -1;
-  int slot_ = -1;  // in the signal-safe registry of offload files
   int io_threads_;
   uint64_t end_ = 0;
   std::vector<Reservation> reservations_;
@@ -56,10 +55,8 @@ class DiskTier {
   std::mutex mutex_;
 };
 
-// Removes every live offload file; called from signal handlers and at exit.
-void remove_offload_files_now();
-// Installs SIGINT/SIGTERM handlers that remove offload files, print `message` (e.g.
-// how to resume) and exit with 128 + signal. Results already written stay intact
+// Installs SIGINT/SIGTERM handlers that print `message` (e.g. how to resume) and exit
+// with 128 + signal (offload files are already nameless). Results already written stay intact
 // because every result line is written and synced as soon as it is final.
 void install_interrupt_handlers(const std::string& message);
 

@@ -1,0 +1,210 @@
+#include "src/cli/generate_requests.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "tiergen/common/error.h"
+
+namespace tiergen::cli {
+
+namespace {
+
+// Advice that can work: --truncate only when some prompt would remain, and the
+// largest max_tokens that fits.
+std::string too_long_message(int64_t prompt_len, int64_t max_new, int64_t context, bool capped) {
+  const std::string what = capped ? fmt::format("--max-model-len {}", context)
+                                  : fmt::format("the model's {} positions", context);
+  if (max_new >= context) {
+    return fmt::format("max_tokens {} leaves no room for the prompt within {}; ask for fewer than {} tokens "
+                       "(-n or \"max_tokens\")", max_new, what, context);
+  }
+  std::string advice = fmt::format("use --truncate to keep the last {} prompt tokens", context - max_new);
+  if (prompt_len < context) advice += fmt::format(", or ask for at most {} tokens", context - prompt_len);
+  return fmt::format("prompt of {} tokens plus {} new tokens exceeds {} ({})", prompt_len, max_new, what, advice);
+}
+
+template <typename T>
+T pick(const std::optional<T>& request, const T& job) {
+  return request ? *request : job;
+}
+
+std::string token_text(const tokenizer::Tokenizer* tok, int64_t id) {
+  return tok ? tok->decode({id}, /*skip_special_tokens=*/false) : fmt::format("token_id:{}", id);
+}
+
+std::vector<int> utf8_bytes(const std::string& s) { return std::vector<int>(s.begin(), s.end()); }
+
+nlohmann::ordered_json completion_logprobs(const runtime::SequenceResult& result, const tokenizer::Tokenizer* tok) {
+  nlohmann::ordered_json tokens = nlohmann::ordered_json::array(), token_logprobs = tokens, top = tokens,
+                         offsets = tokens;
+  int64_t offset = 0;
+  for (const auto& lp : result.logprobs) {
+    const std::string text = token_text(tok, lp.token);
+    tokens.push_back(text);
+    token_logprobs.push_back(lp.logprob);
+    nlohmann::ordered_json alternatives = nlohmann::ordered_json::object();
+    for (const auto& [id, logprob] : lp.top) alternatives[token_text(tok, id)] = logprob;
+    top.push_back(std::move(alternatives));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(text.size());
+  }
+  return {{"text_offset", offsets}, {"token_logprobs", token_logprobs}, {"tokens", tokens}, {"top_logprobs", top}};
+}
+
+nlohmann::ordered_json chat_logprobs(const runtime::SequenceResult& result, const tokenizer::Tokenizer* tok) {
+  nlohmann::ordered_json content = nlohmann::ordered_json::array();
+  for (const auto& lp : result.logprobs) {
+    nlohmann::ordered_json alternatives = nlohmann::ordered_json::array();
+    for (const auto& [id, logprob] : lp.top) {
+      const std::string t = token_text(tok, id);
+      alternatives.push_back({{"token", t}, {"logprob", logprob}, {"bytes", utf8_bytes(t)}});
+    }
+    const std::string t = token_text(tok, lp.token);
+    content.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", utf8_bytes(t)}, {"top_logprobs", alternatives}});
+  }
+  return {{"content", content}};
+}
+
+// FNV-1a, 64 bits: a content fingerprint, not a security measure.
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
+                                const RequestDefaults& d, const std::optional<std::string>& chat_prompt) {
+  PreparedRequest r;
+  const auto& o = p.overrides;
+  auto fail = [&](std::string message) {
+    r.error = std::move(message);
+    return r;
+  };
+  if (p.error) return fail(*p.error);
+  if (o.echo.value_or(false)) return fail("\"echo\" (prompt log-probabilities) is not supported");
+  r.max_tokens = pick(o.max_tokens, d.max_tokens);
+  r.n = pick(o.n, d.n);
+  r.stop = pick(o.stop, d.stop);
+  r.stop_token_ids = pick(o.stop_token_ids, d.stop_token_ids);
+  r.ignore_eos = pick(o.ignore_eos, d.ignore_eos);
+  runtime::SamplingParams& s = r.sampling;
+  s.temperature = pick(o.temperature, d.temperature);
+  s.top_k = pick(o.top_k, d.top_k);
+  s.top_p = pick(o.top_p, d.top_p);
+  s.seed = o.seed ? static_cast<uint64_t>(*o.seed) : d.seed;
+  s.min_tokens = pick(o.min_tokens, d.min_tokens);
+  s.presence_penalty = pick(o.presence_penalty, d.presence_penalty);
+  s.frequency_penalty = pick(o.frequency_penalty, d.frequency_penalty);
+  s.repetition_penalty = pick(o.repetition_penalty, d.repetition_penalty);
+  s.logprobs = pick(o.logprobs, d.logprobs);
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+  if (s.min_tokens > r.max_tokens) {
+    return fail(fmt::format("min_tokens {} is more than max_tokens {}", s.min_tokens, r.max_tokens));
+  }
+  if (!r.stop.empty() && !tok) return fail("\"stop\" strings need a tokenizer to match decoded text (pass --tokenizer)");
+  for (int64_t id : r.stop_token_ids) {
+    if (id >= spec.vocab_size) return fail(fmt::format("stop token id {} is outside the vocabulary of {}", id, spec.vocab_size));
+  }
+  if (p.messages) {
+    if (!chat_prompt) return fail("internal: chat request without a rendered prompt");
+    r.ids = tok->encode(*chat_prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
+  } else {
+    // Text prompts without a tokenizer were refused before the results file opened.
+    r.ids = p.text ? tok->encode(*p.text) : p.token_ids;
+  }
+  for (int64_t id : r.ids) {
+    if (id < 0 || id >= spec.vocab_size) {
+      return fail(fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size));
+    }
+  }
+  if (r.ids.empty()) return fail("the prompt has no tokens");
+  const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
+  const int64_t context = capped ? d.max_model_len : spec.max_positions;
+  const int64_t room = context - r.max_tokens;
+  if (static_cast<int64_t>(r.ids.size()) > room) {
+    if (!d.truncate || room <= 0) return fail(too_long_message(static_cast<int64_t>(r.ids.size()), r.max_tokens, context, capped));
+    r.ids.erase(r.ids.begin(), r.ids.end() - room);  // keep the most recent tokens
+  }
+  return r;
+}
+
+runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prompt_index, int64_t sample,
+                                          const tokenizer::Tokenizer* tok) {
+  runtime::SequenceRequest q;
+  // Sample 0 keeps the prompt's own stream; the others get streams far from any prompt's.
+  q.index = prompt_index + (sample << 40);
+  q.prompt = r.ids;
+  q.max_new_tokens = r.max_tokens;
+  q.sampling = r.sampling;
+  q.ignore_eos = r.ignore_eos;
+  q.stop_token_ids = r.stop_token_ids;
+  if (!r.stop.empty() && tok) {
+    const auto stop = r.stop;
+    q.should_stop = [tok, stop](const std::vector<int64_t>& tokens) {
+      const std::string text = tok->decode(tokens);
+      return std::any_of(stop.begin(), stop.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
+    };
+  }
+  return q;
+}
+
+io::Completion make_completion(const runtime::SequenceResult& result, const PreparedRequest& r,
+                               const tokenizer::Tokenizer* tok, bool chat) {
+  io::Completion c;
+  c.token_ids = result.tokens;
+  c.finish_reason = result.finish_reason;
+  if (result.stop_token) c.stop_reason = *result.stop_token;
+  if (tok) {
+    std::vector<int64_t> shown = result.tokens;
+    if (result.stop_token && !shown.empty()) shown.pop_back();  // a stop token is not part of the text
+    std::string text = tok->decode(shown);
+    // The earliest stop string ends the text, and is not part of it.
+    size_t cut = std::string::npos;
+    const std::string* which = nullptr;
+    for (const auto& s : r.stop) {
+      const size_t at = text.find(s);
+      if (at < cut) {
+        cut = at;
+        which = &s;
+      }
+    }
+    if (which) {
+      text.resize(cut);
+      c.finish_reason = "stop";
+      c.stop_reason = *which;
+    }
+    c.text = std::move(text);
+  }
+  if (r.sampling.logprobs >= 0) c.logprobs = chat ? chat_logprobs(result, tok) : completion_logprobs(result, tok);
+  return c;
+}
+
+std::string prompts_hash(const std::vector<io::PromptRecord>& prompts) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& p : prompts) {
+    nlohmann::ordered_json j;
+    j["id"] = p.id;
+    if (p.text) j["text"] = *p.text;
+    j["token_ids"] = p.token_ids;
+    if (p.messages) {
+      for (const auto& m : *p.messages) j["messages"].push_back({m.role, m.content});
+    }
+    const auto& o = p.overrides;
+    j["o"] = {o.temperature.value_or(-1), o.top_p.value_or(-1), o.top_k.value_or(-1), o.seed.value_or(-1),
+              o.max_tokens.value_or(-1), o.min_tokens.value_or(-1), o.n.value_or(-1), o.logprobs.value_or(-2),
+              o.presence_penalty.value_or(-9), o.frequency_penalty.value_or(-9), o.repetition_penalty.value_or(-9),
+              o.ignore_eos ? int(*o.ignore_eos) : -1, o.echo ? int(*o.echo) : -1};
+    if (o.stop) j["stop"] = *o.stop;
+    if (o.stop_token_ids) j["stop_token_ids"] = *o.stop_token_ids;
+    h = fnv1a(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", h);
+  }
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+}  // namespace tiergen::cli

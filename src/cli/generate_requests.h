@@ -1,0 +1,63 @@
+#pragma once
+// `tiergen generate`'s requests: a PromptRecord plus the job's flags -> what the engine
+// runs (or the request's own error), and the engine's SequenceResults -> the sample
+// that goes into the result line (stop strings cut, logprobs as OpenAI writes them).
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tiergen/io/prompts.h"
+#include "tiergen/io/results.h"
+#include "tiergen/model/spec.h"
+#include "tiergen/runtime/block_runner.h"
+#include "tiergen/tokenizer/tokenizer.h"
+
+namespace tiergen::cli {
+
+// The job's defaults for every request field (the command line's flags).
+struct RequestDefaults {
+  int64_t max_tokens = 32;
+  int64_t min_tokens = 0;
+  double temperature = 0.0, top_p = 1.0;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t n = 1;
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_token_ids;
+  bool ignore_eos = false;
+  double presence_penalty = 0.0, frequency_penalty = 0.0, repetition_penalty = 1.0;
+  int64_t logprobs = -1;
+  bool truncate = false;
+  int64_t max_model_len = 0;  // 0: the model's positions
+};
+
+struct PreparedRequest {
+  std::vector<int64_t> ids;  // the prompt's tokens
+  runtime::SamplingParams sampling;
+  int64_t max_tokens = 0;
+  int64_t n = 1;
+  std::vector<std::string> stop;
+  std::vector<int64_t> stop_token_ids;
+  bool ignore_eos = false;
+  std::optional<std::string> error;  // set: the request fails on its own
+};
+
+// `chat_prompt` is the rendered chat template for a chat request (else unused).
+PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
+                                const RequestDefaults& defaults, const std::optional<std::string>& chat_prompt);
+
+// The engine request for sample `sample` (0..n-1) of prompt `prompt_index`. Sample 0
+// samples from the prompt's own random stream, so n = 1 is what it always was.
+runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prompt_index, int64_t sample,
+                                          const tokenizer::Tokenizer* tok);
+
+// One sample for the result line; `chat` picks OpenAI's chat logprobs layout.
+io::Completion make_completion(const runtime::SequenceResult& result, const PreparedRequest& r,
+                               const tokenizer::Tokenizer* tok, bool chat);
+
+// A content hash of the prompts as read (ids, texts, token ids, fields), for resume.
+std::string prompts_hash(const std::vector<io::PromptRecord>& prompts);
+
+}  // namespace tiergen::cli

@@ -1,0 +1,265 @@
+// `tiergen generate` with batch files as vLLM users write them: OpenAI batch output
+// (a golden input/output pair, checked field by field with the random ids masked),
+// request parameters through the whole CLI, failed requests counted in the exit
+// status, resume refusing another job's results, and early refusals.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_fixture.h"
+
+namespace {
+
+using nlohmann::json;
+
+class CliBatch : public CliReliability {
+ protected:
+  // The result lines of `path` as JSON (the job record line skipped).
+  static std::vector<json> result_lines(const fs::path& path) {
+    std::vector<json> lines;
+    std::istringstream in(read_file(path));
+    std::string line;
+    while (std::getline(in, line)) {
+      json j = json::parse(line);
+      if (!j.contains("tiergen_job")) lines.push_back(std::move(j));
+    }
+    return lines;
+  }
+
+  Exit generate(const std::string& prompts_jsonl, const fs::path& out, const std::vector<std::string>& extra = {}) {
+    const fs::path prompts = dir_ / "prompts.jsonl";
+    write_file(prompts, prompts_jsonl);
+    return run(generate_args(prompts, out, extra));
+  }
+};
+
+const std::string kGoldenDir = TIERGEN_TEST_FIXTURES "/openai_batch";
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+// vLLM's ids are random and "created" is the clock: masked before comparing, as are
+// the paths in error messages.
+json masked(json j, const fs::path& model_dir) {
+  j["id"] = "ID";
+  if (j["error"].is_object()) {
+    std::string message = j["error"]["message"];
+    message = replace_all(message, kGoldenDir + "/input.jsonl", "INPUT");
+    j["error"]["message"] = replace_all(message, model_dir.string(), "MODEL_DIR");
+  }
+  if (j["response"].is_object()) {
+    j["response"]["request_id"] = "REQUEST_ID";
+    if (j["response"]["body"].is_object()) {
+      j["response"]["body"]["id"] = "BODY_ID";
+      j["response"]["body"]["created"] = 0;
+      j["response"]["body"]["model"] = "MODEL";
+    }
+  }
+  return j;
+}
+
+TEST_F(CliBatch, OpenAiBatchInputGivesTheGoldenOpenAiOutput) {
+  const fs::path out = dir_ / "out.jsonl";
+  const Exit e = run(generate_args(kGoldenDir + "/input.jsonl", out, {"--max-failures", "2"}));
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const auto got = result_lines(out);
+  std::vector<json> want;
+  {
+    std::istringstream in(read_file(kGoldenDir + "/output.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) want.push_back(json::parse(line));
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i]["id"].get<std::string>().rfind("vllm-", 0), 0u);
+    const json g = masked(got[i], model()), w = masked(want[i], model());
+    for (const auto& [key, value] : w.items()) EXPECT_EQ(g[key], value) << "line " << i + 1 << " field " << key;
+    EXPECT_EQ(g, w) << "line " << i + 1;
+  }
+  // The OpenAI output holds only result lines; the job record sits beside it.
+  EXPECT_TRUE(fs::exists(fs::path(out.string() + ".job.json")));
+}
+
+TEST_F(CliBatch, OutputFormatCanBeChosenForAnyInput) {
+  const fs::path out = dir_ / "out.jsonl";
+  const Exit e = generate("{\"prompt\": \"hello there\", \"max_tokens\": 3}\n", out, {"--output-format", "openai"});
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const auto lines = result_lines(out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["custom_id"], "0");
+  EXPECT_EQ(lines[0]["response"]["body"]["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(CliBatch, MalformedTokenIdsAreRequestErrorsCountedInTheExitStatus) {
+  const fs::path out = dir_ / "out.jsonl";
+  const std::string prompts =
+      "{\"prompt_token_ids\": [5, 6, 7]}\n"
+      "{\"prompt_token_ids\": []}\n"
+      "{\"prompt_token_ids\": [1, -4]}\n"
+      "{\"prompt_token_ids\": [1, \"x\"]}\n"
+      "{\"prompt_token_ids\": [8, 9]}\n";
+  const Exit e = generate(prompts, out, {"-n", "2"});
+  ASSERT_TRUE(e.exited && e.code == 1) << e.describe();
+  EXPECT_NE(e.err.find("3 of 5 requests failed"), std::string::npos) << e.describe();
+  EXPECT_NE(e.err.find("2 completed, 3 failed"), std::string::npos) << e.describe();
+  const auto lines = result_lines(out);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_FALSE(lines[0].contains("error"));
+  for (size_t i : {1, 2, 3}) {
+    ASSERT_TRUE(lines[i].contains("error")) << lines[i];
+    EXPECT_NE(lines[i]["error"].get<std::string>().find("prompts.jsonl:" + std::to_string(i + 1) + ":"), std::string::npos);
+  }
+  EXPECT_EQ(lines[4]["token_ids"].size(), 2u);
+  // Tolerated failures: the same job exits 0.
+  const Exit tolerated = generate(prompts, dir_ / "out2.jsonl", {"-n", "2", "--max-failures", "3"});
+  EXPECT_TRUE(tolerated.exited && tolerated.code == 0) << tolerated.describe();
+}
+
+TEST_F(CliBatch, AdviceForTooLongRequestsCanWork) {
+  const fs::path out = dir_ / "out.jsonl";
+  const Exit e = generate("{\"prompt_token_ids\": [5, 6, 7], \"max_tokens\": 300}\n"
+                          "{\"prompt_token_ids\": [5, 6, 7, 8, 9, 10], \"max_tokens\": 4}\n",
+                          out, {"--max-model-len", "8", "--max-failures", "2"});
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const auto lines = result_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string first = lines[0]["error"], second = lines[1]["error"];
+  EXPECT_EQ(first.find("--truncate"), std::string::npos) << first;  // truncation cannot help there
+  EXPECT_NE(first.find("ask for fewer than 8 tokens"), std::string::npos) << first;
+  EXPECT_NE(second.find("--max-model-len 8"), std::string::npos) << second;
+  EXPECT_NE(second.find("keep the last 4 prompt tokens"), std::string::npos) << second;
+  EXPECT_NE(second.find("at most 2 tokens"), std::string::npos) << second;
+  EXPECT_EQ(second.find("last 0"), std::string::npos) << second;
+}
+
+TEST_F(CliBatch, ResumeRefusesResultsOfAChangedPromptFileOrFlags) {
+  const fs::path prompts = prompt_file("p.txt", 6), out = dir_ / "out.jsonl";
+  const Exit first = run(generate_args(prompts, out, {"-n", "3"}));
+  ASSERT_TRUE(first.exited && first.code == 0) << first.describe();
+  const std::string before = read_file(out);
+  // Another -n: refused, naming max_tokens.
+  Exit e = run(generate_args(prompts, out, {"-n", "4", "--resume"}));
+  expect_clear_failure(e, {"different job", "max_tokens: was 3, now 4"});
+  // A changed prompt file: refused, naming the prompts.
+  write_file(prompts, read_file(prompts) + "one more prompt\n");
+  e = run(generate_args(prompts, out, {"-n", "3", "--resume"}));
+  expect_clear_failure(e, {"different job", "prompts_hash"});
+  EXPECT_EQ(read_file(out), before);
+}
+
+TEST_F(CliBatch, OutEqualToPromptsIsRefused) {
+  const fs::path prompts = prompt_file("p.txt", 2);
+  const std::string before = read_file(prompts);
+  expect_clear_failure(run(generate_args(prompts, prompts)), {"is the prompt file itself"});
+  expect_clear_failure(run(generate_args(prompts, dir_ / "." / "p.txt")), {"is the prompt file itself"});
+  EXPECT_EQ(read_file(prompts), before);
+}
+
+TEST_F(CliBatch, UnsupportedDtypeOnTheDeviceIsOneLineBeforeAnyWork) {
+  const fs::path prompts = prompt_file("p.txt", 2), out = dir_ / "out.jsonl";
+  const Exit e = run(generate_args(prompts, out, {"--dtype", "float16", "-n", "2"}));
+  if (e.exited && e.code == 0) GTEST_SKIP() << "this LibTorch runs float16 on the CPU";
+  expect_clear_failure(e, {"--dtype float16 is not supported on --device cpu", "--dtype float32"});
+  EXPECT_EQ(e.err.find("frame #"), std::string::npos) << "a LibTorch backtrace: " << e.describe();
+  EXPECT_EQ(e.err.find("[error]"), e.err.rfind("[error]")) << "one error line: " << e.describe();
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// ---- Request parameters through the CLI (text prompts, the byte-level tokenizer).
+
+std::string request(const std::string& fields) { return "{\"prompt\": \"the quick brown fox\"" + fields + "}\n"; }
+
+TEST_F(CliBatch, StopStringsEndTheTextAndAreNotIncluded) {
+  const auto plain = (generate(request(", \"max_tokens\": 12"), dir_ / "a.jsonl"), result_lines(dir_ / "a.jsonl"));
+  ASSERT_EQ(plain.size(), 1u);
+  const std::string text = plain[0]["text"];
+  ASSERT_GE(text.size(), 4u);
+  const std::string stop = text.substr(2, 2);  // starts at byte 2 of the text
+  const size_t at = text.find(stop);
+  const json quoted = stop;
+  const Exit e = generate(request(", \"max_tokens\": 12, \"stop\": [\"\\u0000never\", " + quoted.dump() + "]"),
+                          dir_ / "b.jsonl");
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const auto got = result_lines(dir_ / "b.jsonl");
+  EXPECT_EQ(got[0]["text"], text.substr(0, at));
+  EXPECT_EQ(got[0]["finish_reason"], "stop");
+  EXPECT_EQ(got[0]["stop_reason"], stop);
+  EXPECT_LT(got[0]["token_ids"].size(), 12u);
+}
+
+TEST_F(CliBatch, SeveralSamplesSeedsAndTemperature) {
+  // The tiny random model is very sure of itself: a high temperature makes samples vary.
+  const std::string sampled = ", \"max_tokens\": 8, \"temperature\": 30.0, \"n\": 3, \"seed\": 4";
+  generate(request(sampled), dir_ / "a.jsonl");
+  generate(request(sampled), dir_ / "b.jsonl");
+  generate(request(", \"max_tokens\": 8, \"temperature\": 30.0, \"n\": 3, \"seed\": 5"), dir_ / "c.jsonl");
+  const auto a = result_lines(dir_ / "a.jsonl"), b = result_lines(dir_ / "b.jsonl"), c = result_lines(dir_ / "c.jsonl");
+  ASSERT_EQ(a[0]["choices"].size(), 3u);
+  EXPECT_EQ(a[0]["num_output_tokens"], 24);
+  EXPECT_EQ(a, b);                                                    // same seed, same samples
+  EXPECT_NE(a[0]["choices"], c[0]["choices"]);                          // another seed
+  EXPECT_NE(a[0]["choices"][0]["token_ids"], a[0]["choices"][1]["token_ids"]);  // samples differ
+  // top_k = 1 at any temperature is greedy.
+  generate(request(", \"max_tokens\": 8"), dir_ / "g.jsonl");
+  generate(request(", \"max_tokens\": 8, \"temperature\": 5.0, \"top_k\": 1"), dir_ / "k.jsonl");
+  generate(request(", \"max_tokens\": 8, \"temperature\": 5.0, \"top_p\": 0.0001"), dir_ / "p.jsonl");
+  const auto greedy = result_lines(dir_ / "g.jsonl")[0]["token_ids"];
+  EXPECT_EQ(result_lines(dir_ / "k.jsonl")[0]["token_ids"], greedy);
+  EXPECT_EQ(result_lines(dir_ / "p.jsonl")[0]["token_ids"], greedy);
+  EXPECT_NE(a[0]["choices"][0]["token_ids"], greedy);
+}
+
+TEST_F(CliBatch, LogprobsComeAsOpenAiCompletionsLogprobs) {
+  const Exit e = generate(request(", \"max_tokens\": 5, \"logprobs\": 3"), dir_ / "a.jsonl");
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const json lp = result_lines(dir_ / "a.jsonl")[0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["text_offset"].size(), 5u);
+  for (size_t t = 0; t < 5; ++t) {
+    EXPECT_LE(lp["token_logprobs"][t].get<double>(), 0.0);
+    EXPECT_GE(lp["top_logprobs"][t].size(), 1u);
+    EXPECT_LE(lp["top_logprobs"][t].size(), 3u);
+  }
+}
+
+TEST_F(CliBatch, UnsupportedFieldsAreRequestErrorsNamingThem) {
+  const Exit e = generate(request(", \"echo\": true") + request(", \"best_of\": 2") + request(""), dir_ / "a.jsonl");
+  ASSERT_TRUE(e.exited && e.code == 1) << e.describe();
+  const auto lines = result_lines(dir_ / "a.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0]["error"].get<std::string>().find("\"echo\""), std::string::npos);
+  EXPECT_NE(lines[1]["error"].get<std::string>().find("\"best_of\""), std::string::npos);
+  EXPECT_FALSE(lines[2].contains("error"));
+}
+
+TEST_F(CliBatch, MaxTokensMinTokensAndStopTokenIds) {
+  generate(request(", \"max_tokens\": 7"), dir_ / "a.jsonl");
+  const auto plain = result_lines(dir_ / "a.jsonl")[0];
+  EXPECT_EQ(plain["token_ids"].size(), 7u);
+  const int64_t third = plain["token_ids"][2];
+  generate(request(", \"max_tokens\": 7, \"stop_token_ids\": [" + std::to_string(third) + "]"), dir_ / "b.jsonl");
+  const auto stopped = result_lines(dir_ / "b.jsonl")[0];
+  EXPECT_EQ(stopped["finish_reason"], "stop");
+  EXPECT_EQ(stopped["stop_reason"], third);
+  EXPECT_LE(stopped["token_ids"].size(), 3u);
+  // min_tokens > max_tokens is refused for that request.
+  const Exit e = generate(request(", \"max_tokens\": 2, \"min_tokens\": 3"), dir_ / "c.jsonl");
+  EXPECT_EQ(e.code, 1);
+  EXPECT_NE(result_lines(dir_ / "c.jsonl")[0]["error"].get<std::string>().find("min_tokens"), std::string::npos);
+}
+
+TEST_F(CliBatch, ListPresetsAndVerboseAfterTheSubcommand) {
+  const Exit presets = run({kTiergen, "list-presets"});
+  ASSERT_TRUE(presets.exited && presets.code == 0) << presets.describe();
+  EXPECT_NE(presets.out.find("opt-125m"), std::string::npos) << presets.out;
+  EXPECT_NE(presets.out.find("llama-3-8b"), std::string::npos) << presets.out;
+  const Exit verbose = generate(request(", \"max_tokens\": 2"), dir_ / "v.jsonl", {"-v"});
+  ASSERT_TRUE(verbose.exited && verbose.code == 0) << verbose.describe();
+  EXPECT_NE(verbose.err.find("[debug]"), std::string::npos) << verbose.describe();
+}
+
+}  // namespace
