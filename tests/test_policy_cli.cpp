@@ -32,9 +32,11 @@ std::string slurp(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Result lines: the job record a results file starts with is not one.
 int64_t count_lines(const fs::path& p) {
   const std::string s = slurp(p);
-  return std::count(s.begin(), s.end(), '\n');
+  const bool job_line = s.rfind("{\"tiergen_job\"", 0) == 0;
+  return std::count(s.begin(), s.end(), '\n') - (job_line ? 1 : 0);
 }
 
 // Runs `args` with stdout and stderr to files in `dir`, and an environment whose

@@ -125,6 +125,8 @@ void run_generate(GenerateFlags& f) {
   refuse_out_equal_to_prompts(f);
   const model::Spec spec = load_spec(f.engine);
   make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
+  // Budgets and the offload dir are checked before the results file opens, too.
+  const runtime::EngineOptions options = make_engine_options(f.engine);
   const auto tok = load_tokenizer(f);
   const auto prompts = io::read_prompts(f.prompts, io::parse_prompt_format(f.format));
   // Checked before the results file is opened, so a doomed run leaves none behind.
@@ -195,7 +197,6 @@ void run_generate(GenerateFlags& f) {
   std::unique_ptr<model::WeightSource> weights;  // outlives the engine that reads it
   std::optional<runtime::Engine> engine;
   std::optional<runtime::Policy> policy;
-  const runtime::EngineOptions options = make_engine_options(f.engine);
   if (!requests.empty()) {
     policy = make_policy(f.engine, f.batch_size, spec, max_workload, options);
     spdlog::info("policy: {}", policy->describe());
