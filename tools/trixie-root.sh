@@ -101,12 +101,25 @@ trixie_install() {
 }
 
 # trixie_copy_sources REPO ROOT DEST: the working tree's tracked and untracked (not
-# ignored) files, modification times kept so a reused build only rebuilds what changed.
+# ignored) files. Only files whose content differs from the copy already there are
+# replaced (and so get a new modification time): a reused build folder then rebuilds
+# exactly what changed, even when the tree was switched to an older checkout.
 trixie_copy_sources() {
-  local repo=$1 root=$2 dest=$3
-  rm -rf "${root:?}/$dest"
-  mkdir -p "$root/$dest"
+  local repo=$1 root=$2 dest=$3 staging
+  staging=$(mktemp -d)
   (cd "$repo" && git ls-files -z --cached --others --exclude-standard |
      while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-     tar --null -T - -cf -) | tar -xf - -C "$root/$dest"
+     tar --null -T - -cf -) | tar -xf - -C "$staging"
+  mkdir -p "$root/$dest"
+  (cd "$staging" && find . -type f -print0) | while IFS= read -r -d '' f; do
+    if ! cmp -s "$staging/$f" "$root/$dest/$f"; then
+      mkdir -p "$(dirname "$root/$dest/$f")"
+      cp "$staging/$f" "$root/$dest/$f"
+    fi
+  done
+  # Files gone from the tree are gone from the copy.
+  (cd "$root/$dest" && find . -type f -print0) | while IFS= read -r -d '' f; do
+    [ -e "$staging/$f" ] || rm -f "$root/$dest/$f"
+  done
+  rm -rf "$staging"
 }
