@@ -259,7 +259,8 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   p.bmm_flops_decode = record("bmm, decode shape", bmm_flops(device, o.quick ? 64 : 256, 1, 128, o.quick ? 256 : 2048, reps), "FLOP/s");
   p.cpu_attention_bandwidth =
       record("cpu attention", cpu_attention_bandwidth(o.quick ? 8 : 32, o.quick ? 256 : 2048, reps), "B/s");
-  p.cpu_thread_scaling = plausible_thread_scaling(p.cpu_threads, o.quick, record);
+  const int scaling_threads = o.max_threads > 0 ? std::min(o.max_threads, p.cpu_threads) : p.cpu_threads;
+  p.cpu_thread_scaling = plausible_thread_scaling(scaling_threads, o.quick, record);
   compression_rates(p, o.quick, record);
   // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
   // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per

@@ -16,6 +16,9 @@ namespace tiergen::policy {
 struct ProfilerOptions {
   std::string offload_dir = "/tmp";  // where the disk test file goes (removed afterwards)
   bool quick = false;                // small problems, few repetitions (about 10 s)
+  // Threads the thread scaling is measured up to; 0 = every core. Tests pass 1: on a
+  // machine another process is using, a 2-thread run is rightly refused as implausible.
+  int max_threads = 0;
 };
 
 // One measured number: its median over `runs` timed repetitions and how far the
