@@ -63,10 +63,15 @@ void read_prompts(std::string_view file, tiergen::io::PromptFormat format, size_
     if (p.index != static_cast<int64_t>(i)) fail("prompt index out of order");
     if (p.line <= last_line) fail("line numbers do not increase");
     last_line = p.line;
+    if (p.error) {
+      // A malformed request fails on its own with a message naming its line.
+      if (p.error->rfind(name + ":", 0) != 0) fail("request error does not name the file:", *p.error);
+      continue;
+    }
     if (p.text) {
       if (!valid_utf8(*p.text)) fail("accepted prompt text is not valid UTF-8");
-    } else if (p.token_ids.empty()) {
-      fail("prompt with neither text nor token ids");
+    } else if (p.token_ids.empty() && !p.messages) {
+      fail("prompt with neither text, token ids nor messages");
     }
     for (int64_t id : p.token_ids) {
       if (id < 0) fail("negative token id accepted");
