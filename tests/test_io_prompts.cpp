@@ -1,5 +1,7 @@
 // Prompt readers: every input format, and bad input named by file and line.
 #include <gtest/gtest.h>
+
+#include "tests/support/error_of.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -24,16 +26,7 @@ class PromptReaderTest : public ::testing::Test {
 };
 
 // Runs `f`, expects a tiergen::Error, returns its message.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected tiergen::Error";
-  return "";
-}
+using test::error_of;
 
 TEST_F(PromptReaderTest, TextOnePromptPerLine) {
   const auto path = write("p.txt", "hello world\nsecond prompt\n");

@@ -2,6 +2,8 @@
 // tiergen's format, and the job record that keeps --resume from mixing two jobs.
 #include <gtest/gtest.h>
 
+#include "tests/support/error_of.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -30,16 +32,7 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected tiergen::Error";
-  return "";
-}
+using test::error_of;
 
 ResultRecord completed(int64_t index, const std::string& id) {
   ResultRecord r;

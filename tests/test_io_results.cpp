@@ -1,6 +1,8 @@
 // Result writer: line format, in-order writing, refusing to clobber, and resume after
 // an interruption giving the same bytes as an uninterrupted run.
 #include <gtest/gtest.h>
+
+#include "tests/support/error_of.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,16 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected tiergen::Error";
-  return "";
-}
+using test::error_of;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
