@@ -1,5 +1,5 @@
 #pragma once
-// Runtime choice between the portable kernels and the AVX2/FMA/F16C ones. The build
+// Runtime choice between the portable kernels and the AVX2/FMA/F16C (and AVX-512 BF16) ones. The build
 // uses baseline x86-64 flags, so SIMD code is compiled per function with target
 // attributes and picked here once per process from what the CPU reports.
 namespace tiergen::kernels {
@@ -10,5 +10,11 @@ bool use_avx2_kernels();
 // Enables or disables the AVX2 kernels for the whole process (they are enabled by
 // default when supported). Tests use it to check both paths give the same results.
 void set_avx2_kernels_enabled(bool enabled);
+
+// True when the AVX-512 BF16 kernels may run (CPU has AVX512F, AVX512BW and
+// AVX512_BF16, and they are enabled): bf16 x bf16 dot products with fp32 accumulation
+// (vdpbf16ps), twice the multiply-adds per instruction of converting to fp32 first.
+bool use_avx512_bf16_kernels();
+void set_avx512_bf16_kernels_enabled(bool enabled);
 
 }  // namespace tiergen::kernels

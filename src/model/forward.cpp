@@ -1,11 +1,12 @@
 #include "tiergen/model/forward.h"
 
 #include "src/model/model_internal.h"
+#include "tiergen/model/linear.h"
 
 namespace tiergen::model {
 
 at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name) {
-  return at::linear(x, w.get(name + ".weight"), w.get_optional(name + ".bias"));
+  return linear_product(x, w.get(name + ".weight"), w.get_optional(name + ".bias"));
 }
 
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
@@ -27,7 +28,7 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
 at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {
   const at::Tensor last = hidden.select(1, hidden.size(1) - 1);
   const at::Tensor h = spec.family == Family::Opt ? opt::head_hidden(spec, w, last) : llama::head_hidden(spec, w, last);
-  return at::linear(h, w.get("lm_head.weight")).to(at::kFloat);
+  return linear_product(h, w.get("lm_head.weight")).to(at::kFloat);
 }
 
 }  // namespace tiergen::model

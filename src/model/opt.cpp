@@ -2,6 +2,7 @@
 // OPT-350M, after) each block, ReLU MLP, biases, optional word_embed_proj_dim
 // projections, tied LM head. Mirrors transformers' OPTDecoder.
 #include "src/model/model_internal.h"
+#include "tiergen/model/linear.h"
 
 namespace tiergen::model::opt {
 
@@ -28,7 +29,7 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t head_dim) {
 
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
   at::Tensor x = at::embedding(w.get("embed_tokens.weight"), ids);
-  if (spec.has_projection()) x = at::linear(x, w.get("project_in.weight"));
+  if (spec.has_projection()) x = linear_product(x, w.get("project_in.weight"));
   const at::Tensor positions = step.positions.to(ids.device()) + kPositionOffset;
   return x + at::embedding(w.get("embed_positions.weight"), positions);
 }
@@ -55,7 +56,7 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
 
 at::Tensor head_hidden(const Spec& spec, const LayerWeights& w, const at::Tensor& last) {
   at::Tensor h = spec.pre_layer_norm ? layer_norm(spec, w, "final_layer_norm", last) : last;
-  if (spec.has_projection()) h = at::linear(h, w.get("project_out.weight"));
+  if (spec.has_projection()) h = linear_product(h, w.get("project_out.weight"));
   return h;
 }
 

@@ -1,8 +1,10 @@
 #include "tiergen/runtime/engine.h"
 
+#include <sched.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 
@@ -17,11 +19,27 @@ namespace {
 
 bool uses_disk(const MemoryPlan& plan) { return plan.total()[Tier::Disk] > 0; }
 
+// Cores this process may run on (its CPU affinity), at least 1.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // The policy's thread counts (LM-Offload's Algorithm 3): intra-op threads for compute
-// and CPU attention, inter-op threads for LibTorch's scheduler; 0 keeps the default.
+// and CPU attention, inter-op threads for LibTorch's scheduler. Without a count in the
+// policy, compute uses every usable core unless OMP_NUM_THREADS says otherwise:
+// LibTorch's own default comes from its count of physical cores, which on some virtual
+// machines is 1 (Debian's LibTorch 1.13 on a 2-core KVM guest), leaving decode
+// matmuls and CPU attention on one core.
 void apply_threads(const ThreadConfig& threads) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (threads.compute_intra_op > 0) at::set_num_threads(std::min(threads.compute_intra_op, cores));
+  const int cores = usable_cores();
+  if (threads.compute_intra_op > 0) {
+    at::set_num_threads(std::min(threads.compute_intra_op, cores));
+  } else if (const char* env = std::getenv("OMP_NUM_THREADS"); env == nullptr || *env == '\0') {
+    at::set_num_threads(cores);
+  }
   if (threads.compute_inter_op > 0) {
     // Settable once per process, before any inter-op work; later calls are refused.
     try {

@@ -1,0 +1,16 @@
+#pragma once
+// x W^T + b for a weight W [out, in], the product behind every projection of the
+// models. On the CPU a product with few rows (decode: one row per sequence) goes to
+// kernels/cpu/small_matmul, which reads W in place instead of repacking it as a GEMM
+// does on every call; everything else is at::linear.
+#include <ATen/ATen.h>
+
+namespace tiergen::model {
+
+// bias may be undefined. The result has x's dtype and leading dimensions.
+at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
+
+// True when linear_product() would use the small-row CPU kernel for these operands.
+bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight);
+
+}  // namespace tiergen::model

@@ -1,0 +1,138 @@
+// small_matmul(): argument checks, the choice between the portable and the AVX2
+// kernel, and the split of output columns between OpenMP threads. Each thread takes
+// one contiguous range of W's rows, so every thread streams its own part of W.
+#include "kernels/cpu/small_matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/small_matmul_impl.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::kernels {
+namespace {
+
+// Below this many weight elements one thread is faster than waking the others.
+constexpr int64_t kParallelMinElems = 1 << 15;
+// Columns per scheduling unit: a multiple of the AVX2 tile, so only the last unit
+// has a tail.
+constexpr int64_t kColumnsPerChunk = 16;
+
+// Crossover with OpenBLAS sgemm / oneDNN brgemm measured by bench/bench_matmul.cpp on
+// an AVX-512 host (bench/RESULTS.md): the packed GEMMs catch up at about 32 rows.
+constexpr int64_t kDefaultMaxRows = 16;
+
+// TIERGEN_SMALL_MATMUL_MAX_ROWS overrides the default (0 turns the kernel off), so
+// whole runs can be compared with and without it.
+int64_t initial_max_rows() {
+  const char* env = std::getenv("TIERGEN_SMALL_MATMUL_MAX_ROWS");
+  if (!env || !*env) return kDefaultMaxRows;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  TG_CHECK(*end == '\0' && v >= 0, "TIERGEN_SMALL_MATMUL_MAX_ROWS must be a row count >= 0, got '{}'", env);
+  return v;
+}
+
+std::atomic<int64_t>& max_rows_setting() {
+  static std::atomic<int64_t> rows{initial_max_rows()};
+  return rows;
+}
+
+float weight_at(const SmallMatmulArgs& a, int64_t row, int64_t p) {
+  const int64_t i = row * a.k + p;
+  switch (a.w_type) {
+    case ElemType::F32: return static_cast<const float*>(a.w)[i];
+    case ElemType::F16: return half_to_float(static_cast<const uint16_t*>(a.w)[i]);
+    case ElemType::BF16: return bf16_to_float(static_cast<const uint16_t*>(a.w)[i]);
+  }
+  return 0.0f;
+}
+
+enum class Kernel { Portable, Avx2, Avx512Bf16 };
+
+Kernel pick_kernel(const SmallMatmulArgs& a) {
+#if defined(__x86_64__)
+  if (a.x_type == ElemType::BF16 && a.w_type == ElemType::BF16 && use_avx512_bf16_kernels()) return Kernel::Avx512Bf16;
+  if (use_avx2_kernels()) return Kernel::Avx2;
+#endif
+  (void)a;
+  return Kernel::Portable;
+}
+
+std::vector<float> bf16_rows_to_f32(const SmallMatmulArgs& a, int64_t row_stride) {
+  std::vector<float> out(size_t(a.rows * a.k));
+  const auto* x = static_cast<const uint16_t*>(a.x);
+  for (int64_t m = 0; m < a.rows; ++m)
+    for (int64_t p = 0; p < a.k; ++p) out[size_t(m * a.k + p)] = bf16_to_float(x[m * row_stride + p]);
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+void small_matmul_columns_portable(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t m = 0; m < a.rows; ++m) {
+      const float* x = s.x_f32 + m * s.x_row_stride;
+      float sum = 0.0f;
+      for (int64_t p = 0; p < a.k; ++p) sum += weight_at(a, j, p) * x[p];
+      if (a.bias) sum += a.bias[j];
+      a.y[m * s.y_row_stride + j] = sum;
+    }
+  }
+}
+
+}  // namespace detail
+
+void small_matmul(const SmallMatmulArgs& a) {
+  TG_CHECK(a.rows >= 0 && a.k > 0 && a.n >= 0, "small_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);
+  TG_CHECK(a.x && a.w && a.y, "small_matmul: null x, w or y");
+  TG_CHECK(a.x_type == ElemType::F32 || (a.x_type == ElemType::BF16 && a.w_type == ElemType::BF16),
+           "small_matmul: x of type {} needs {} weights, got {}", elem_type_name(a.x_type),
+           elem_type_name(ElemType::BF16), elem_type_name(a.w_type));
+  detail::SmallMatmulShape s;
+  s.x_row_stride = a.x_row_stride ? a.x_row_stride : a.k;
+  s.y_row_stride = a.y_row_stride ? a.y_row_stride : a.n;
+  TG_CHECK(s.x_row_stride >= a.k && s.y_row_stride >= a.n,
+           "small_matmul: row strides (x {}, y {}) below the row lengths (k {}, n {})", s.x_row_stride,
+           s.y_row_stride, a.k, a.n);
+  if (a.rows == 0 || a.n == 0) return;
+  const Kernel kernel = pick_kernel(a);
+  std::vector<float> x_scratch;
+  if (a.x_type == ElemType::F32) {
+    s.x_f32 = static_cast<const float*>(a.x);
+  } else if (kernel == Kernel::Avx512Bf16) {
+    s.x_bf16 = static_cast<const uint16_t*>(a.x);
+  } else {
+    x_scratch = bf16_rows_to_f32(a, s.x_row_stride);
+    s.x_f32 = x_scratch.data();
+    s.x_row_stride = a.k;
+  }
+  const int64_t chunks = (a.n + kColumnsPerChunk - 1) / kColumnsPerChunk;
+  const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
+  const bool parallel = threads > 1 && chunks > 1 && a.n * a.k >= kParallelMinElems;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * kColumnsPerChunk, j1 = std::min(a.n, j0 + kColumnsPerChunk);
+    switch (kernel) {
+#if defined(__x86_64__)
+      case Kernel::Avx512Bf16: detail::small_matmul_columns_avx512_bf16(a, s, j0, j1); break;
+      case Kernel::Avx2: detail::small_matmul_columns_avx2(a, s, j0, j1); break;
+#endif
+      default: detail::small_matmul_columns_portable(a, s, j0, j1); break;
+    }
+  }
+}
+
+int64_t small_matmul_max_rows() { return max_rows_setting().load(std::memory_order_relaxed); }
+
+void set_small_matmul_max_rows(int64_t rows) { max_rows_setting().store(std::max<int64_t>(rows, 0)); }
+
+}  // namespace tiergen::kernels

@@ -1,0 +1,49 @@
+#pragma once
+// Matrix products with few rows on the CPU: y = x W^T (+ bias), the shape of every
+// projection during decode (one row per sequence). A packed GEMM (OpenBLAS sgemm,
+// oneDNN brgemm) copies the whole weight matrix into its own layout on every call,
+// which at one to a few dozen rows costs more than the product itself; this kernel
+// reads W [n, k] row-major in place, once per call, converting F16/BF16 elements to
+// fp32 in registers (so 16-bit weights cost half the bytes of fp32 ones) and
+// accumulating in fp32.
+//
+// Every output element y[m][j] is summed in one fixed order that depends only on k and
+// the kernel (AVX2: eight fp32 lanes over k in steps of eight, the lanes added
+// pairwise, then the tail; AVX-512 BF16: sixteen lanes of bf16 pairs), never on the
+// number of rows, the thread count or j's position in a tile, so a sequence's result
+// does not depend on which other sequences share its batch.
+//
+// Kernels here take raw pointers and never LibTorch types.
+#include <cstdint>
+
+#include "kernels/cpu/quantize.h"
+
+namespace tiergen::kernels {
+
+struct SmallMatmulArgs {
+  // [rows, k]: F32, or BF16 with BF16 weights (bf16 activations of a bf16 model, used
+  // as they are by the AVX-512 BF16 kernel; converted to fp32 for the other kernels).
+  const void* x = nullptr;
+  ElemType x_type = ElemType::F32;
+  int64_t rows = 0;
+  int64_t k = 0;
+  int64_t x_row_stride = 0;   // elements between rows of x; 0 means k
+  const void* w = nullptr;    // [n, k] row-major elements of w_type
+  ElemType w_type = ElemType::F32;
+  int64_t n = 0;
+  const float* bias = nullptr;  // [n] fp32, or nullptr
+  float* y = nullptr;         // [rows, n] fp32
+  int64_t y_row_stride = 0;   // floats between rows of y; 0 means n
+  int num_threads = 0;        // OpenMP threads; 0 = the OpenMP default
+};
+
+// Computes y = x W^T (+ bias). Throws tiergen::Error on inconsistent arguments.
+void small_matmul(const SmallMatmulArgs& args);
+
+// The largest row count for which callers route a product to small_matmul() instead
+// of a packed GEMM (measured crossover on AVX2 hosts, bench/bench_kernels.cpp).
+// Process-wide; 0 turns the small-row path off (benchmarks and tests compare both).
+int64_t small_matmul_max_rows();
+void set_small_matmul_max_rows(int64_t rows);
+
+}  // namespace tiergen::kernels

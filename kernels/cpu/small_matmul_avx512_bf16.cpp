@@ -1,0 +1,91 @@
+// AVX-512 BF16 kernel of small_matmul() for bf16 weights times bf16 activations:
+// vdpbf16ps multiplies 32 bf16 pairs (exact products) and adds them into 16 fp32
+// lanes, so no conversion instructions sit between the loads and the multiply-adds.
+// Tiles of 4 W rows x 4 x rows keep sixteen accumulators in flight (of 32 zmm
+// registers). The k tail is a masked load (zeros add nothing), so every element's
+// order is: lanes over k in steps of 32, then the lanes summed pairwise. Like the
+// instruction, results treat bf16 subnormal inputs as zero.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "kernels/cpu/small_matmul_impl.h"
+
+#define TG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+namespace tiergen::kernels::detail {
+namespace {
+
+constexpr int kTileW = 4;  // rows of W per tile
+constexpr int kTileX = 4;  // rows of x per tile
+
+TG_AVX512_BF16 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+
+TG_AVX512_BF16 inline __m512bh load_tail(const uint16_t* p, __mmask32 mask) {
+  return (__m512bh)_mm512_maskz_loadu_epi16(mask, p);
+}
+
+// Sum of the 16 lanes in a fixed pairwise order (GCC 12's _mm512_reduce_add_ps
+// trips -Wuninitialized inside its own header).
+TG_AVX512_BF16 inline float lane_sum(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  for (int width = 8; width >= 1; width /= 2)
+    for (int i = 0; i < width; ++i) l[i] += l[i + width];
+  return l[0];
+}
+
+template <int R, int C>
+TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m) {
+  const int64_t k = a.k, k32 = k & ~int64_t(31);
+  const uint16_t* w[R];
+  const uint16_t* x[C];
+  for (int r = 0; r < R; ++r) w[r] = static_cast<const uint16_t*>(a.w) + (j + r) * k;
+  for (int c = 0; c < C; ++c) x[c] = s.x_bf16 + (m + c) * s.x_row_stride;
+
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k32; p += 32) {
+    __m512bh xv[C];
+    for (int c = 0; c < C; ++c) xv[c] = load32(x[c] + p);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh wv = load32(w[r] + p);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv, xv[c]);
+    }
+  }
+  if (k32 < k) {
+    const __mmask32 mask = __mmask32((uint64_t(1) << (k - k32)) - 1);
+    __m512bh xv[C];
+    for (int c = 0; c < C; ++c) xv[c] = load_tail(x[c] + k32, mask);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh wv = load_tail(w[r] + k32, mask);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv, xv[c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      float sum = lane_sum(acc[r][c]);
+      if (a.bias) sum += a.bias[j + r];
+      a.y[(m + c) * s.y_row_stride + j + r] = sum;
+    }
+  }
+}
+
+template <int R>
+TG_AVX512_BF16 void all_rows(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j) {
+  int64_t m = 0;
+  for (; m + kTileX <= a.rows; m += kTileX) tile<R, kTileX>(a, s, j, m);
+  for (; m < a.rows; ++m) tile<R, 1>(a, s, j, m);
+}
+
+}  // namespace
+
+void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0,
+                                      int64_t j1) {
+  int64_t j = j0;
+  for (; j + kTileW <= j1; j += kTileW) all_rows<kTileW>(a, s, j);
+  for (; j < j1; ++j) all_rows<1>(a, s, j);
+}
+
+}  // namespace tiergen::kernels::detail
+#endif  // __x86_64__

@@ -1,0 +1,29 @@
+#pragma once
+// Internals of small_matmul(): the kernels that compute a range of output columns
+// (rows of W) for every row of x. Portable in small_matmul.cpp, AVX2 in
+// small_matmul_avx2.cpp; the caller splits the columns between threads.
+#include <cstdint>
+
+#include "kernels/cpu/small_matmul.h"
+
+namespace tiergen::kernels::detail {
+
+// x as the kernel reads it (fp32, or bf16 for the AVX-512 BF16 kernel) and the
+// resolved row strides (the 0 defaults of SmallMatmulArgs filled in).
+struct SmallMatmulShape {
+  const float* x_f32 = nullptr;
+  const uint16_t* x_bf16 = nullptr;
+  int64_t x_row_stride = 0;
+  int64_t y_row_stride = 0;
+};
+
+// Output columns [j0, j1) of y for all rows of x (s.x_f32).
+void small_matmul_columns_portable(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+
+#if defined(__x86_64__)
+void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+// BF16 weights and BF16 x (s.x_bf16) only.
+void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+#endif
+
+}  // namespace tiergen::kernels::detail

@@ -1,0 +1,246 @@
+// The small-row CPU matmul (kernels/cpu/small_matmul) against a double-precision
+// reference over the exact stored operands, for every kernel (portable, AVX2, AVX-512
+// BF16 where the CPU has them), weight type and awkward shape; results per row that do
+// not depend on the batch around it or the thread count; and model::linear_product's
+// routing between the kernel and at::linear.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/small_matmul.h"
+#include "tiergen/common/error.h"
+#include "tiergen/model/linear.h"
+
+namespace tiergen::kernels {
+namespace {
+
+enum class Path { Portable, Avx2, Avx512Bf16 };
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::Portable: return "portable";
+    case Path::Avx2: return "avx2";
+    case Path::Avx512Bf16: return "avx512bf16";
+  }
+  return "?";
+}
+
+// Selects a kernel for the scope; false when this CPU cannot run it.
+class KernelScope {
+ public:
+  explicit KernelScope(Path p) {
+    set_avx2_kernels_enabled(p != Path::Portable);
+    set_avx512_bf16_kernels_enabled(p == Path::Avx512Bf16);
+    available_ = p == Path::Portable || (p == Path::Avx2 ? use_avx2_kernels() : use_avx512_bf16_kernels());
+  }
+  ~KernelScope() {
+    set_avx2_kernels_enabled(true);
+    set_avx512_bf16_kernels_enabled(true);
+  }
+  bool available() const { return available_; }
+
+ private:
+  bool available_ = false;
+};
+
+// A matrix stored as `type`, with the floats it holds exactly.
+struct Stored {
+  std::vector<float> values;
+  std::vector<float> f32;
+  std::vector<uint16_t> bits;
+  const void* data(ElemType type) const { return type == ElemType::F32 ? static_cast<const void*>(f32.data()) : bits.data(); }
+};
+
+Stored make_stored(int64_t count, ElemType type, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  Stored s;
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = normal(rng);
+    if (type == ElemType::F32) {
+      s.f32.push_back(v);
+      s.values.push_back(v);
+    } else {
+      const uint16_t b = type == ElemType::F16 ? float_to_half(v) : float_to_bf16(v);
+      s.bits.push_back(b);
+      s.values.push_back(type == ElemType::F16 ? half_to_float(b) : bf16_to_float(b));
+    }
+  }
+  return s;
+}
+
+struct Case {
+  int64_t rows, k, n, x_stride, y_stride;
+  bool bias;
+};
+
+struct Problem {
+  Stored x, w;
+  std::vector<float> bias, y;
+  SmallMatmulArgs args;
+};
+
+Problem make_problem(const Case& c, ElemType x_type, ElemType w_type, uint32_t seed) {
+  Problem p;
+  p.x = make_stored(c.rows * c.x_stride, x_type, seed);
+  p.w = make_stored(c.n * c.k, w_type, seed + 1);
+  if (c.bias) p.bias = make_stored(c.n, ElemType::F32, seed + 2).f32;
+  p.y.assign(size_t(c.rows * c.y_stride), -7.0f);
+  p.args.x = p.x.data(x_type);
+  p.args.x_type = x_type;
+  p.args.rows = c.rows;
+  p.args.k = c.k;
+  p.args.x_row_stride = c.x_stride;
+  p.args.w = p.w.data(w_type);
+  p.args.w_type = w_type;
+  p.args.n = c.n;
+  p.args.bias = c.bias ? p.bias.data() : nullptr;
+  p.args.y = p.y.data();
+  p.args.y_row_stride = c.y_stride;
+  return p;
+}
+
+// |y - exact| within the fp32 accumulation bound k * 2^-23 * sum |w x| (plus the bias).
+void expect_close_to_exact(const Problem& p, const Case& c, const std::string& what) {
+  for (int64_t m = 0; m < c.rows; ++m) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double exact = c.bias ? p.bias[j] : 0.0, magnitude = c.bias ? std::fabs(p.bias[j]) : 0.0;
+      for (int64_t q = 0; q < c.k; ++q) {
+        const double t = double(p.w.values[j * c.k + q]) * double(p.x.values[m * c.x_stride + q]);
+        exact += t;
+        magnitude += std::fabs(t);
+      }
+      const double got = p.y[m * c.y_stride + j];
+      ASSERT_NEAR(got, exact, double(c.k + 2) * 1.2e-7 * magnitude + 1e-30) << what << " row " << m << " col " << j;
+    }
+    for (int64_t j = c.n; j < c.y_stride; ++j) ASSERT_EQ(p.y[m * c.y_stride + j], -7.0f) << what << ": wrote past n";
+  }
+}
+
+const std::vector<Case> kCases = {
+    {1, 1, 1, 1, 1, false},     {1, 8, 4, 8, 4, true},      {2, 7, 5, 9, 6, true},
+    {3, 31, 17, 31, 17, false}, {5, 33, 33, 40, 35, true},  {17, 100, 9, 100, 9, true},
+    {4, 64, 16, 64, 16, false}, {16, 257, 37, 260, 40, true}, {1, 2048, 70, 2048, 70, false},
+};
+
+struct TypeCombo {
+  ElemType x, w;
+};
+
+const std::vector<TypeCombo> kTypes = {{ElemType::F32, ElemType::F32}, {ElemType::F32, ElemType::F16},
+                                       {ElemType::F32, ElemType::BF16}, {ElemType::BF16, ElemType::BF16}};
+
+TEST(SmallMatmul, EveryKernelMatchesTheExactProduct) {
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16}) {
+    KernelScope scope(path);
+    if (!scope.available()) continue;
+    for (const TypeCombo& t : kTypes) {
+      for (size_t i = 0; i < kCases.size(); ++i) {
+        Problem p = make_problem(kCases[i], t.x, t.w, uint32_t(10 * i + 1));
+        small_matmul(p.args);
+        expect_close_to_exact(p, kCases[i],
+                              std::string(path_name(path)) + " x " + elem_type_name(t.x) + " w " +
+                                  elem_type_name(t.w) + " case " + std::to_string(i));
+      }
+    }
+  }
+}
+
+// Each row's bits are the same alone and inside a batch, and with 1 or 2 threads: a
+// sequence's tokens must not depend on its neighbours or the machine's core count.
+TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
+  const Case batch{13, 300, 41, 300, 41, true};
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16}) {
+    KernelScope scope(path);
+    if (!scope.available()) continue;
+    for (const TypeCombo& t : kTypes) {
+      Problem p = make_problem(batch, t.x, t.w, 99);
+      p.args.num_threads = 2;
+      small_matmul(p.args);
+      for (int64_t m = 0; m < batch.rows; ++m) {
+        std::vector<float> alone(size_t(batch.n));
+        SmallMatmulArgs one = p.args;
+        one.rows = 1;
+        one.x = static_cast<const char*>(p.args.x) + m * batch.x_stride * elem_size(t.x);
+        one.y = alone.data();
+        one.y_row_stride = 0;
+        one.num_threads = 1;
+        small_matmul(one);
+        for (int64_t j = 0; j < batch.n; ++j)
+          ASSERT_EQ(alone[j], p.y[m * batch.y_stride + j])
+              << path_name(path) << " " << elem_type_name(t.w) << " row " << m << " col " << j;
+      }
+    }
+  }
+}
+
+TEST(SmallMatmul, RefusesInconsistentArguments) {
+  Problem p = make_problem({2, 8, 4, 8, 4, false}, ElemType::F32, ElemType::F32, 5);
+  SmallMatmulArgs a = p.args;
+  a.x_row_stride = 7;
+  EXPECT_THROW(small_matmul(a), Error);
+  a = p.args;
+  a.x_type = ElemType::BF16;  // bf16 activations need bf16 weights
+  EXPECT_THROW(small_matmul(a), Error);
+  a = p.args;
+  a.w = nullptr;
+  EXPECT_THROW(small_matmul(a), Error);
+}
+
+class MaxRowsScope {
+ public:
+  explicit MaxRowsScope(int64_t rows) : saved_(small_matmul_max_rows()) { set_small_matmul_max_rows(rows); }
+  ~MaxRowsScope() { set_small_matmul_max_rows(saved_); }
+
+ private:
+  int64_t saved_;
+};
+
+TEST(LinearProduct, FewRowsUseTheKernelAndMatchAtLinear) {
+  MaxRowsScope rows(16);
+  at::manual_seed(3);
+  const at::Tensor w = at::randn({48, 96}), b = at::randn({48});
+  const at::Tensor x = at::randn({2, 3, 96});  // 6 rows after flattening
+  ASSERT_TRUE(model::uses_small_matmul(x, w));
+  const at::Tensor y = model::linear_product(x, w, b);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 3, 48}));
+  const at::Tensor exact = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
+  EXPECT_LT((y.to(at::kDouble) - exact).abs().max().item<double>(), 1e-4);
+
+  const at::Tensor many = at::randn({17, 96});
+  EXPECT_FALSE(model::uses_small_matmul(many, w)) << "17 rows are above the limit of 16";
+  EXPECT_TRUE(at::equal(model::linear_product(many, w, b), at::linear(many, w, b)));
+}
+
+TEST(LinearProduct, Bf16ModelsKeepBf16Activations) {
+  MaxRowsScope rows(16);
+  at::manual_seed(4);
+  const at::Tensor w = at::randn({40, 64}).to(at::kBFloat16), x = at::randn({3, 64}).to(at::kBFloat16);
+  const at::Tensor y = model::linear_product(x, w);
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  const at::Tensor exact = at::linear(x.to(at::kDouble), w.to(at::kDouble));
+  // One bf16 rounding of the fp32 sum: 2^-8 relative.
+  EXPECT_LT(((y.to(at::kDouble) - exact).abs() / (exact.abs() + 1e-3)).max().item<double>(), 1.0 / 128);
+}
+
+TEST(LinearProduct, OffWhenTheLimitIsZeroOrTheWeightIsNotPlain) {
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({8, 16}), x = at::randn({1, 16});
+  {
+    MaxRowsScope rows(0);
+    EXPECT_FALSE(model::uses_small_matmul(x, w));
+  }
+  MaxRowsScope rows(16);
+  EXPECT_FALSE(model::uses_small_matmul(x, at::randn({16, 8}).t())) << "transposed view";
+  EXPECT_FALSE(model::uses_small_matmul(x.to(at::kDouble), w.to(at::kDouble))) << "float64 reference math";
+  EXPECT_TRUE(model::uses_small_matmul(x, w));
+}
+
+}  // namespace
+}  // namespace tiergen::kernels
