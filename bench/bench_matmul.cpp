@@ -1,0 +1,113 @@
+// Decode matmuls on the CPU: the seven projections of one transformer layer (default
+// TinyLlama-1.1B: hidden 2048, intermediate 5632, 4 of 32 heads for K/V) at a few
+// rows (sequences in a decode step), fp32 and bf16 weights, comparing
+//   - LibTorch's at::linear (OpenBLAS sgemm for fp32, oneDNN for bf16), which packs W
+//     on every call, with
+//   - tiergen's model::linear_product (kernels/cpu/small_matmul, W read in place),
+// and both with a streaming read of as many bytes as the weights, all timed in the same
+// interleaved rounds. Reported: weight GB/s and the share of the streaming read.
+// Usage: bench_matmul [--hidden 2048] [--intermediate 5632] [--kv-dim 256] [--reps 7]
+//                     [--threads N] [--rows 1,4,16,32,64]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_timing.h"
+#include "kernels/cpu/small_matmul.h"
+#include "tiergen/model/linear.h"
+
+using namespace tiergen;
+using namespace tiergen::bench;
+
+namespace {
+
+struct Options {
+  int64_t hidden = 2048, intermediate = 5632, kv_dim = 256;
+  int reps = 7;
+  int threads = 0;
+  std::vector<int64_t> rows = {1, 4, 8, 16, 32, 64};
+};
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::atoll(item.c_str()));
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--hidden") o.hidden = std::atoll(v.c_str());
+    else if (k == "--intermediate") o.intermediate = std::atoll(v.c_str());
+    else if (k == "--kv-dim") o.kv_dim = std::atoll(v.c_str());
+    else if (k == "--reps") o.reps = std::atoi(v.c_str());
+    else if (k == "--threads") o.threads = std::atoi(v.c_str());
+    else if (k == "--rows") o.rows = parse_list(v);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// [out, in] shapes of one LLaMA layer's projections.
+std::vector<std::pair<int64_t, int64_t>> layer_shapes(const Options& o) {
+  const int64_t h = o.hidden, f = o.intermediate;
+  return {{h, h}, {o.kv_dim, h}, {o.kv_dim, h}, {h, h}, {f, h}, {f, h}, {h, f}};
+}
+
+void bench_dtype(const Options& o, at::ScalarType dtype) {
+  std::vector<at::Tensor> weights;
+  double weight_bytes = 0;
+  for (auto [out, in] : layer_shapes(o)) {
+    weights.push_back((at::randn({out, in}) * 0.02).to(dtype).contiguous());
+    weight_bytes += double(weights.back().nbytes());
+  }
+  Streams streams(static_cast<size_t>(weight_bytes));
+  std::printf("\n## %s weights, one layer (%.1f MB)\n", c10::toString(dtype), weight_bytes / 1e6);
+  std::printf("| rows | at::linear ms | small_matmul ms | speed-up | at::linear GB/s | small_matmul GB/s | "
+              "read GB/s | small_matmul / read | max rel. diff |\n|---|---|---|---|---|---|---|---|---|\n");
+  const int64_t default_rows = kernels::small_matmul_max_rows();
+  for (int64_t rows : o.rows) {
+    std::vector<at::Tensor> xs;
+    for (const auto& w : weights) xs.push_back((at::randn({rows, w.size(1)})).to(dtype));
+    std::vector<at::Tensor> ref(weights.size()), mine(weights.size());
+    auto run = [&](int64_t max_rows, std::vector<at::Tensor>& out) {
+      kernels::set_small_matmul_max_rows(max_rows);
+      for (size_t i = 0; i < weights.size(); ++i) out[i] = model::linear_product(xs[i], weights[i]);
+    };
+    const std::vector<double> t = interleaved_medians(
+        o.reps, {[&] { run(0, ref); }, [&] { run(1 << 30, mine); }, [&] { streams.read(); }});
+    double diff = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const at::Tensor r = ref[i].to(at::kDouble), m = mine[i].to(at::kDouble);
+      diff = std::max(diff, ((r - m).abs().max() / r.abs().max()).item<double>());
+    }
+    std::printf("| %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1f | %.0f%% | %.1e |\n", (long long)rows, t[0] * 1e3,
+                t[1] * 1e3, t[0] / t[1], gbs(weight_bytes, t[0]), gbs(weight_bytes, t[1]), gbs(weight_bytes, t[2]),
+                100 * t[2] / t[1], diff);
+  }
+  kernels::set_small_matmul_max_rows(default_rows);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  at::set_num_threads(omp_get_max_threads());
+  std::printf("threads: %d (OpenMP and LibTorch); medians of %d interleaved rounds after a warm-up\n",
+              omp_get_max_threads(), o.reps);
+  bench_dtype(o, at::kFloat);
+  bench_dtype(o, at::kBFloat16);
+  return 0;
+}
