@@ -65,4 +65,10 @@ std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, con
 // "mean ± sd (median, min–max)" per metric over `repetitions` runs.
 std::string repetition_report(const MetricSummaries& m, size_t repetitions);
 
+// `tiergen bench --format`: the JSON record (`--json`) as "json" (the record itself),
+// "csv" (a header line and one row of kBenchColumns) or "md" (a markdown table of the
+// same columns, one row). Missing fields are empty cells.
+extern const std::vector<std::string> kBenchColumns;
+std::string format_bench_record(const nlohmann::json& record, const std::string& format);
+
 }  // namespace tiergen::cli
