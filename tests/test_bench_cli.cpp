@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -341,6 +343,37 @@ TEST(ProgressBar, MovesWithEveryTokenAndCreditsEarlyEnds) {
   ProgressBar quiet(2, 8, false, options);
   quiet.add_token();
   EXPECT_EQ(quiet.draws(), 0);
+}
+
+TEST(ProgressBar, LogLinesGoAboveTheBar) {
+  using tiergen::cli::ProgressBar;
+  std::FILE* screen = std::tmpfile();
+  ASSERT_NE(screen, nullptr);
+  tiergen::cli::ProgressOptions options;
+  options.sink = screen;
+  options.min_interval = std::chrono::milliseconds(0);
+  std::ostringstream logged;
+  auto logger = std::make_shared<spdlog::logger>(
+      "bar-test", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::ostream_sink_mt>(logged)));
+  logger->set_pattern("%v");
+  {
+    ProgressBar bar(1, 2, true, options);
+    bar.add_token();
+    logger->warn("a log line");  // clears the bar's line, then the bar is drawn again
+    EXPECT_EQ(bar.draws(), 3);
+    bar.add_token();
+    bar.end_item();
+  }
+  logger->warn("after the bar");  // no bar on screen: nothing cleared or drawn
+  std::rewind(screen);
+  std::string drawn;
+  for (int c; (c = std::fgetc(screen)) != EOF;) drawn += static_cast<char>(c);
+  std::fclose(screen);
+  EXPECT_EQ(logged.str(), "a log line\nafter the bar\n");
+  // The bar's line ends, is cleared for the log line, and is drawn again.
+  EXPECT_TRUE(contains(drawn, "\033[K\r\033[K\r[")) << drawn;
+  EXPECT_EQ(drawn.back(), '\n');
+  EXPECT_EQ(std::count(drawn.begin(), drawn.end(), '\n'), 1);
 }
 
 }  // namespace

@@ -123,6 +123,8 @@ TEST_F(CliHabits, PromptFlagGivesOneRequestEachOnStdout) {
   const fs::path prompts = prompt_file("p.txt", 1);
   expect_clear_failure(run(prompt_args({"--prompt", "x", "-p", prompts.string()})), {"--prompt", "excludes"});
   expect_clear_failure(run(prompt_args({})), {"no prompts", "--prompt TEXT"});
+  expect_clear_failure(run(prompt_args({"--prompt", "ok", "--prompt", "bad \xff byte"})),
+                       {"--prompt:2: not valid UTF-8 (byte 5)"});
 }
 
 // ---- 4. bench --format (format_bench_record itself: test_bench_cli.cpp).

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
@@ -54,23 +53,10 @@ constexpr int64_t kDefaultGpuBatchSize = 8;
 // Where the prompts come from, as error messages name it: the file, or "--prompt".
 std::string prompt_source(const GenerateFlags& f) { return f.prompt_texts.empty() ? f.prompts : "--prompt"; }
 
-// --prompt TEXT: each one a request, read as the JSONL line {"prompt": TEXT} would be
-// (errors name "--prompt:N", the N-th --prompt).
-std::vector<io::PromptRecord> read_prompt_flags(const std::vector<std::string>& texts) {
-  std::string jsonl;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    size_t bad = 0;
-    TG_CHECK(io::valid_utf8(texts[i], &bad), "--prompt:{}: not valid UTF-8 (byte {})", i + 1, bad + 1);
-    jsonl += nlohmann::json{{"prompt", texts[i]}}.dump() + "\n";
-  }
-  std::istringstream in(jsonl);
-  return io::read_prompts(in, "--prompt", io::PromptFormat::Jsonl);
-}
-
 std::vector<io::PromptRecord> read_job_prompts(const GenerateFlags& f) {
   TG_CHECK(!f.prompts.empty() || !f.prompt_texts.empty(),
            "no prompts: pass -p/--prompts FILE (one prompt per line, or JSONL; - for stdin) or --prompt TEXT");
-  if (!f.prompt_texts.empty()) return read_prompt_flags(f.prompt_texts);
+  if (!f.prompt_texts.empty()) return prompts_from_flags(f.prompt_texts);
   return io::read_prompts(f.prompts, io::parse_prompt_format(f.format));
 }
 

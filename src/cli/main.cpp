@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "src/cli/command.h"
+#include "src/cli/progress.h"
 #include "src/cli/suggest.h"
 #include "tiergen/common/error.h"
 
@@ -60,7 +61,9 @@ void suggest_for_unexpected(CLI::App& app) {
 
 int main(int argc, char** argv) {
   // Logs go to stderr; stdout is reserved for results.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("tiergen"));
+  // Through the progress bar's sink, so log lines never land on the bar's line.
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "tiergen", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>())));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 
   CLI::App app{

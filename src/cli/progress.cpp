@@ -5,8 +5,54 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 namespace tiergen::cli {
+
+namespace {
+
+// One terminal: bars and the log lines around them take turns under this lock.
+std::mutex& screen_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+ProgressBar*& bar_on_screen() {
+  static ProgressBar* bar = nullptr;
+  return bar;
+}
+
+}  // namespace
+
+class BarAwareSink final : public spdlog::sinks::sink {
+ public:
+  explicit BarAwareSink(std::shared_ptr<spdlog::sinks::sink> inner) : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    std::lock_guard<std::mutex> lock(screen_mutex());
+    ProgressBar* bar = bar_on_screen();
+    if (bar) bar->clear_line_locked();
+    inner_->log(msg);
+    if (bar) {
+      inner_->flush();
+      bar->write_line_locked();
+    }
+  }
+  void flush() override {
+    std::lock_guard<std::mutex> lock(screen_mutex());
+    inner_->flush();
+  }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_->set_formatter(std::move(formatter));
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::sink> inner_;
+};
+
+std::shared_ptr<spdlog::sinks::sink> bar_aware_sink(std::shared_ptr<spdlog::sinks::sink> inner) {
+  return std::make_shared<BarAwareSink>(std::move(inner));
+}
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -65,6 +111,13 @@ void ProgressBar::draw(bool force) {
   if (!enabled_ || finished_) return;
   const auto now = std::chrono::steady_clock::now();
   if (!force && draws_ > 0 && now - last_draw_ < options_.min_interval) return;
+  std::lock_guard<std::mutex> lock(screen_mutex());
+  bar_on_screen() = this;
+  write_line_locked();
+}
+
+void ProgressBar::write_line_locked() {
+  const auto now = std::chrono::steady_clock::now();
   last_draw_ = now;
   ++draws_;
   drawn_ = state_;
@@ -74,12 +127,19 @@ void ProgressBar::draw(bool force) {
   std::fflush(options_.sink);
 }
 
+void ProgressBar::clear_line_locked() {
+  std::fputs("\r\033[K", options_.sink);
+  std::fflush(options_.sink);
+}
+
 void ProgressBar::finish() {
   if (!enabled_ || finished_) return;
   const bool changed = drawn_.items_done != state_.items_done || drawn_.budget_done != state_.budget_done ||
                        drawn_.tokens != state_.tokens;
   if (changed) draw(true);  // the final count, unless already on screen
+  std::lock_guard<std::mutex> lock(screen_mutex());
   finished_ = true;
+  if (bar_on_screen() == this) bar_on_screen() = nullptr;
   std::fputc('\n', options_.sink);
   std::fflush(options_.sink);
 }

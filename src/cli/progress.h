@@ -6,10 +6,14 @@
 // only moves forward and is full exactly when the last sequence ends. The line also
 // shows items done (prompts, or bench runs), tokens, tokens/s and the time left.
 // It draws only when enabled: callers pass stderr_is_terminal() && !--quiet, so it
-// never goes into a log file or a pipe.
+// never goes into a log file or a pipe. Log lines written while a bar is on screen go
+// above it (bar_aware_sink), so the two never share a line.
+#include <spdlog/sinks/sink.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace tiergen::cli {
@@ -56,7 +60,11 @@ class ProgressBar {
   static bool stderr_is_terminal();
 
  private:
+  friend class BarAwareSink;
   void draw(bool force);
+  // With the screen lock held: the line itself, and clearing it for a log line.
+  void write_line_locked();
+  void clear_line_locked();
 
   ProgressState state_;
   bool enabled_;
@@ -66,6 +74,11 @@ class ProgressBar {
   ProgressState drawn_;  // the state at the last draw
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
+
+// A log sink around `inner` (main() wraps the stderr sink in it): while a bar is on
+// screen, a log line first clears the bar's line, is written by `inner`, and the bar is
+// drawn again below it.
+std::shared_ptr<spdlog::sinks::sink> bar_aware_sink(std::shared_ptr<spdlog::sinks::sink> inner);
 
 // "1h02m", "3m05s", "42s".
 std::string format_duration(double seconds);
