@@ -244,6 +244,7 @@ TEST(BenchReport, FlexGenLinesParseLikeFlexGensLog) {
       << text;
   EXPECT_NE(text.find("peak gpu mem: 1.000 GB\tprojected: False\n"), std::string::npos) << text;
   EXPECT_NE(text.find("total latency: 10.000 s\ttotal throughput: 12.800 token/s"), std::string::npos) << text;
+  EXPECT_NE(tiergen::cli::flexgen_report(sizes, 1ull << 30, m, true).find("projected: True\n"), std::string::npos);
 }
 
 TEST(Progress, RenderShowsCountRateAndEta) {
@@ -276,6 +277,25 @@ std::vector<std::string> lines_of(const std::string& s) {
   std::istringstream in(s);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
+}
+
+TEST(BenchReport, ProjectionScalesDecodeToTheFullLength) {
+  tiergen::cli::StatsSnapshot run;
+  run.prefill_seconds = 1.0;
+  run.decode_seconds = 2.0;  // 4 prompts x 3 tokens: 2 decode steps
+  run.generated_tokens = 12;
+  run.decode_tokens = 8;
+  run.prompt_tokens = 64;
+  run.decode_task[0] = 0.5;
+  run.prefill_task[0] = 0.25;
+  const auto p = run.projected(4, 3, 11);  // 10 decode steps
+  EXPECT_DOUBLE_EQ(p.decode_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(p.decode_task[0], 2.5);
+  EXPECT_DOUBLE_EQ(p.prefill_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(p.prefill_task[0], 0.25);
+  EXPECT_EQ(p.generated_tokens, 44);
+  EXPECT_EQ(p.decode_tokens, 40);
+  EXPECT_EQ(p.prompt_tokens, 64);
 }
 
 TEST(BenchFormat, CsvAndMarkdownHaveEveryColumnAndQuoteThePolicy) {

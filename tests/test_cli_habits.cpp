@@ -266,7 +266,7 @@ TEST_F(CliHabits, FlexGenCommandLineRunsWithFlexGensMeaning) {
 
 TEST_F(CliHabits, FlexGenFlagsTiergenCannotHonourAreRefused) {
   expect_clear_failure(run(bench_args({"--attn-sparsity", "0.5"})), {"--attn-sparsity", "not supported"});
-  expect_clear_failure(run(bench_args({"--cut-gen-len", "2"})), {"--cut-gen-len", "not supported"});
+  expect_clear_failure(run(bench_args({"--cut-gen-len", "1"})), {"--cut-gen-len 1", "at least 2"});
   expect_clear_failure(run(bench_args({"--path", (dir_ / "no-such-weights").string()})),
                        {"--path", "numpy weight cache"});
   expect_clear_failure(run(bench_args({"--overlap", "maybe"})), {"--overlap"});
@@ -280,6 +280,29 @@ TEST_F(CliHabits, FlexGenFlagsTiergenCannotHonourAreRefused) {
   const Exit gen_len = run(prompt_args({"--prompt", "the cat"}, "--gen-len"));
   ASSERT_EQ(gen_len.code, 0) << gen_len.describe();
   EXPECT_TRUE(contains(gen_len.out, "\"num_output_tokens\":3")) << gen_len.out;
+}
+
+TEST_F(CliHabits, CutGenLenProjectsDecodeToTheFullLengthAndSaysSo) {
+  const fs::path record = dir_ / "cut.json";
+  // bench_args: --gen-len 3; each run generates 2 tokens per prompt, projected to 3.
+  const Exit e = run(bench_args({"--cut-gen-len", "2", "--json", record.string()}));
+  ASSERT_EQ(e.code, 0) << e.describe();
+  EXPECT_TRUE(contains(e.out, "projected: True")) << e.out;
+  EXPECT_TRUE(contains(e.out, "runs cut to 2: decode projected")) << e.out;
+  EXPECT_TRUE(contains(e.err, "projected")) << e.err;
+  const json j = json::parse(read_file(record));
+  EXPECT_EQ(j["projected"], true);
+  EXPECT_EQ(j["cut_gen_len"], 2);
+  const int64_t n = j["num_prompts"];
+  EXPECT_EQ(j["total_tokens"], n * 3);
+  const json& r = j["runs"][0];
+  EXPECT_EQ(r["generated_tokens"], n * 3);  // counted as the full run's
+  EXPECT_NEAR(r["decode_throughput"].get<double>(), n * 2 / r["decode_latency_s"].get<double>(),
+              1e-6 * r["decode_throughput"].get<double>());
+  // Not cut (the default, or --cut-gen-len >= --gen-len): measured, and said so.
+  const Exit full = run(bench_args({"--cut-gen-len", "3"}));
+  ASSERT_EQ(full.code, 0) << full.describe();
+  EXPECT_TRUE(contains(full.out, "projected: False")) << full.out;
 }
 
 // ---- 7. bench/ scripts answer --help without their optional dependencies.

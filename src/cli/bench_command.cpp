@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -69,7 +70,8 @@ void append_flexgen_log(const std::string& path, const std::string& report) {
 }
 
 // N prompts of exactly `prompt_len` seeded ids, avoiding the special tokens.
-std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int64_t num_prompts, const BenchFlags& f) {
+std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int64_t num_prompts, int64_t run_len,
+                                                    const BenchFlags& f) {
   std::mt19937_64 rng(f.seed);
   const int64_t low = std::min<int64_t>(4, spec.vocab_size - 1);
   std::uniform_int_distribution<int64_t> token(low, spec.vocab_size - 1);
@@ -79,7 +81,7 @@ std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int
     r.index = i;
     r.prompt.resize(static_cast<size_t>(f.prompt_len));
     for (auto& id : r.prompt) id = token(rng);
-    r.max_new_tokens = f.gen_len;
+    r.max_new_tokens = run_len;
     r.ignore_eos = true;
     requests.push_back(std::move(r));
   }
@@ -112,9 +114,16 @@ std::string host_name() {
 void run_bench(BenchFlags& f) {
   prepare_engine_flags(f.engine);
   TG_CHECK(f.prompt_len > 0 && f.gen_len > 0, "--prompt-len and --gen-len must be positive");
-  TG_CHECK(f.cut_gen_len == 0 || f.cut_gen_len >= f.gen_len,
-           "--cut-gen-len {} < --gen-len {}: FlexGen's projection of decode latency from a shortened run is not "
-           "supported; tiergen measures every token. Lower --gen-len instead", f.cut_gen_len, f.gen_len);
+  // --cut-gen-len: FlexGen's shortened run, its decode time projected to --gen-len.
+  const int64_t run_len = f.cut_gen_len > 0 ? std::min(f.cut_gen_len, f.gen_len) : f.gen_len;
+  const bool projected = run_len < f.gen_len;
+  TG_CHECK(!projected || run_len >= 2, "--cut-gen-len {}: at least 2 tokens are needed to project decode time (one "
+           "decode step)", f.cut_gen_len);
+  if (projected) {
+    spdlog::warn("--cut-gen-len {}: each run generates {} of --gen-len {} tokens per prompt; decode latency and "
+                 "throughput are projected (mean decode step x {} steps), as FlexGen does, not measured",
+                 f.cut_gen_len, run_len, f.gen_len, f.gen_len - 1);
+  }
   TG_CHECK(f.repetitions > 0, "-r/--repetitions must be at least 1");
   const model::Spec spec = load_spec(f.engine);
   TG_CHECK(f.prompt_len + f.gen_len <= spec.max_positions,
@@ -130,15 +139,15 @@ void run_bench(BenchFlags& f) {
 
   const auto weights = load_weights(f.engine, spec);
   runtime::Engine engine(spec, *weights, policy, options, workload);
-  const auto requests = make_requests(spec, num_prompts, f);
+  const auto requests = make_requests(spec, num_prompts, run_len, f);
   // The bar counts every run, warm-up included: each generates exactly N·n tokens.
   const int64_t total_runs = f.warmup + f.repetitions;
   ProgressOptions bar_options;
   bar_options.item_name = "runs";
-  ProgressBar progress(total_runs, total_runs * num_prompts * f.gen_len, !f.quiet && ProgressBar::stderr_is_terminal(),
+  ProgressBar progress(total_runs, total_runs * num_prompts * run_len, !f.quiet && ProgressBar::stderr_is_terminal(),
                        bar_options);
   const auto on_result = [&](size_t, const runtime::SequenceResult& r) {
-    progress.end_sequence(static_cast<int64_t>(r.tokens.size()), f.gen_len);
+    progress.end_sequence(static_cast<int64_t>(r.tokens.size()), run_len);
   };
   const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
 
@@ -154,9 +163,10 @@ void run_bench(BenchFlags& f) {
     engine.generate(requests, on_result, on_token);
     progress.end_item();
     runs.push_back(StatsSnapshot::of(engine.stats()) - before);
+    TG_CHECK(runs.back().generated_tokens == num_prompts * run_len, "internal: run {} generated {} tokens, expected {}",
+             r + 1, runs.back().generated_tokens, num_prompts * run_len);
+    if (projected) runs.back() = runs.back().projected(num_prompts, run_len, f.gen_len);
     const auto& run = runs.back();
-    TG_CHECK(run.generated_tokens == num_prompts * f.gen_len, "internal: run {} generated {} tokens, expected {}",
-             r + 1, run.generated_tokens, num_prompts * f.gen_len);
     spdlog::info("run {}/{}: total latency {:.3f} s, total throughput {:.3f} token/s", r + 1, f.repetitions,
                  run.total_seconds(), run.total_throughput());
     measured_sum += run;
@@ -181,13 +191,14 @@ void run_bench(BenchFlags& f) {
                                                                     : c10::toString(options.device.dtype);
 
   std::ostringstream text;
-  text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}, {} prompts ({} x {}), {} {}, "
-                           "{} warm-up + {} measured runs\n",
-                           spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len, num_prompts,
-                           policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
+  text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}), {} {}, "
+                      "{} warm-up + {} measured runs\n",
+                      spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len,
+                      projected ? fmt::format(" (runs cut to {}: decode projected)", run_len) : "", num_prompts,
+                      policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
             << policy.exactness() << "\n"
-            << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics)
+            << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
             << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
                            format_bytes(peak[runtime::Tier::Cpu]), format_bytes(peak[runtime::Tier::Disk]))
             << repetition_report(metrics, runs.size())
@@ -216,6 +227,8 @@ void run_bench(BenchFlags& f) {
         {"warmup_runs", f.warmup},
         {"repetitions", f.repetitions},
         {"total_tokens", num_prompts * f.gen_len},
+        {"cut_gen_len", projected ? nlohmann::json(run_len) : nlohmann::json()},
+        {"projected", projected},
         {"model_size_bytes", sizes.model_bytes},
         {"cache_size_bytes", sizes.cache_bytes},
         {"hidden_size_bytes", sizes.hidden_bytes},
@@ -249,7 +262,7 @@ void run_bench(BenchFlags& f) {
   }
   if (!f.no_log && !f.log_file.empty()) {
     append_flexgen_log(f.log_file == "auto" ? flexgen_log_name(f, policy) : f.log_file,
-                       flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics));
+                       flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected));
   }
 }
 
@@ -272,8 +285,8 @@ void setup_bench(CLI::App& app) {
                 "record), csv (a header and one row) or md (a markdown table row)")
       ->check(CLI::IsMember({"text", "json", "csv", "md"}))->capture_default_str();
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
-  c->add_option("--cut-gen-len", f->cut_gen_len, "FlexGen's shortened run with projected decode latency: not "
-                "supported below --gen-len (tiergen measures every token)")->check(CLI::PositiveNumber);
+  c->add_option("--cut-gen-len", f->cut_gen_len, "FlexGen's shortened run: generate this many tokens per prompt and "
+                "project decode latency to --gen-len (reported as projected)")->check(CLI::PositiveNumber);
   c->add_option("--log-file", f->log_file, "Append FlexGen's report lines to this file ('auto': FlexGen's file name "
                 "for the run)");
   c->add_flag("--no-log", f->no_log, "Write no --log-file (FlexGen's flag)");

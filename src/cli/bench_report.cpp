@@ -71,6 +71,16 @@ StatsSnapshot& StatsSnapshot::operator+=(const StatsSnapshot& o) {
   return *this;
 }
 
+StatsSnapshot StatsSnapshot::projected(int64_t num_prompts, int64_t run_len, int64_t gen_len) const {
+  StatsSnapshot p = *this;
+  const double scale = static_cast<double>(gen_len - 1) / static_cast<double>(run_len - 1);
+  p.decode_seconds *= scale;
+  for (double& t : p.decode_task) t *= scale;
+  p.generated_tokens = num_prompts * gen_len;
+  p.decode_tokens = num_prompts * (gen_len - 1);
+  return p;
+}
+
 void StatsSnapshot::fill(runtime::Stats& stats) const {
   stats.prefill_seconds = prefill_seconds;
   stats.decode_seconds = decode_seconds;
@@ -152,15 +162,16 @@ nlohmann::json MetricSummaries::to_json() const {
           {"total_latency_s", summary_json(total_latency)},       {"total_throughput", summary_json(total_throughput)}};
 }
 
-std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, const MetricSummaries& m) {
+std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, const MetricSummaries& m,
+                           bool projected) {
   return fmt::format(
       "model size: {:.3f} GB\tcache size: {:.3f} GB\thidden size (p): {:.3f} GB\n"
-      "peak gpu mem: {:.3f} GB\tprojected: False\n"
+      "peak gpu mem: {:.3f} GB\tprojected: {}\n"
       "prefill latency: {:.3f} s\tprefill throughput: {:.3f} token/s\n"
       "decode latency: {:.3f} s\tdecode throughput: {:.3f} token/s\n"
       "total latency: {:.3f} s\ttotal throughput: {:.3f} token/s\n",
       sizes.model_bytes / kGB, sizes.cache_bytes / kGB, sizes.hidden_bytes / kGB, peak_gpu_bytes / kGB,
-      m.prefill_latency.median, m.prefill_throughput.median, m.decode_latency.median, m.decode_throughput.median,
+      projected ? "True" : "False", m.prefill_latency.median, m.prefill_throughput.median, m.decode_latency.median, m.decode_throughput.median,
       m.total_latency.median, m.total_throughput.median);
 }
 
