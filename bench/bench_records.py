@@ -111,6 +111,9 @@ def markdown_table(paths):
 
 
 def main(argv):
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if len(argv) < 2 or argv[0] not in ("csv", "csv-rows", "table", "ratio"):
         print(__doc__, file=sys.stderr)
         return 2

@@ -7,6 +7,11 @@
 # generation seconds (the engine's own figure) and the policy line.
 # Usage: bench/plans_small_job.sh BEFORE_BINARY AFTER_BINARY [ROUNDS]
 set -euo pipefail
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+esac
+[ $# -ge 2 ] || { usage >&2; exit 2; }
 before=$1 after=$2 rounds=${3:-3}
 work=$(mktemp -d /tmp/tiergen-plans-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -18,15 +18,21 @@ import json
 import os
 import sys
 
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    # A pyenv/venv python without matplotlib: use Debian's python3, which has it.
-    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("plot.py: matplotlib is missing: apt-get install python3-matplotlib (or pip install matplotlib)")
+plt = None  # matplotlib.pyplot, imported once the arguments are parsed (--help needs none)
+
+
+def load_matplotlib():
+    global plt
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+        plt = matplotlib.pyplot
+    except ImportError:
+        # A pyenv/venv python without matplotlib: use Debian's python3, which has it.
+        if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
+            os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+        sys.exit("plot.py: matplotlib is missing: apt-get install python3-matplotlib (or pip install matplotlib)")
 
 TASKS = ["load_weight", "load_cache", "store_cache", "load_hidden", "store_hidden", "compute", "cpu_attention",
          "sample"]
@@ -131,6 +137,7 @@ def main():
     args = ap.parse_args()
     if not args.sweep and not args.bench:
         ap.error("give --sweep CSV and/or --bench RECORD.json ...")
+    load_matplotlib()
     os.makedirs(args.out, exist_ok=True)
     written = []
     records = [(os.path.basename(p)[:-5] if p.endswith(".json") else p, json.load(open(p))) for p in args.bench]

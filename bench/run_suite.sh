@@ -15,6 +15,7 @@ root=$(cd "$here/.." && pwd)
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 [ $# -ge 1 ] || usage
+case $1 in -h|--help) usage 0 ;; esac
 suite=$1; shift
 out="" reps=3 build="$root/build" only="" dry=0 extra=()
 while [ $# -gt 0 ]; do

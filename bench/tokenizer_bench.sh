@@ -9,6 +9,9 @@
 # Needs node and npm; packages are cached like the tests do, in $TIERGEN_NPM_CACHE
 # (default ~/.cache/tiergen-npm). The text is written to $TMPDIR.
 set -euo pipefail
+case ${1:-} in
+  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-build}"

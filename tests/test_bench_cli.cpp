@@ -12,6 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -240,19 +244,156 @@ TEST(BenchReport, FlexGenLinesParseLikeFlexGensLog) {
       << text;
   EXPECT_NE(text.find("peak gpu mem: 1.000 GB\tprojected: False\n"), std::string::npos) << text;
   EXPECT_NE(text.find("total latency: 10.000 s\ttotal throughput: 12.800 token/s"), std::string::npos) << text;
+  EXPECT_NE(tiergen::cli::flexgen_report(sizes, 1ull << 30, m, true).find("projected: True\n"), std::string::npos);
 }
 
 TEST(Progress, RenderShowsCountRateAndEta) {
   using tiergen::cli::ProgressBar;
-  EXPECT_EQ(ProgressBar::render(1, 4, 100, 10.0, 8), "[##......] 1/4 prompts  10.0 tok/s  elapsed 10s  ETA 30s");
-  EXPECT_EQ(ProgressBar::render(0, 4, 0, 0.0, 4), "[....] 0/4 prompts  0.0 tok/s  elapsed 0s  ETA ?");
-  EXPECT_EQ(ProgressBar::render(4, 4, 40, 125.0, 4), "[####] 4/4 prompts  0.3 tok/s  elapsed 2m05s  ETA 0s");
+  using tiergen::cli::ProgressState;
+  // ProgressState: items done/total, token budget done/total, tokens.
+  EXPECT_EQ(ProgressBar::render(ProgressState{1, 4, 100, 400, 100}, 10.0, "prompts", 8),
+            "[##......] 1/4 prompts  100 tokens  10.0 tok/s  elapsed 10s  ETA 30s");
+  EXPECT_EQ(ProgressBar::render(ProgressState{0, 4, 0, 400, 0}, 0.0, "prompts", 4),
+            "[....] 0/4 prompts  0 tokens  0.0 tok/s  elapsed 0s  ETA ?");
+  EXPECT_EQ(ProgressBar::render(ProgressState{4, 4, 400, 400, 40}, 125.0, "prompts", 4),
+            "[####] 4/4 prompts  40 tokens  0.3 tok/s  elapsed 2m05s  ETA 0s");
   EXPECT_EQ(tiergen::cli::format_duration(3725), "1h02m");
   // Disabled: draws nothing, and finish is idempotent.
-  ProgressBar quiet(10, false);
-  quiet.update(5, 50);
+  ProgressBar quiet(10, 100, false);
+  quiet.add_token();
+  quiet.end_item();
+  quiet.finish();
   quiet.finish();
   EXPECT_FALSE(quiet.enabled());
+  EXPECT_EQ(quiet.draws(), 0);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(BenchReport, ProjectionScalesDecodeToTheFullLength) {
+  tiergen::cli::StatsSnapshot run;
+  run.prefill_seconds = 1.0;
+  run.decode_seconds = 2.0;  // 4 prompts x 3 tokens: 2 decode steps
+  run.generated_tokens = 12;
+  run.decode_tokens = 8;
+  run.prompt_tokens = 64;
+  run.decode_task[0] = 0.5;
+  run.prefill_task[0] = 0.25;
+  const auto p = run.projected(4, 3, 11);  // 10 decode steps
+  EXPECT_DOUBLE_EQ(p.decode_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(p.decode_task[0], 2.5);
+  EXPECT_DOUBLE_EQ(p.prefill_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(p.prefill_task[0], 0.25);
+  EXPECT_EQ(p.generated_tokens, 44);
+  EXPECT_EQ(p.decode_tokens, 40);
+  EXPECT_EQ(p.prompt_tokens, 64);
+}
+
+TEST(BenchFormat, CsvAndMarkdownHaveEveryColumnAndQuoteThePolicy) {
+  const json record = {{"model", "opt-125m"},
+                       {"prompt_len", 16},
+                       {"total_throughput", 12.5},
+                       {"policy_description", "gpu batch 2 x 1 batches; weights gpu/cpu/disk 100/0/0%, \"x\" | y"},
+                       {"summary", {{"total_throughput", {{"mean", 12.0}, {"sd", 0.5}}}}},
+                       {"peak_bytes", {{"gpu", 1024}, {"cpu", 0}, {"disk", 0}}}};
+  const std::string csv = tiergen::cli::format_bench_record(record, "csv");
+  const auto rows = lines_of(csv);
+  ASSERT_EQ(rows.size(), 2u) << csv;
+  std::string header;
+  for (const auto& c : tiergen::cli::kBenchColumns) header += (header.empty() ? "" : ",") + c;
+  EXPECT_EQ(rows[0], header);
+  EXPECT_EQ(rows[1].rfind("opt-125m,,,16,", 0), 0u) << rows[1];
+  EXPECT_TRUE(contains(rows[1], ",\"gpu batch 2 x 1 batches; weights gpu/cpu/disk 100/0/0%, \"\"x\"\" | y\",")) << rows[1];
+  EXPECT_TRUE(contains(rows[1], ",12.5,12,0.5,1024,0,0,")) << rows[1];
+  const auto md = lines_of(tiergen::cli::format_bench_record(record, "md"));
+  ASSERT_EQ(md.size(), 3u);
+  EXPECT_EQ(md[0].rfind("| model | device |", 0), 0u) << md[0];
+  EXPECT_EQ(std::count(md[1].begin(), md[1].end(), '|'), static_cast<long>(tiergen::cli::kBenchColumns.size()) + 1);
+  EXPECT_TRUE(contains(md[2], "\\| y")) << md[2];  // a pipe in a cell is escaped
+  EXPECT_EQ(json::parse(tiergen::cli::format_bench_record(record, "json")), record);
+}
+
+TEST(ProgressBar, MovesWithEveryTokenAndCreditsEarlyEnds) {
+  using tiergen::cli::ProgressBar;
+  std::FILE* sink = std::tmpfile();
+  ASSERT_NE(sink, nullptr);
+  tiergen::cli::ProgressOptions options;
+  options.sink = sink;
+  options.min_interval = std::chrono::milliseconds(0);  // draw every change
+  {
+    // Two prompts of 4 tokens budget each.
+    ProgressBar bar(2, 8, true, options);
+    EXPECT_EQ(bar.draws(), 1);  // 0/2 at once
+    for (int t = 0; t < 3; ++t) bar.add_token();
+    EXPECT_EQ(bar.draws(), 4);  // one draw per token, inside the block
+    EXPECT_EQ(bar.state().budget_done, 3);
+    bar.end_sequence(3, 4);  // ended one token early (EOS): its last token is credited
+    EXPECT_EQ(bar.state().budget_done, 4);
+    EXPECT_EQ(bar.state().tokens, 3);
+    bar.end_item();
+    for (int t = 0; t < 4; ++t) bar.add_token();
+    bar.end_sequence(4, 4);
+    bar.end_item();
+    EXPECT_EQ(bar.state().budget_done, 8);
+    bar.finish();
+  }
+  std::rewind(sink);
+  std::string drawn;
+  for (int c; (c = std::fgetc(sink)) != EOF;) drawn += static_cast<char>(c);
+  std::fclose(sink);
+  EXPECT_TRUE(contains(drawn, "] 0/2 prompts  3 tokens")) << drawn;  // mid-block: prompts 0, tokens 3
+  EXPECT_TRUE(contains(drawn, "] 2/2 prompts  7 tokens")) << drawn;
+  EXPECT_EQ(drawn.back(), '\n');
+  // The bar fills by token budget.
+  tiergen::cli::ProgressState half{0, 2, 4, 8, 4};
+  EXPECT_EQ(ProgressBar::render(half, 10.0, "prompts", 8),
+            "[####....] 0/2 prompts  4 tokens  0.4 tok/s  elapsed 10s  ETA 10s");
+  tiergen::cli::ProgressState runs{2, 4, 0, 0, 0};  // no budget: by items
+  EXPECT_EQ(ProgressBar::render(runs, 0.0, "runs", 4), "[##..] 2/4 runs  0 tokens  0.0 tok/s  elapsed 0s  ETA ?");
+  // Disabled: draws nothing.
+  ProgressBar quiet(2, 8, false, options);
+  quiet.add_token();
+  EXPECT_EQ(quiet.draws(), 0);
+}
+
+TEST(ProgressBar, LogLinesGoAboveTheBar) {
+  using tiergen::cli::ProgressBar;
+  std::FILE* screen = std::tmpfile();
+  ASSERT_NE(screen, nullptr);
+  tiergen::cli::ProgressOptions options;
+  options.sink = screen;
+  options.min_interval = std::chrono::milliseconds(0);
+  std::ostringstream logged;
+  auto logger = std::make_shared<spdlog::logger>(
+      "bar-test", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::ostream_sink_mt>(logged)));
+  logger->set_pattern("%v");
+  {
+    ProgressBar bar(1, 2, true, options);
+    bar.add_token();
+    logger->warn("a log line");  // clears the bar's line, then the bar is drawn again
+    EXPECT_EQ(bar.draws(), 3);
+    bar.add_token();
+    bar.end_item();
+  }
+  logger->warn("after the bar");  // no bar on screen: nothing cleared or drawn
+  std::rewind(screen);
+  std::string drawn;
+  for (int c; (c = std::fgetc(screen)) != EOF;) drawn += static_cast<char>(c);
+  std::fclose(screen);
+  EXPECT_EQ(logged.str(), "a log line\nafter the bar\n");
+  // The bar's line ends, is cleared for the log line, and is drawn again.
+  EXPECT_TRUE(contains(drawn, "\033[K\r\033[K\r[")) << drawn;
+  EXPECT_EQ(drawn.back(), '\n');
+  EXPECT_EQ(std::count(drawn.begin(), drawn.end(), '\n'), 1);
 }
 
 }  // namespace

@@ -2,22 +2,28 @@
 // random prompts (seeded token ids) of exactly S tokens each generate exactly n tokens
 // (EOS ignored); one warm-up run, then R measured runs on the same engine. Prints
 // FlexGen's report lines for the median run, the policy, predicted versus measured
-// times and mean ± sd over the runs; --json writes all of it as one record.
+// times and mean ± sd over the runs; --json writes all of it as one record, and
+// --format json|csv|md prints it on stdout in that form instead of the text report.
+// FlexGen's own flags are accepted as flex_opt.py spells them (flexgen_flags.h).
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "src/cli/bench_report.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/flexgen_flags.h"
 #include "src/cli/host_profile.h"
 #include "src/cli/prediction_report.h"
+#include "src/cli/progress.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/disk_tier.h"
@@ -32,10 +38,40 @@ struct BenchFlags {
   int64_t repetitions = 3, warmup = 1;
   uint64_t seed = 0;
   std::string json;
+  std::string format = "text";  // of the report on stdout: text, json, csv or md
+  int64_t cut_gen_len = 0;      // FlexGen's; 0: not given
+  std::string log_file;         // FlexGen's: the report lines appended to this file
+  bool no_log = false;
+  bool quiet = false;
 };
 
+// FlexGen's log file name for --log-file auto (flex_opt.py get_filename + ".log").
+std::string flexgen_log_name(const BenchFlags& f, const runtime::Policy& p) {
+  const std::string& model = f.engine.model;
+  std::string name = fmt::format("fo-{}-gbs{}-ngbs{}-prompt{}-gen{}-percent-", model.substr(model.rfind('-') + 1),
+                                 p.gpu_batch_size, p.num_gpu_batches, f.prompt_len, f.gen_len);
+  for (double v : {p.w_gpu_percent, p.w_cpu_percent, p.cache_gpu_percent, p.cache_cpu_percent, p.act_gpu_percent,
+                   p.act_cpu_percent}) {
+    name += fmt::format("{}-", v);
+  }
+  name += p.cpu_cache_compute ? "cpu-cache" : "gpu-cache";
+  if (p.compress_weight.enabled) name += "-compw";
+  if (p.compress_cache.enabled) name += "-compc";
+  return name + ".log";
+}
+
+// FlexGen's write_benchmark_log: the report lines appended to the log file.
+void append_flexgen_log(const std::string& path, const std::string& report) {
+  std::ofstream out(path, std::ios::app);
+  TG_CHECK(out.good(), "--log-file {}: cannot open for appending", path);
+  out << report;
+  TG_CHECK(out.good(), "--log-file {}: write failed", path);
+  spdlog::info("report lines appended to {}", path);
+}
+
 // N prompts of exactly `prompt_len` seeded ids, avoiding the special tokens.
-std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int64_t num_prompts, const BenchFlags& f) {
+std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int64_t num_prompts, int64_t run_len,
+                                                    const BenchFlags& f) {
   std::mt19937_64 rng(f.seed);
   const int64_t low = std::min<int64_t>(4, spec.vocab_size - 1);
   std::uniform_int_distribution<int64_t> token(low, spec.vocab_size - 1);
@@ -45,7 +81,7 @@ std::vector<runtime::SequenceRequest> make_requests(const model::Spec& spec, int
     r.index = i;
     r.prompt.resize(static_cast<size_t>(f.prompt_len));
     for (auto& id : r.prompt) id = token(rng);
-    r.max_new_tokens = f.gen_len;
+    r.max_new_tokens = run_len;
     r.ignore_eos = true;
     requests.push_back(std::move(r));
   }
@@ -75,8 +111,19 @@ std::string host_name() {
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
 }
 
-void run_bench(const BenchFlags& f) {
+void run_bench(BenchFlags& f) {
+  prepare_engine_flags(f.engine);
   TG_CHECK(f.prompt_len > 0 && f.gen_len > 0, "--prompt-len and --gen-len must be positive");
+  // --cut-gen-len: FlexGen's shortened run, its decode time projected to --gen-len.
+  const int64_t run_len = f.cut_gen_len > 0 ? std::min(f.cut_gen_len, f.gen_len) : f.gen_len;
+  const bool projected = run_len < f.gen_len;
+  TG_CHECK(!projected || run_len >= 2, "--cut-gen-len {}: at least 2 tokens are needed to project decode time (one "
+           "decode step)", f.cut_gen_len);
+  if (projected) {
+    spdlog::warn("--cut-gen-len {}: each run generates {} of --gen-len {} tokens per prompt; decode latency and "
+                 "throughput are projected (mean decode step x {} steps), as FlexGen does, not measured",
+                 f.cut_gen_len, run_len, f.gen_len, f.gen_len - 1);
+  }
   TG_CHECK(f.repetitions > 0, "-r/--repetitions must be at least 1");
   const model::Spec spec = load_spec(f.engine);
   TG_CHECK(f.prompt_len + f.gen_len <= spec.max_positions,
@@ -92,26 +139,39 @@ void run_bench(const BenchFlags& f) {
 
   const auto weights = load_weights(f.engine, spec);
   runtime::Engine engine(spec, *weights, policy, options, workload);
-  const auto requests = make_requests(spec, num_prompts, f);
-  const auto ignore = [](size_t, const runtime::SequenceResult&) {};
+  const auto requests = make_requests(spec, num_prompts, run_len, f);
+  // The bar counts every run, warm-up included: each generates exactly N·n tokens.
+  const int64_t total_runs = f.warmup + f.repetitions;
+  ProgressOptions bar_options;
+  bar_options.item_name = "runs";
+  ProgressBar progress(total_runs, total_runs * num_prompts * run_len, !f.quiet && ProgressBar::stderr_is_terminal(),
+                       bar_options);
+  const auto on_result = [&](size_t, const runtime::SequenceResult& r) {
+    progress.end_sequence(static_cast<int64_t>(r.tokens.size()), run_len);
+  };
+  const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
 
   for (int64_t w = 0; w < f.warmup; ++w) {
     spdlog::info("warm-up run {}/{}", w + 1, f.warmup);
-    engine.generate(requests, ignore);
+    engine.generate(requests, on_result, on_token);
+    progress.end_item();
   }
   std::vector<StatsSnapshot> runs;
   StatsSnapshot measured_sum;
   for (int64_t r = 0; r < f.repetitions; ++r) {
     const StatsSnapshot before = StatsSnapshot::of(engine.stats());
-    engine.generate(requests, ignore);
+    engine.generate(requests, on_result, on_token);
+    progress.end_item();
     runs.push_back(StatsSnapshot::of(engine.stats()) - before);
+    TG_CHECK(runs.back().generated_tokens == num_prompts * run_len, "internal: run {} generated {} tokens, expected {}",
+             r + 1, runs.back().generated_tokens, num_prompts * run_len);
+    if (projected) runs.back() = runs.back().projected(num_prompts, run_len, f.gen_len);
     const auto& run = runs.back();
-    TG_CHECK(run.generated_tokens == num_prompts * f.gen_len, "internal: run {} generated {} tokens, expected {}",
-             r + 1, run.generated_tokens, num_prompts * f.gen_len);
     spdlog::info("run {}/{}: total latency {:.3f} s, total throughput {:.3f} token/s", r + 1, f.repetitions,
                  run.total_seconds(), run.total_throughput());
     measured_sum += run;
   }
+  progress.finish();
 
   const BenchSizes sizes = bench_sizes(spec, num_prompts, f.prompt_len, f.gen_len, dtype_bytes);
   const MetricSummaries metrics = MetricSummaries::of(runs);
@@ -130,21 +190,22 @@ void run_bench(const BenchFlags& f) {
                             : options.device.dtype == at::kFloat    ? "float32"
                                                                     : c10::toString(options.device.dtype);
 
-  std::cout << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}, {} prompts ({} x {}), {} {}, "
-                           "{} warm-up + {} measured runs\n",
-                           spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len, num_prompts,
-                           policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
+  std::ostringstream text;
+  text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}), {} {}, "
+                      "{} warm-up + {} measured runs\n",
+                      spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len,
+                      projected ? fmt::format(" (runs cut to {}: decode projected)", run_len) : "", num_prompts,
+                      policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
             << policy.exactness() << "\n"
-            << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics)
+            << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
             << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
                            format_bytes(peak[runtime::Tier::Cpu]), format_bytes(peak[runtime::Tier::Disk]))
             << repetition_report(metrics, runs.size())
             << (predicted ? predicted_vs_measured(*predicted, measured, scale)
                           : "predicted vs measured: skipped (no hardware profile of this host)\n");
-  std::cout.flush();
 
-  if (!f.json.empty()) {
+  {
     nlohmann::json runs_json = nlohmann::json::array();
     for (const auto& r : runs) runs_json.push_back(r.to_json());
     nlohmann::json j = {
@@ -166,6 +227,8 @@ void run_bench(const BenchFlags& f) {
         {"warmup_runs", f.warmup},
         {"repetitions", f.repetitions},
         {"total_tokens", num_prompts * f.gen_len},
+        {"cut_gen_len", projected ? nlohmann::json(run_len) : nlohmann::json()},
+        {"projected", projected},
         {"model_size_bytes", sizes.model_bytes},
         {"cache_size_bytes", sizes.cache_bytes},
         {"hidden_size_bytes", sizes.hidden_bytes},
@@ -187,10 +250,19 @@ void run_bench(const BenchFlags& f) {
         {"prediction", predicted ? policy::prediction_to_json(*predicted) : nlohmann::json()},
         {"predicted_vs_measured", predicted ? predicted_vs_measured_json(*predicted, measured, scale)
                                             : measured_only_json(measured)}};
-    std::ofstream out(f.json, std::ios::trunc);
-    TG_CHECK(out.good(), "cannot write {}", f.json);
-    out << j.dump(2) << "\n";
-    TG_CHECK(out.good(), "failed writing {}", f.json);
+    if (f.format == "text") std::cout << text.str();
+    else std::cout << format_bench_record(j, f.format);
+    std::cout.flush();
+    if (!f.json.empty()) {
+      std::ofstream out(f.json, std::ios::trunc);
+      TG_CHECK(out.good(), "cannot write {}", f.json);
+      out << j.dump(2) << "\n";
+      TG_CHECK(out.good(), "failed writing {}", f.json);
+    }
+  }
+  if (!f.no_log && !f.log_file.empty()) {
+    append_flexgen_log(f.log_file == "auto" ? flexgen_log_name(f, policy) : f.log_file,
+                       flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected));
   }
 }
 
@@ -208,7 +280,16 @@ void setup_bench(CLI::App& app) {
   c->add_option("--warmup", f->warmup, "Warm-up runs before the measured ones")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   c->add_option("--seed", f->seed, "Seed of the random prompt token ids")->capture_default_str();
-  c->add_option("--json", f->json, "Write the report as one JSON record");
+  c->add_option("--json", f->json, "Write the report as one JSON record to this file");
+  c->add_option("--format", f->format, "The report on stdout: text (FlexGen's lines and more), json (the --json "
+                "record), csv (a header and one row) or md (a markdown table row)")
+      ->check(CLI::IsMember({"text", "json", "csv", "md"}))->capture_default_str();
+  c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
+  c->add_option("--cut-gen-len", f->cut_gen_len, "FlexGen's shortened run: generate this many tokens per prompt and "
+                "project decode latency to --gen-len (reported as projected)")->check(CLI::PositiveNumber);
+  c->add_option("--log-file", f->log_file, "Append FlexGen's report lines to this file ('auto': FlexGen's file name "
+                "for the run)");
+  c->add_flag("--no-log", f->no_log, "Write no --log-file (FlexGen's flag)");
   c->callback([f] { run_bench(*f); });
 }
 

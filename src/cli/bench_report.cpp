@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 namespace tiergen::cli {
 
@@ -68,6 +69,16 @@ StatsSnapshot& StatsSnapshot::operator+=(const StatsSnapshot& o) {
     decode_task[t] += o.decode_task[t];
   }
   return *this;
+}
+
+StatsSnapshot StatsSnapshot::projected(int64_t num_prompts, int64_t run_len, int64_t gen_len) const {
+  StatsSnapshot p = *this;
+  const double scale = static_cast<double>(gen_len - 1) / static_cast<double>(run_len - 1);
+  p.decode_seconds *= scale;
+  for (double& t : p.decode_task) t *= scale;
+  p.generated_tokens = num_prompts * gen_len;
+  p.decode_tokens = num_prompts * (gen_len - 1);
+  return p;
 }
 
 void StatsSnapshot::fill(runtime::Stats& stats) const {
@@ -151,15 +162,16 @@ nlohmann::json MetricSummaries::to_json() const {
           {"total_latency_s", summary_json(total_latency)},       {"total_throughput", summary_json(total_throughput)}};
 }
 
-std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, const MetricSummaries& m) {
+std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, const MetricSummaries& m,
+                           bool projected) {
   return fmt::format(
       "model size: {:.3f} GB\tcache size: {:.3f} GB\thidden size (p): {:.3f} GB\n"
-      "peak gpu mem: {:.3f} GB\tprojected: False\n"
+      "peak gpu mem: {:.3f} GB\tprojected: {}\n"
       "prefill latency: {:.3f} s\tprefill throughput: {:.3f} token/s\n"
       "decode latency: {:.3f} s\tdecode throughput: {:.3f} token/s\n"
       "total latency: {:.3f} s\ttotal throughput: {:.3f} token/s\n",
       sizes.model_bytes / kGB, sizes.cache_bytes / kGB, sizes.hidden_bytes / kGB, peak_gpu_bytes / kGB,
-      m.prefill_latency.median, m.prefill_throughput.median, m.decode_latency.median, m.decode_throughput.median,
+      projected ? "True" : "False", m.prefill_latency.median, m.prefill_throughput.median, m.decode_latency.median, m.decode_throughput.median,
       m.total_latency.median, m.total_throughput.median);
 }
 
@@ -175,6 +187,76 @@ std::string repetition_report(const MetricSummaries& m, size_t repetitions) {
                        s->median, s->min, s->max);
   }
   return out;
+}
+
+const std::vector<std::string> kBenchColumns = {
+    "model", "device", "dtype", "prompt_len", "gen_len", "num_prompts", "gpu_batch_size", "num_gpu_batches",
+    "policy", "exact", "repetitions", "prefill_latency_s", "prefill_throughput", "decode_latency_s",
+    "decode_throughput", "total_latency_s", "total_throughput", "total_throughput_mean", "total_throughput_sd",
+    "peak_gpu_bytes", "peak_cpu_bytes", "peak_disk_bytes", "model_size_bytes", "cache_size_bytes",
+    "hidden_size_bytes"};
+
+namespace {
+
+// A column's value in the record (some are nested or renamed there), or null.
+nlohmann::json bench_column(const nlohmann::json& r, const std::string& column) {
+  const auto at = [&](std::initializer_list<const char*> path) {
+    const nlohmann::json* v = &r;
+    for (const char* key : path) {
+      if (!v->is_object() || !v->contains(key)) return nlohmann::json();
+      v = &(*v)[key];
+    }
+    return *v;
+  };
+  if (column == "policy") return at({"policy_description"});
+  if (column == "total_throughput_mean") return at({"summary", "total_throughput", "mean"});
+  if (column == "total_throughput_sd") return at({"summary", "total_throughput", "sd"});
+  if (column == "peak_gpu_bytes") return at({"peak_bytes", "gpu"});
+  if (column == "peak_cpu_bytes") return at({"peak_bytes", "cpu"});
+  if (column == "peak_disk_bytes") return at({"peak_bytes", "disk"});
+  return r.is_object() && r.contains(column) ? r[column] : nlohmann::json();
+}
+
+std::string plain_cell(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:.6g}", v.get<double>());
+  return v.dump();
+}
+
+// RFC 4180: a field with a comma, quote or line break is quoted, quotes doubled.
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+std::string format_bench_record(const nlohmann::json& record, const std::string& format) {
+  if (format == "json") return record.dump(2) + "\n";
+  std::string header, separator, row;
+  for (size_t i = 0; i < kBenchColumns.size(); ++i) {
+    const std::string value = plain_cell(bench_column(record, kBenchColumns[i]));
+    if (format == "csv") {
+      header += (i ? "," : "") + kBenchColumns[i];
+      row += (i ? "," : "") + csv_cell(value);
+    } else {
+      header += "| " + kBenchColumns[i] + " ";
+      separator += "|---";
+      row += "| " + md_cell(value) + " ";
+    }
+  }
+  if (format == "csv") return header + "\n" + row + "\n";
+  if (format == "md") return header + "|\n" + separator + "|\n" + row + "|\n";
+  throw std::invalid_argument("bench report format '" + format + "': expected json, csv or md");
 }
 
 }  // namespace tiergen::cli

@@ -42,6 +42,11 @@ struct StatsSnapshot {
   double decode_throughput() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0; }
   double total_seconds() const { return prefill_seconds + decode_seconds; }
   double total_throughput() const { return total_seconds() > 0 ? generated_tokens / total_seconds() : 0; }
+  // FlexGen's --cut-gen-len: a run of `run_len` tokens per sequence projected to
+  // `gen_len` by scaling its decode time and decode task times by (gen_len - 1) /
+  // (run_len - 1), the mean decode step times the steps of the full run; the token
+  // counts become those of the full run. Needs run_len >= 2.
+  StatsSnapshot projected(int64_t num_prompts, int64_t run_len, int64_t gen_len) const;
   // Writes the counters and task times into a fresh Stats (for predicted_vs_measured).
   void fill(runtime::Stats& stats) const;
   nlohmann::json to_json() const;
@@ -60,9 +65,16 @@ struct MetricSummaries {
 };
 
 // FlexGen's write_benchmark_log lines (tab-separated pairs), GB = 2^30 bytes, for the
-// median of each metric over the runs.
-std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, const MetricSummaries& m);
+// median of each metric over the runs; `projected` as FlexGen reports --cut-gen-len runs.
+std::string flexgen_report(const BenchSizes& sizes, uint64_t peak_gpu_bytes, const MetricSummaries& m,
+                           bool projected = false);
 // "mean ± sd (median, min–max)" per metric over `repetitions` runs.
 std::string repetition_report(const MetricSummaries& m, size_t repetitions);
+
+// `tiergen bench --format`: the JSON record (`--json`) as "json" (the record itself),
+// "csv" (a header line and one row of kBenchColumns) or "md" (a markdown table of the
+// same columns, one row). Missing fields are empty cells.
+extern const std::vector<std::string> kBenchColumns;
+std::string format_bench_record(const nlohmann::json& record, const std::string& format);
 
 }  // namespace tiergen::cli

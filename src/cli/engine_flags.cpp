@@ -9,7 +9,9 @@
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "policy/search.h"
+#include "src/cli/flexgen_flags.h"
 #include "src/cli/host_profile.h"
+#include "src/cli/suggest.h"
 #include "tiergen/runtime/default_budgets.h"
 #include "tiergen/runtime/host_memory.h"
 #include "tiergen/model/presets.h"
@@ -17,8 +19,8 @@
 namespace tiergen::cli {
 
 void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
-  c->add_option("-m,--model", f.model, "Model directory (config.json + safetensors) or preset (opt-30b, facebook/opt-30b, llama-3-8b, ...)")
-      ->required();
+  c->add_option("-m,--model", f.model, "Model directory (config.json + safetensors) or preset (opt-30b, facebook/opt-30b, "
+                "llama-3-8b, ...; `tiergen list-presets`); required unless --path names a checkpoint directory");
   c->add_flag("--dummy", f.dummy, "Use seeded random weights instead of a checkpoint (throughput runs; implied for presets)");
   c->add_option("--dummy-seed", f.dummy_seed, "Seed of the dummy weights");
   c->add_option("--device", f.device, "auto, cpu, cuda or cuda:N; with cpu, host memory stands in for the GPU tier")
@@ -39,11 +41,14 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
                 "--cache`, measured on first need)");
   c->add_option("--percent", f.percent, "FlexGen placement: wg wc cg cc hg hc (weights, KV cache, activations on gpu/cpu; disk gets the rest)")
       ->expected(6)->excludes(policy);
-  c->add_option("--gpu-batch-size", f.gpu_batch_size, fmt::format("Sequences per gpu batch (default {})", default_batch_size));
+  c->add_option("-b,--gpu-batch-size,--batch-size", f.gpu_batch_size,
+                fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's or search's", default_batch_size))
+      ->check(CLI::PositiveNumber);
   c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)");
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
-  c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off")->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off (FlexGen's true/false too; default on, "
+                "or the --policy file's)")
+      ->check(CLI::IsMember(flexgen_bool_spellings(), CLI::ignore_case));
   c->add_option("--compress", f.compress,
                 "What --policy auto may choose: off (never compress: outputs stay exact), auto (4-bit compression "
                 "where the cost model predicts a gain; tokens may change) or on")
@@ -52,9 +57,28 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_flag("--compress-cache", f.compress_cache, "Group-wise quantize the KV cache");
   c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
   c->add_option("--compress-group-size", f.compress_group_size, "Elements per quantization group")->capture_default_str();
+  add_flexgen_flags(c, f);
 }
 
-model::Spec load_spec(const EngineFlags& f) { return model::resolve_spec(f.model); }
+void prepare_engine_flags(EngineFlags& f) {
+  resolve_flexgen_path(f);
+  apply_flexgen_verbosity(f);
+}
+
+model::Spec load_spec(const EngineFlags& f) {
+  if (!std::filesystem::is_directory(f.model) && !model::find_preset(f.model)) {
+    // Neither a directory nor a preset: name the presets, and the closest ones first.
+    std::vector<std::string> names = model::preset_names();
+    std::string known;
+    for (const auto& n : model::preset_names()) {
+      known += (known.empty() ? "" : ", ") + n;
+      if (const auto preset = model::find_preset(n); preset && !preset->hf_id.empty()) names.push_back(preset->hf_id);
+    }
+    TG_THROW("--model '{}' is neither a model directory (with config.json) nor a preset{}; presets: {}", f.model,
+             did_you_mean(f.model, names), known);
+  }
+  return model::resolve_spec(f.model);
+}
 
 std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const model::Spec& spec) {
   if (f.dummy || !std::filesystem::is_directory(f.model)) {
@@ -89,12 +113,12 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
       p.act_cpu_percent = f.percent[5];
     }
     p.cpu_cache_compute = f.cpu_attention;
-    p.overlap = f.overlap == "on";
   }
   // Explicit flags refine a policy file too.
   if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
   if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
   if (f.cpu_attention) p.cpu_cache_compute = true;
+  apply_flexgen_policy_flags(f, p);
   if (f.policy_file != "auto") {
     if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
     if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};

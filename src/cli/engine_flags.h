@@ -17,6 +17,7 @@ namespace tiergen::cli {
 
 struct EngineFlags {
   std::string model;
+  std::string path;  // FlexGen's --path: _DUMMY_ (dummy weights) or a checkpoint directory
   bool dummy = false;
   uint64_t dummy_seed = 0;
   std::string device = "auto";
@@ -28,16 +29,22 @@ struct EngineFlags {
   std::string policy_file;  // a file, or "auto" for the cost-model search
   std::string hw;           // hardware profile for the search and the predictions
   std::vector<double> percent;
-  int64_t gpu_batch_size = 0;  // 0: not given
+  int64_t gpu_batch_size = 0;  // -b/--gpu-batch-size; 0: not given (the command's default)
   int64_t num_gpu_batches = 0;
   bool cpu_attention = false;
-  std::string overlap = "on";
+  std::string overlap;            // on/off, or FlexGen's true/false; empty: the policy's (on)
+  std::string sep_layer, pin_weight;  // FlexGen's true/false; empty: the policy's
+  double attn_sparsity = 1.0;         // FlexGen's; only 1 (exact attention) is supported
+  int verbose = -1;                   // FlexGen's --verbose N; -1: not given
   std::string compress = "off";  // what --policy auto may choose: off, auto or on
   bool compress_weight = false, compress_cache = false;
   int compress_bits = 4, compress_group_size = 64;
 };
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size);
+// First thing a command's callback does: resolves --path and -m into the model and
+// applies --verbose N (flexgen_flags.h).
+void prepare_engine_flags(EngineFlags& flags);
 
 // The model's spec: a directory with config.json, or a preset name.
 model::Spec load_spec(const EngineFlags& flags);

@@ -9,6 +9,7 @@
 
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/flexgen_flags.h"
 #include "src/cli/generate_requests.h"
 #include "src/cli/host_profile.h"
 #include "src/cli/prediction_report.h"
@@ -27,9 +28,10 @@ namespace {
 struct GenerateFlags {
   EngineFlags engine;
   std::string prompts, out, format = "auto", output_format = "auto", tokenizer, stats_json;
+  std::vector<std::string> prompt_texts;  // --prompt TEXT (repeatable), instead of a file
   RequestDefaults defaults;
-  int64_t batch_size = 8;
   int64_t max_failures = 0;
+  std::vector<RefusedFlag> refused;
   bool resume = false, overwrite = false, quiet = false;
 };
 
@@ -46,9 +48,21 @@ std::string tokenizer_dir(const GenerateFlags& f) {
   return std::filesystem::is_directory(f.engine.model) ? f.engine.model : std::string();
 }
 
+constexpr int64_t kDefaultGpuBatchSize = 8;
+
+// Where the prompts come from, as error messages name it: the file, or "--prompt".
+std::string prompt_source(const GenerateFlags& f) { return f.prompt_texts.empty() ? f.prompts : "--prompt"; }
+
+std::vector<io::PromptRecord> read_job_prompts(const GenerateFlags& f) {
+  TG_CHECK(!f.prompts.empty() || !f.prompt_texts.empty(),
+           "no prompts: pass -p/--prompts FILE (one prompt per line, or JSONL; - for stdin) or --prompt TEXT");
+  if (!f.prompt_texts.empty()) return prompts_from_flags(f.prompt_texts);
+  return io::read_prompts(f.prompts, io::parse_prompt_format(f.format));
+}
+
 // Results written over their own prompts would destroy the job's input.
 void refuse_out_equal_to_prompts(const GenerateFlags& f) {
-  if (f.out.empty() || f.out == "-" || f.prompts == "-") return;
+  if (f.out.empty() || f.out == "-" || f.prompts.empty() || f.prompts == "-") return;
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool same = fs::exists(f.out, ec) ? fs::equivalent(f.out, f.prompts, ec)
@@ -122,17 +136,20 @@ std::optional<std::string> render_chat_prompt(const io::PromptRecord& p, const i
 }
 
 void run_generate(GenerateFlags& f) {
+  check_refused_flags(f.refused);
+  prepare_engine_flags(f.engine);
   refuse_out_equal_to_prompts(f);
   const model::Spec spec = load_spec(f.engine);
   make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
   // Budgets and the offload dir are checked before the results file opens, too.
   const runtime::EngineOptions options = make_engine_options(f.engine);
   const auto tok = load_tokenizer(f);
-  const auto prompts = io::read_prompts(f.prompts, io::parse_prompt_format(f.format));
+  const auto prompts = read_job_prompts(f);
+  const std::string source = prompt_source(f);
   // Checked before the results file is opened, so a doomed run leaves none behind.
   for (const auto& p : prompts) {
     TG_CHECK(p.error || !p.text || tok, "{}:{}: text prompt but no tokenizer: the model directory has no tokenizer.json "
-             "(or vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", f.prompts, p.line);
+             "(or vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", source, p.line);
   }
   std::optional<io::ChatTemplate> chat;
   if (tok && std::any_of(prompts.begin(), prompts.end(), [](const auto& p) { return p.messages.has_value(); })) {
@@ -165,11 +182,11 @@ void run_generate(GenerateFlags& f) {
     const auto chat_prompt = render_chat_prompt(p, chat ? &*chat : nullptr, chat_error);
     PreparedRequest prepared = chat_error.empty() ? prepare_request(p, tok.get(), spec, f.defaults, chat_prompt)
                                                   : PreparedRequest{};
-    if (!chat_error.empty()) prepared.error = fmt::format("{}:{}: {}", f.prompts, p.line, chat_error);
+    if (!chat_error.empty()) prepared.error = fmt::format("{}:{}: {}", source, p.line, chat_error);
     if (prepared.error) {
       std::string message = *prepared.error;
-      if (message.rfind(f.prompts + ":", 0) != 0 && message.rfind("<stdin>:", 0) != 0) {
-        message = fmt::format("{}:{}: {}", f.prompts, p.line, message);
+      if (message.rfind(source + ":", 0) != 0 && message.rfind("<stdin>:", 0) != 0) {
+        message = fmt::format("{}:{}: {}", source, p.line, message);
       }
       spdlog::error("request \"{}\" failed: {}", p.id, message);
       io::ResultRecord r = base_record(p, job_model);
@@ -198,7 +215,7 @@ void run_generate(GenerateFlags& f) {
   std::optional<runtime::Engine> engine;
   std::optional<runtime::Policy> policy;
   if (!requests.empty()) {
-    policy = make_policy(f.engine, f.batch_size, spec, max_workload, options);
+    policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options);
     spdlog::info("policy: {}", policy->describe());
     runtime::install_interrupt_handlers(
         f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"
@@ -206,11 +223,16 @@ void run_generate(GenerateFlags& f) {
                                                     "same command with --resume to continue\n", f.out));
     weights = load_weights(f.engine, spec);
     engine.emplace(spec, *weights, *policy, options, max_workload);
-    ProgressBar progress(static_cast<int64_t>(jobs.size()), !f.quiet && ProgressBar::stderr_is_terminal());
+    int64_t token_budget = 0;
+    for (const auto& r : requests) token_budget += r.max_new_tokens;
+    ProgressBar progress(static_cast<int64_t>(jobs.size()), token_budget,
+                         !f.quiet && ProgressBar::stderr_is_terminal());
+    const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
     engine->generate(requests, [&](size_t i, const runtime::SequenceResult& result) {
       const auto [j, s] = request_job[i];
       PromptJob& job = jobs[j];
       job.samples[s] = result;
+      progress.end_sequence(static_cast<int64_t>(result.tokens.size()), requests[i].max_new_tokens);
       if (++job.arrived < job.samples.size()) return;
       const auto& p = prompts[job.prompt];
       io::ResultRecord r = base_record(p, job_model);
@@ -226,8 +248,9 @@ void run_generate(GenerateFlags& f) {
       output_tokens += r.num_output_tokens;
       writer.submit(std::move(r));
       job.samples.clear();
-      progress.update(++done, output_tokens);
-    });
+      ++done;
+      progress.end_item();
+    }, on_token);
     progress.finish();
   }
   writer.finish();
@@ -264,7 +287,8 @@ void run_generate(GenerateFlags& f) {
 }
 
 void add_request_flags(CLI::App* c, RequestDefaults& d) {
-  c->add_option("-n,--max-new-tokens,--max-tokens", d.max_tokens, "Tokens to generate per prompt (a request's max_tokens overrides)")
+  c->add_option("-n,--max-new-tokens,--max-tokens,--gen-len", d.max_tokens,
+                "Tokens to generate per prompt (a request's max_tokens overrides)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--min-tokens", d.min_tokens, "Tokens to generate before end-of-sequence or a stop may end a sample")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -294,8 +318,10 @@ void setup_generate(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* c = app.add_subcommand("generate", "Generate completions for a file of prompts (text lines or JSONL)");
   add_engine_flags(c, f->engine, 8);
-  c->add_option("-p,--prompts", f->prompts, "Prompt file: one prompt per line (.txt), or JSONL with \"prompt\", "
-                "\"prompt_token_ids\" or OpenAI batch requests; - for stdin")->required();
+  auto* file = c->add_option("-p,--prompts", f->prompts, "Prompt file: one prompt per line (.txt), or JSONL with "
+                             "\"prompt\", \"prompt_token_ids\" or OpenAI batch requests; - for stdin");
+  c->add_option("--prompt", f->prompt_texts, "A prompt given on the command line instead of a file (repeatable: one "
+                "request each)")->excludes(file);
   c->add_option("-o,--out", f->out, "Results JSONL (default: stdout); each line is written and synced as soon as it is final");
   c->add_option("--format", f->format, "Prompt file format: auto, text or jsonl")->capture_default_str();
   c->add_option("--output-format", f->output_format, "Results format: auto (openai for OpenAI batch input, else "
@@ -303,14 +329,18 @@ void setup_generate(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "openai", "tiergen"}));
   c->add_option("--tokenizer", f->tokenizer, "Tokenizer directory (default: the model directory)");
   add_request_flags(c, f->defaults);
-  c->add_option("-b,--batch-size", f->batch_size, "Sequences per gpu batch when no policy sets it")->capture_default_str()
-      ->check(CLI::PositiveNumber);
   c->add_option("--max-failures", f->max_failures, "Failed requests tolerated before the exit status says failure")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out (the same job only)");
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--stats-json", f->stats_json, "Write per-task times, throughput and peak memory as JSON");
+  const std::string bench_only = "belongs to `tiergen bench` (FlexGen's synthetic workload); generate reads its "
+                                 "prompts from -p/--prompt and sets their length with -n";
+  for (const char* name : {"--prompt-len", "--cut-gen-len", "--log-file"}) {
+    f->refused.push_back(refuse_flag(c, name, true, bench_only));
+  }
+  f->refused.push_back(refuse_flag(c, "--no-log", false, bench_only));
   c->callback([f] { run_generate(*f); });
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "tiergen/common/error.h"
 
@@ -73,6 +74,17 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
 }
 
 }  // namespace
+
+std::vector<io::PromptRecord> prompts_from_flags(const std::vector<std::string>& texts) {
+  std::string jsonl;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    size_t bad = 0;
+    TG_CHECK(io::valid_utf8(texts[i], &bad), "--prompt:{}: not valid UTF-8 (byte {})", i + 1, bad + 1);
+    jsonl += nlohmann::json{{"prompt", texts[i]}}.dump() + "\n";
+  }
+  std::istringstream in(jsonl);
+  return io::read_prompts(in, "--prompt", io::PromptFormat::Jsonl);
+}
 
 PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
                                 const RequestDefaults& d, const std::optional<std::string>& chat_prompt) {

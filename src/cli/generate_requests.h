@@ -44,6 +44,10 @@ struct PreparedRequest {
   std::optional<std::string> error;  // set: the request fails on its own
 };
 
+// --prompt TEXT (repeatable): each one a request, read as the JSONL line
+// {"prompt": TEXT} would be; errors name "--prompt:N", the N-th --prompt.
+std::vector<io::PromptRecord> prompts_from_flags(const std::vector<std::string>& texts);
+
 // `chat_prompt` is the rendered chat template for a chat request (else unused).
 PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
                                 const RequestDefaults& defaults, const std::optional<std::string>& chat_prompt);

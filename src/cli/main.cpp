@@ -3,8 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <iostream>
 
 #include "src/cli/command.h"
+#include "src/cli/progress.h"
+#include "src/cli/suggest.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::cli {
@@ -19,11 +23,47 @@ int& exit_status() {
   return status;
 }
 
+namespace {
+
+// The flags a command accepts, as typed ("--gpu-batch-size", "-b"); hidden ones left out.
+std::vector<std::string> flag_names(const CLI::App* command) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : command->get_options()) {
+    if (o->get_group().empty()) continue;
+    for (const auto& n : o->get_lnames()) names.push_back("--" + n);
+    for (const auto& n : o->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
+// After CLI11's own message for arguments it did not expect: the closest flags of the
+// command being parsed (and the global ones), or the closest subcommands.
+void suggest_for_unexpected(CLI::App& app) {
+  const auto parsed = app.get_subcommands();
+  std::vector<std::string> flags = flag_names(&app), commands;
+  for (const CLI::App* c : parsed) {
+    const auto more = flag_names(c);
+    flags.insert(flags.end(), more.begin(), more.end());
+  }
+  for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(c->get_name());
+  for (const std::string& arg : app.remaining()) {
+    const bool flag = arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]));
+    if (!flag && !parsed.empty()) continue;  // a value of the unknown flag
+    const std::string name = flag ? arg.substr(0, arg.find('=')) : arg;
+    const std::string hint = did_you_mean(name, flag ? flags : commands);
+    if (!hint.empty()) std::cerr << "tiergen: unknown " << (flag ? "flag" : "command") << " '" << name << "'" << hint << "\n";
+  }
+}
+
+}  // namespace
+
 }  // namespace tiergen::cli
 
 int main(int argc, char** argv) {
   // Logs go to stderr; stdout is reserved for results.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("tiergen"));
+  // Through the progress bar's sink, so log lines never land on the bar's line.
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "tiergen", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>())));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 
   CLI::App app{
@@ -44,7 +84,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    if (code != 0) tiergen::cli::suggest_for_unexpected(app);
+    return code;
   } catch (const tiergen::Error& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -98,7 +98,8 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
   return blocks;
 }
 
-void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result) {
+void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+                      const TokenCallback& on_token) {
   BlockRunner runner(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults);
   // A block with fewer sequences than the policy's (the job's last one) runs at its
   // own size rather than padded to the full block: same placement, fewer rows.
@@ -125,7 +126,9 @@ void Engine::generate(const std::vector<SequenceRequest>& requests, const Result
       padded_len = std::max<int64_t>(padded_len, static_cast<int64_t>(requests[i].prompt.size()));
     }
     const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
-    const auto results = runner_for(block.size()).run(block);
+    TokenCallback block_on_token;  // the runner's block slot -> the request's index
+    if (on_token) block_on_token = [&](size_t slot, int64_t token) { on_token(indices[slot], token); };
+    const auto results = runner_for(block.size()).run(block, block_on_token);
     if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
     for (size_t s = 0; s < indices.size(); ++s) {
       stats_.sequences += 1;

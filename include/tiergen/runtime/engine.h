@@ -32,7 +32,10 @@ class Engine {
   ~Engine();
 
   // Runs every request; `on_result` is called as each block finishes (any order).
-  void generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result);
+  // `on_token`, when given, is called on this thread with a request's index and each
+  // token as it is sampled (progress reporting; the result still comes in on_result).
+  void generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+                const TokenCallback& on_token = {});
   // Convenience: results in request order.
   std::vector<SequenceResult> generate(const std::vector<SequenceRequest>& requests);
 
