@@ -6,6 +6,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
+#include "tiergen/runtime/live_rows.h"
 #include "tiergen/runtime/row_sampler.h"
 
 namespace tiergen::runtime {
@@ -21,6 +22,8 @@ struct BlockRunner::BatchState {
   std::vector<SequenceSampler> samplers;
   model::StepInputs step;      // positions of token `step_token`, built on the device
   int64_t step_token = -1;
+  LiveRows live;               // rows still generating at token `step_token`
+  model::StepInputs live_step; // `step` for the live rows (decode tokens)
 };
 
 // Prefetched inputs and owed stores, carried from one step to the next.
@@ -36,7 +39,10 @@ struct BlockRunner::Pending {
   std::vector<std::shared_future<DeviceEvent>> hidden_stored;
   std::vector<std::function<void()>> owed_stores;       // results of the last compute
   std::vector<std::function<void()>> in_flight;         // waits for everything submitted this step
-  int64_t S = 0, L = 0, NL = 0, ngb = 0;
+  int64_t S = 0, L = 0, NL = 0;
+  // The gpu batches with a live row at this token, in schedule order: a batch whose
+  // sequences have all finished drops out of the zig-zag (no loads, compute, stores).
+  std::vector<int64_t> order;
   std::vector<std::vector<int64_t>>* outputs = nullptr;
   std::vector<bool>* finished = nullptr;
   std::vector<std::string>* reasons = nullptr;
@@ -104,7 +110,6 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   p.S = S;
   p.L = spec_.num_layers;
   p.NL = spec_.num_weight_layers();
-  p.ngb = ngb;
   p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + gen_len);
   p.hidden_stored.resize(static_cast<size_t>(ngb));
   std::vector<std::vector<int64_t>> outputs(block.size());
@@ -147,8 +152,9 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   try {
     for (int64_t i = 0; i < gen_len; ++i) {
       const auto start = std::chrono::steady_clock::now();
+      start_token(i, batches, p);
       for (int64_t j = 0; j < p.NL; ++j) {
-        for (int64_t k = 0; k < ngb; ++k) run_step(i, j, k, batches, p);
+        for (size_t n = 0; n < p.order.size(); ++n) run_step(i, j, n, batches, p);
       }
       // Flush what the last step owes before the next token reads it.
       submit_owed_stores(p);
@@ -174,6 +180,26 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   return results;
 }
 
+// Which rows of each gpu batch still generate at token i, and which batches run at
+// all. Runs on the compute thread (it builds the step inputs on the compute device).
+void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pending& p) {
+  p.order.clear();
+  for (size_t k = 0; k < batches.size(); ++k) {
+    BatchState& b = batches[k];
+    std::vector<bool> live(b.slots.size(), false);
+    for (size_t r = 0; r < b.slots.size(); ++r) {
+      live[r] = b.slots[r] >= 0 && !(*p.finished)[static_cast<size_t>(b.slots[r])];
+    }
+    b.live.update(live, device_.compute);
+    b.step = step_inputs(b.pad_on_device, i, p.S);
+    b.step_token = i;
+    if (b.live.none()) continue;
+    // The prefill keeps every row (padding rows included) in its [gbs, S] layout.
+    b.live_step = i > 0 ? b.live.gather(b.step) : b.step;
+    p.order.push_back(static_cast<int64_t>(k));
+  }
+}
+
 void BlockRunner::submit_owed_stores(Pending& p) {
   for (auto& store : p.owed_stores) {
     auto done = storer_->submit([this, store = std::move(store)] {
@@ -187,15 +213,17 @@ void BlockRunner::submit_owed_stores(Pending& p) {
   p.owed_stores.clear();
 }
 
-void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& p) {
   const bool prefill = i == 0;
+  const int64_t k = p.order[n];
+  const bool first_batch = n == 0;
   // Stores owed by the previous step go first, so loads below can wait on them.
   submit_owed_stores(p);
 
   // This layer's weights: prefetched by the previous layer's first step, or loaded now.
   // Taken before the next layer's prefetch replaces the future, so at most two layers
   // of loaded weights are alive at once, as plan_memory counts.
-  if (k == 0 && p.weights_layer != j) {
+  if (first_batch && p.weights_layer != j) {
     p.weights.reset();
     if (p.next_weights_layer == j && p.next_weights.valid()) {
       p.weights = p.next_weights.get();
@@ -209,11 +237,11 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   }
 
   // The next gpu batch's inputs first: they are needed at the very next step.
-  prefetch_next_batch(i, j, k, batches, p);
+  prefetch_next_batch(i, j, n, batches, p);
 
   // Weights of the next layer, once per layer (on its first gpu batch), on their own
-  // worker and stream: they have ngb steps to arrive.
-  if (k == 0 && p.NL > 1) {
+  // worker and stream: they have as many steps to arrive as batches run.
+  if (first_batch && p.NL > 1) {
     const int64_t next = (j + 1) % p.NL;
     p.next_weights_layer = next;
     p.next_weights = weight_loader_->submit([this, next, prefill] {
@@ -230,17 +258,19 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   p.in_flight.clear();
 }
 
-// Inputs of the next gpu batch (same layer, or batch 0 of the next layer). With one
-// gpu batch the next layer's hidden state is what this step computes, so only its
-// KV cache can be prefetched (as FlexGen does).
-void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+// Inputs of the next gpu batch that runs (same layer, or the first of the next layer).
+// With one batch running the next layer's hidden state is what this step computes, so
+// only its KV cache can be prefetched (as FlexGen does).
+void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& p) {
   const bool prefill = i == 0;
-  int64_t nk = k + 1, nj = j;
-  if (nk == p.ngb) {
-    nk = 0;
+  size_t next = n + 1;
+  int64_t nj = j;
+  if (next == p.order.size()) {
+    next = 0;
     nj = j + 1;
   }
   if (nj >= p.NL) return;
+  const int64_t nk = p.order[next];
   if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
     const int64_t pos = p.S + i - 1;
     p.cache_loads[{nj, nk}] = cache_loader_->submit([this, &p, nj, nk, pos] {
@@ -248,7 +278,7 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vect
       return p.cache->load(nj - 1, nk, pos);
     });
   }
-  const bool hidden_is_this_steps_output = nj == j + 1 && p.ngb == 1;
+  const bool hidden_is_this_steps_output = nj == j + 1 && p.order.size() == 1;
   if (nj >= 1 && !hidden_is_this_steps_output && !p.hidden_loads.count({nj, nk})) {
     BatchState& nb = batches[static_cast<size_t>(nk)];
     const int64_t t = prefill ? p.S : 1;
@@ -269,10 +299,6 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   const bool prefill = i == 0;
   BatchState& b = batches[static_cast<size_t>(k)];
   const model::LayerWeights& w = p.weights->weights;
-  if (b.step_token != i) {
-    b.step = step_inputs(b.pad_on_device, i, p.S);
-    b.step_token = i;
-  }
   const model::StepInputs& step = b.step;
 
   at::Tensor hidden;
@@ -308,13 +334,22 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   hidden_in.ready.make_current_stream_wait(device_);
   if (cache_in) cache_in->make_current_stream_wait(device_);
 
-  at::Tensor out;
+  // A decode token runs the matmuls on the batch's live rows only; attention and the
+  // homes of the KV cache and hidden states keep the full row layout (live_rows.h).
+  const auto live_of = [&](const at::Tensor& t) { return prefill ? t : b.live.gather(t); };
+  const auto full_of = [&](const at::Tensor& t) { return prefill ? t : b.live.scatter(t); };
+  const model::StepInputs& live_step = b.live_step;
+  stats_.count_compute_step(prefill, prefill ? static_cast<int64_t>(b.slots.size()) : b.live.count());
+
+  at::Tensor out, logits;
   {
     ScopedTimer timer(stats_, Task::Compute, prefill);
     if (j == 0) {
-      out = model::embed(spec_, w, (prefill ? b.prompt_ids : b.next_ids).to(device_.compute), step);
+      const at::Tensor ids = (prefill ? b.prompt_ids : b.next_ids).to(device_.compute);
+      out = full_of(model::embed(spec_, w, live_of(ids), live_step));
     } else if (j <= p.L) {
-      const model::QkvProjection qkv = model::project_qkv(spec_, w, hidden, step);
+      const at::Tensor x = live_of(hidden);
+      const model::QkvProjection qkv = model::project_qkv(spec_, w, x, live_step);
       at::Tensor attention;
       if (prefill) {
         attention = model::attend(qkv.q, qkv.k, qkv.v, step);
@@ -329,7 +364,9 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
         });
       } else {
         std::vector<std::function<void()>> cache_stores;
-        attention = p.cache->decode_attention(j - 1, k, qkv, step, b.pad, cache_in.get(), stats_, cache_stores);
+        const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
+        attention = live_of(
+            p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_, cache_stores));
         for (auto& store : cache_stores) {
           p.owed_stores.push_back([this, store = std::move(store)] {
             ScopedTimer t(stats_, Task::StoreCache, false);
@@ -337,7 +374,9 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
           });
         }
       }
-      out = model::finish_layer(spec_, w, hidden, attention);
+      out = full_of(model::finish_layer(spec_, w, x, attention));
+    } else {
+      logits = full_of(model::head_logits(spec_, w, live_of(hidden)));  // fp32, where it was computed
     }
     // The compute stream only (never the whole device): the step's time is measured,
     // the stores of `out` run on the storer's stream next, and the staged inputs
@@ -348,57 +387,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   hidden_in = Staged{};
 
   if (j == p.L + 1) {
-    at::Tensor logits;
-    {
-      ScopedTimer timer(stats_, Task::Compute, prefill);
-      logits = model::head_logits(spec_, w, hidden);  // fp32, where it was computed
-    }
-    ScopedTimer timer(stats_, Task::Sample, prefill);
-    std::vector<bool> active(b.slots.size(), false);
-    for (size_t r = 0; r < b.slots.size(); ++r) {
-      const int64_t slot = b.slots[r];
-      if (slot < 0) continue;
-      const SequenceRequest& request = (*p.requests)[static_cast<size_t>(slot)];
-      active[r] = !(*p.finished)[static_cast<size_t>(slot)];
-      if (prefill) {
-        // min_tokens holds back end-of-sequence (unless ignored) and the stop token ids.
-        std::vector<int64_t> held_back = request.stop_token_ids;
-        if (!request.ignore_eos) held_back.insert(held_back.end(), eos_ids_.begin(), eos_ids_.end());
-        b.samplers[r].begin(request.prompt, std::move(held_back));
-      }
-    }
-    const std::vector<int64_t> sampled = sample_rows(logits, b.samplers, active);
-    for (size_t r = 0; r < b.slots.size(); ++r) {
-      const int64_t token = sampled[r];
-      b.next_ids[static_cast<int64_t>(r)][0] = token;
-      if (!active[r]) continue;
-      const auto slot = static_cast<size_t>(b.slots[r]);
-      const SequenceRequest& request = (*p.requests)[slot];
-      auto& tokens = (*p.outputs)[slot];
-      SequenceResult& details = (*p.details)[slot];
-      tokens.push_back(token);
-      if (b.samplers[r].last_logprob()) details.logprobs.push_back(*b.samplers[r].last_logprob());
-      if (*p.on_token) (*p.on_token)(slot, token);
-      const bool reached_min = static_cast<int64_t>(tokens.size()) >= request.sampling.min_tokens;
-      const auto is_in = [token](const std::vector<int64_t>& ids) {
-        return std::find(ids.begin(), ids.end(), token) != ids.end();
-      };
-      bool stop = false;
-      if (!request.ignore_eos && is_in(eos_ids_)) {
-        stop = true;
-      } else if (is_in(request.stop_token_ids)) {
-        stop = true;
-        details.stop_token = token;
-      } else if (reached_min && request.should_stop && request.should_stop(tokens)) {
-        stop = true;
-      }
-      if (stop) {
-        (*p.finished)[slot] = true;
-        (*p.reasons)[slot] = "stop";
-      } else if (static_cast<int64_t>(tokens.size()) >= request.max_new_tokens) {
-        (*p.finished)[slot] = true;
-      }
-    }
+    sample_step(prefill, b, logits, p);
     return;
   }
   SplitTensor* home = b.hidden.get();
@@ -415,6 +404,62 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       throw;
     }
   });
+}
+
+}  // namespace tiergen::runtime
+
+namespace tiergen::runtime {
+
+// The head's logits become one token per live row; a sequence that meets its end
+// (end-of-sequence, a stop token or string, max_tokens) is marked finished, so its row
+// leaves the batch from the next token on.
+void BlockRunner::sample_step(bool prefill, BatchState& b, const at::Tensor& logits, Pending& p) {
+  ScopedTimer timer(stats_, Task::Sample, prefill);
+  std::vector<bool> active(b.slots.size(), false);
+  for (size_t r = 0; r < b.slots.size(); ++r) {
+    const int64_t slot = b.slots[r];
+    if (slot < 0) continue;
+    const SequenceRequest& request = (*p.requests)[static_cast<size_t>(slot)];
+    active[r] = !(*p.finished)[static_cast<size_t>(slot)];
+    if (prefill) {
+      // min_tokens holds back end-of-sequence (unless ignored) and the stop token ids.
+      std::vector<int64_t> held_back = request.stop_token_ids;
+      if (!request.ignore_eos) held_back.insert(held_back.end(), eos_ids_.begin(), eos_ids_.end());
+      b.samplers[r].begin(request.prompt, std::move(held_back));
+    }
+  }
+  const std::vector<int64_t> sampled = sample_rows(logits, b.samplers, active);
+  for (size_t r = 0; r < b.slots.size(); ++r) {
+    const int64_t token = sampled[r];
+    b.next_ids[static_cast<int64_t>(r)][0] = token;
+    if (!active[r]) continue;
+    const auto slot = static_cast<size_t>(b.slots[r]);
+    const SequenceRequest& request = (*p.requests)[slot];
+    auto& tokens = (*p.outputs)[slot];
+    SequenceResult& details = (*p.details)[slot];
+    tokens.push_back(token);
+    if (b.samplers[r].last_logprob()) details.logprobs.push_back(*b.samplers[r].last_logprob());
+    if (*p.on_token) (*p.on_token)(slot, token);
+    const bool reached_min = static_cast<int64_t>(tokens.size()) >= request.sampling.min_tokens;
+    const auto is_in = [token](const std::vector<int64_t>& ids) {
+      return std::find(ids.begin(), ids.end(), token) != ids.end();
+    };
+    bool stop = false;
+    if (!request.ignore_eos && is_in(eos_ids_)) {
+      stop = true;
+    } else if (is_in(request.stop_token_ids)) {
+      stop = true;
+      details.stop_token = token;
+    } else if (reached_min && request.should_stop && request.should_stop(tokens)) {
+      stop = true;
+    }
+    if (stop) {
+      (*p.finished)[slot] = true;
+      (*p.reasons)[slot] = "stop";
+    } else if (static_cast<int64_t>(tokens.size()) >= request.max_new_tokens) {
+      (*p.finished)[slot] = true;
+    }
+  }
 }
 
 }  // namespace tiergen::runtime
