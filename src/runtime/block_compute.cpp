@@ -49,7 +49,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   hidden_in.ready.make_current_stream_wait(device_);
   if (cache_in) cache_in->make_current_stream_wait(device_);
 
-  // A decode token runs the matmuls on the batch's live rows only; attention and the
+  // A decode token runs the matmuls and attention on the batch's live rows only; the
   // homes of the KV cache and hidden states keep the full row layout (live_rows.h).
   const auto live_of = [&](const at::Tensor& t) { return prefill ? t : b.live.gather(t); };
   const auto full_of = [&](const at::Tensor& t) { return prefill ? t : b.live.scatter(t); };
@@ -80,8 +80,8 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       } else {
         std::vector<std::function<void()>> cache_stores;
         const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
-        attention = live_of(
-            p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_, cache_stores));
+        attention = live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_,
+                                                      cache_stores, b.live.all() ? nullptr : &b.live.indices()));
         for (auto& store : cache_stores) {
           p.owed_stores.push_back([this, store = std::move(store)] {
             ScopedTimer t(stats_, Task::StoreCache, false);

@@ -4,8 +4,9 @@
 // padding rows of a partial block leave the batch's matmuls: the embedding, the
 // projections, the MLP and the LM head run on the live rows only, so a ragged batch
 // costs what its live sequences need rather than what its longest one needs.
-// Attention over the KV cache and the homes of the hidden states keep the batch's
-// full row layout (the cache and activation homes are split by rows across tiers);
+// The KV cache and the homes of the hidden states keep the batch's
+// full row layout (the cache and activation homes are split by rows across tiers),
+// and attention itself runs over the live rows' cache only (KvCache::decode_attention);
 // a finished row's entries there are zeros that nothing reads again.
 #include <ATen/ATen.h>
 
@@ -25,6 +26,7 @@ class LiveRows {
   bool none() const { return live_.empty(); }
   // Every row is live: the batch runs in its full layout, with no gather or scatter.
   bool all() const { return count() == rows_; }
+  const std::vector<int64_t>& indices() const { return live_; }
 
   // The live rows of `full` (rows along dim 0), in row order.
   at::Tensor gather(const at::Tensor& full) const;
