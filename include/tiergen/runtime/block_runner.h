@@ -65,8 +65,9 @@ class BlockRunner {
 
   // Runs up to gbs * ngb sequences; a partial block is filled with padding rows.
   // Sequences cost compute only while they generate: from the first decode token on,
-  // finished sequences and padding rows leave their gpu batch's matmuls, a batch with
-  // none left skips its steps, and the block ends when its last sequence does.
+  // finished sequences and padding rows leave their gpu batch's matmuls and attention
+  // (live_rows.h), a batch with none left skips its steps (loads, compute, stores),
+  // and the block ends when its last sequence does.
   std::vector<SequenceResult> run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {});
 
  private:
