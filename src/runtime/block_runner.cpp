@@ -4,46 +4,11 @@
 #include <chrono>
 #include <map>
 
+#include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
-#include "tiergen/runtime/row_sampler.h"
 
 namespace tiergen::runtime {
-
-// Everything one gpu batch of the block carries through the schedule.
-struct BlockRunner::BatchState {
-  std::vector<int64_t> slots;  // block slot of each row; -1 for padding rows
-  at::Tensor prompt_ids;       // [gbs, S] host, left-padded
-  at::Tensor pad;              // [gbs] host
-  at::Tensor pad_on_device;    // the same on the compute device, uploaded once per block
-  at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
-  std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
-  std::vector<SequenceSampler> samplers;
-  model::StepInputs step;      // positions of token `step_token`, built on the device
-  int64_t step_token = -1;
-};
-
-// Prefetched inputs and owed stores, carried from one step to the next.
-struct BlockRunner::Pending {
-  std::unique_ptr<KvCache> cache;
-  std::shared_ptr<LoadedLayer> weights;  // layer being computed
-  int64_t weights_layer = -1;
-  std::shared_future<std::shared_ptr<LoadedLayer>> next_weights;
-  int64_t next_weights_layer = -1;
-  std::map<std::pair<int64_t, int64_t>, std::shared_future<std::shared_ptr<CacheLoad>>> cache_loads;
-  std::map<std::pair<int64_t, int64_t>, std::shared_future<Staged>> hidden_loads;
-  // Per batch: its last hidden store, done when queued; its event marks the copies.
-  std::vector<std::shared_future<DeviceEvent>> hidden_stored;
-  std::vector<std::function<void()>> owed_stores;       // results of the last compute
-  std::vector<std::function<void()>> in_flight;         // waits for everything submitted this step
-  int64_t S = 0, L = 0, NL = 0, ngb = 0;
-  std::vector<std::vector<int64_t>>* outputs = nullptr;
-  std::vector<bool>* finished = nullptr;
-  std::vector<std::string>* reasons = nullptr;
-  std::vector<SequenceResult>* details = nullptr;  // logprobs and stop token per sequence
-  const std::vector<SequenceRequest>* requests = nullptr;
-  const TokenCallback* on_token = nullptr;
-};
 
 BlockRunner::BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
                          const DeviceContext& device, Stats& stats, const ScheduleFaults& faults)
@@ -104,7 +69,6 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   p.S = S;
   p.L = spec_.num_layers;
   p.NL = spec_.num_weight_layers();
-  p.ngb = ngb;
   p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + gen_len);
   p.hidden_stored.resize(static_cast<size_t>(ngb));
   std::vector<std::vector<int64_t>> outputs(block.size());
@@ -147,8 +111,9 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   try {
     for (int64_t i = 0; i < gen_len; ++i) {
       const auto start = std::chrono::steady_clock::now();
+      start_token(i, batches, p);
       for (int64_t j = 0; j < p.NL; ++j) {
-        for (int64_t k = 0; k < ngb; ++k) run_step(i, j, k, batches, p);
+        for (size_t n = 0; n < p.order.size(); ++n) run_step(i, j, n, batches, p);
       }
       // Flush what the last step owes before the next token reads it.
       submit_owed_stores(p);
@@ -174,6 +139,25 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   return results;
 }
 
+// Which rows of each gpu batch still generate at token i, and which batches run at
+// all. Runs on the compute thread (it builds the step inputs on the compute device).
+void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pending& p) {
+  p.order.clear();
+  for (size_t k = 0; k < batches.size(); ++k) {
+    BatchState& b = batches[k];
+    std::vector<bool> live(b.slots.size(), false);
+    for (size_t r = 0; r < b.slots.size(); ++r) {
+      live[r] = b.slots[r] >= 0 && !(*p.finished)[static_cast<size_t>(b.slots[r])];
+    }
+    b.live.update(live, device_.compute);
+    b.step = step_inputs(b.pad_on_device, i, p.S);
+    if (b.live.none()) continue;
+    // The prefill keeps every row (padding rows included) in its [gbs, S] layout.
+    b.live_step = i > 0 ? b.live.gather(b.step) : b.step;
+    p.order.push_back(static_cast<int64_t>(k));
+  }
+}
+
 void BlockRunner::submit_owed_stores(Pending& p) {
   for (auto& store : p.owed_stores) {
     auto done = storer_->submit([this, store = std::move(store)] {
@@ -187,15 +171,17 @@ void BlockRunner::submit_owed_stores(Pending& p) {
   p.owed_stores.clear();
 }
 
-void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& p) {
   const bool prefill = i == 0;
+  const int64_t k = p.order[n];
+  const bool first_batch = n == 0;
   // Stores owed by the previous step go first, so loads below can wait on them.
   submit_owed_stores(p);
 
   // This layer's weights: prefetched by the previous layer's first step, or loaded now.
   // Taken before the next layer's prefetch replaces the future, so at most two layers
   // of loaded weights are alive at once, as plan_memory counts.
-  if (k == 0 && p.weights_layer != j) {
+  if (first_batch && p.weights_layer != j) {
     p.weights.reset();
     if (p.next_weights_layer == j && p.next_weights.valid()) {
       p.weights = p.next_weights.get();
@@ -209,11 +195,11 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   }
 
   // The next gpu batch's inputs first: they are needed at the very next step.
-  prefetch_next_batch(i, j, k, batches, p);
+  prefetch_next_batch(i, j, n, batches, p);
 
   // Weights of the next layer, once per layer (on its first gpu batch), on their own
-  // worker and stream: they have ngb steps to arrive.
-  if (k == 0 && p.NL > 1) {
+  // worker and stream: they have as many steps to arrive as batches run.
+  if (first_batch && p.NL > 1) {
     const int64_t next = (j + 1) % p.NL;
     p.next_weights_layer = next;
     p.next_weights = weight_loader_->submit([this, next, prefill] {
@@ -230,17 +216,19 @@ void BlockRunner::run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchSta
   p.in_flight.clear();
 }
 
-// Inputs of the next gpu batch (same layer, or batch 0 of the next layer). With one
-// gpu batch the next layer's hidden state is what this step computes, so only its
-// KV cache can be prefetched (as FlexGen does).
-void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+// Inputs of the next gpu batch that runs (same layer, or the first of the next layer).
+// With one batch running the next layer's hidden state is what this step computes, so
+// only its KV cache can be prefetched (as FlexGen does).
+void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& p) {
   const bool prefill = i == 0;
-  int64_t nk = k + 1, nj = j;
-  if (nk == p.ngb) {
-    nk = 0;
+  size_t next = n + 1;
+  int64_t nj = j;
+  if (next == p.order.size()) {
+    next = 0;
     nj = j + 1;
   }
   if (nj >= p.NL) return;
+  const int64_t nk = p.order[next];
   if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
     const int64_t pos = p.S + i - 1;
     p.cache_loads[{nj, nk}] = cache_loader_->submit([this, &p, nj, nk, pos] {
@@ -248,7 +236,7 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vect
       return p.cache->load(nj - 1, nk, pos);
     });
   }
-  const bool hidden_is_this_steps_output = nj == j + 1 && p.ngb == 1;
+  const bool hidden_is_this_steps_output = nj == j + 1 && p.order.size() == 1;
   if (nj >= 1 && !hidden_is_this_steps_output && !p.hidden_loads.count({nj, nk})) {
     BatchState& nb = batches[static_cast<size_t>(nk)];
     const int64_t t = prefill ? p.S : 1;
@@ -259,162 +247,6 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vect
       return nb.hidden->gather_to_compute(t);
     });
   }
-}
-
-}  // namespace tiergen::runtime
-
-namespace tiergen::runtime {
-
-void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
-  const bool prefill = i == 0;
-  BatchState& b = batches[static_cast<size_t>(k)];
-  const model::LayerWeights& w = p.weights->weights;
-  if (b.step_token != i) {
-    b.step = step_inputs(b.pad_on_device, i, p.S);
-    b.step_token = i;
-  }
-  const model::StepInputs& step = b.step;
-
-  at::Tensor hidden;
-  Staged hidden_in;
-  if (j >= 1) {
-    auto it = p.hidden_loads.find({j, k});
-    if (it != p.hidden_loads.end()) {
-      hidden_in = it->second.get();
-      p.hidden_loads.erase(it);
-    } else {
-      wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
-      ScopedTimer timer(stats_, Task::LoadHidden, prefill);
-      hidden_in = b.hidden->gather_to_compute(prefill ? p.S : 1);
-    }
-    hidden = hidden_in.tensor;
-  }
-
-  std::shared_ptr<CacheLoad> cache_in;
-  if (!prefill && j >= 1 && j <= p.L) {
-    auto it = p.cache_loads.find({j, k});
-    if (it != p.cache_loads.end()) {
-      cache_in = it->second.get();
-      p.cache_loads.erase(it);
-    } else {
-      ScopedTimer timer(stats_, Task::LoadCache, false);
-      cache_in = p.cache->load(j - 1, k, step.past_len);
-    }
-  }
-
-  // The loads were queued on the loader's stream: the compute stream waits for them
-  // on the device, the host goes on.
-  p.weights->ready.make_current_stream_wait(device_);
-  hidden_in.ready.make_current_stream_wait(device_);
-  if (cache_in) cache_in->make_current_stream_wait(device_);
-
-  at::Tensor out;
-  {
-    ScopedTimer timer(stats_, Task::Compute, prefill);
-    if (j == 0) {
-      out = model::embed(spec_, w, (prefill ? b.prompt_ids : b.next_ids).to(device_.compute), step);
-    } else if (j <= p.L) {
-      const model::QkvProjection qkv = model::project_qkv(spec_, w, hidden, step);
-      at::Tensor attention;
-      if (prefill) {
-        attention = model::attend(qkv.q, qkv.k, qkv.v, step);
-        const int64_t units = qkv.k.size(0) * qkv.k.size(1);
-        CacheTensor* keys = &p.cache->keys(j - 1, k);
-        CacheTensor* values = &p.cache->values(j - 1, k);
-        const at::Tensor kn = qkv.k.reshape({units, p.S, -1}), vn = qkv.v.reshape({units, p.S, -1});
-        p.owed_stores.push_back([this, keys, values, kn, vn] {
-          ScopedTimer t(stats_, Task::StoreCache, true);
-          keys->write(kn, 0);
-          values->write(vn, 0);
-        });
-      } else {
-        std::vector<std::function<void()>> cache_stores;
-        attention = p.cache->decode_attention(j - 1, k, qkv, step, b.pad, cache_in.get(), stats_, cache_stores);
-        for (auto& store : cache_stores) {
-          p.owed_stores.push_back([this, store = std::move(store)] {
-            ScopedTimer t(stats_, Task::StoreCache, false);
-            store();
-          });
-        }
-      }
-      out = model::finish_layer(spec_, w, hidden, attention);
-    }
-    // The compute stream only (never the whole device): the step's time is measured,
-    // the stores of `out` run on the storer's stream next, and the staged inputs
-    // released below are no longer read.
-    device_.synchronize();
-  }
-  cache_in.reset();
-  hidden_in = Staged{};
-
-  if (j == p.L + 1) {
-    at::Tensor logits;
-    {
-      ScopedTimer timer(stats_, Task::Compute, prefill);
-      logits = model::head_logits(spec_, w, hidden);  // fp32, where it was computed
-    }
-    ScopedTimer timer(stats_, Task::Sample, prefill);
-    std::vector<bool> active(b.slots.size(), false);
-    for (size_t r = 0; r < b.slots.size(); ++r) {
-      const int64_t slot = b.slots[r];
-      if (slot < 0) continue;
-      const SequenceRequest& request = (*p.requests)[static_cast<size_t>(slot)];
-      active[r] = !(*p.finished)[static_cast<size_t>(slot)];
-      if (prefill) {
-        // min_tokens holds back end-of-sequence (unless ignored) and the stop token ids.
-        std::vector<int64_t> held_back = request.stop_token_ids;
-        if (!request.ignore_eos) held_back.insert(held_back.end(), eos_ids_.begin(), eos_ids_.end());
-        b.samplers[r].begin(request.prompt, std::move(held_back));
-      }
-    }
-    const std::vector<int64_t> sampled = sample_rows(logits, b.samplers, active);
-    for (size_t r = 0; r < b.slots.size(); ++r) {
-      const int64_t token = sampled[r];
-      b.next_ids[static_cast<int64_t>(r)][0] = token;
-      if (!active[r]) continue;
-      const auto slot = static_cast<size_t>(b.slots[r]);
-      const SequenceRequest& request = (*p.requests)[slot];
-      auto& tokens = (*p.outputs)[slot];
-      SequenceResult& details = (*p.details)[slot];
-      tokens.push_back(token);
-      if (b.samplers[r].last_logprob()) details.logprobs.push_back(*b.samplers[r].last_logprob());
-      if (*p.on_token) (*p.on_token)(slot, token);
-      const bool reached_min = static_cast<int64_t>(tokens.size()) >= request.sampling.min_tokens;
-      const auto is_in = [token](const std::vector<int64_t>& ids) {
-        return std::find(ids.begin(), ids.end(), token) != ids.end();
-      };
-      bool stop = false;
-      if (!request.ignore_eos && is_in(eos_ids_)) {
-        stop = true;
-      } else if (is_in(request.stop_token_ids)) {
-        stop = true;
-        details.stop_token = token;
-      } else if (reached_min && request.should_stop && request.should_stop(tokens)) {
-        stop = true;
-      }
-      if (stop) {
-        (*p.finished)[slot] = true;
-        (*p.reasons)[slot] = "stop";
-      } else if (static_cast<int64_t>(tokens.size()) >= request.max_new_tokens) {
-        (*p.finished)[slot] = true;
-      }
-    }
-    return;
-  }
-  SplitTensor* home = b.hidden.get();
-  auto stored = std::make_shared<std::promise<DeviceEvent>>();
-  p.hidden_stored[static_cast<size_t>(k)] = stored->get_future().share();
-  p.owed_stores.push_back([this, home, out, prefill, stored] {
-    try {
-      ScopedTimer timer(stats_, Task::StoreHidden, prefill);
-      home->write(out, 0);
-      // Readers' streams wait on this, not just on the store having been queued.
-      stored->set_value(DeviceEvent::record(device_));
-    } catch (...) {
-      stored->set_exception(std::current_exception());
-      throw;
-    }
-  });
 }
 
 }  // namespace tiergen::runtime

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
@@ -82,9 +83,42 @@ at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const HostCa
 
 void KvCache::check_quantization() { check_quantization_flag(quantize_errors_, "the KV cache's new entries"); }
 
+namespace {
+
+// Unit ranges [begin, end) of tier units [first, first + n), relative to `first`, that
+// belong to `live_rows` (each row holds `kv_heads` consecutive units); all of them when
+// `live_rows` is null.
+std::vector<std::pair<int64_t, int64_t>> live_unit_ranges(const std::vector<int64_t>* live_rows, int64_t kv_heads,
+                                                          int64_t first, int64_t n) {
+  if (!live_rows) return {{0, n}};
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t row : *live_rows) {
+    const int64_t begin = std::max<int64_t>(row * kv_heads, first) - first;
+    const int64_t end = std::min<int64_t>((row + 1) * kv_heads, first + n) - first;
+    if (begin >= end) continue;
+    if (!ranges.empty() && ranges.back().second == begin) {
+      ranges.back().second = end;
+    } else {
+      ranges.emplace_back(begin, end);
+    }
+  }
+  return ranges;
+}
+
+HostCacheView narrow_units(const HostCacheView& view, int64_t begin, int64_t length) {
+  HostCacheView part = view;
+  for (Staged* s : {&part.values, &part.mins, &part.scales}) {
+    if (s->tensor.defined()) s->tensor = s->tensor.narrow(0, begin, length);
+  }
+  return part;
+}
+
+}  // namespace
+
 at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
                                      const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
-                                     Stats& stats, std::vector<std::function<void()>>& pending_stores) {
+                                     Stats& stats, std::vector<std::function<void()>>& pending_stores,
+                                     const std::vector<int64_t>* live_rows) {
   const int64_t b = qkv.q.size(0), heads = qkv.q.size(1), d = qkv.q.size(3);
   const int64_t groups = heads / kv_heads_, units = b * kv_heads_, pos = step.past_len;
   // Unit-major views: each (sequence, kv head) is an independent attention problem.
@@ -106,6 +140,18 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
     const at::Tensor pad = unit_pad.narrow(0, first, n);
     const at::Tensor q = q_units.narrow(0, first, n);
     const bool on_cpu = t != Tier::Gpu && cpu_attention_;
+    // Attention runs over the live rows' units only, in contiguous ranges (views, no
+    // copies); the other units' outputs are zeros nobody reads.
+    const auto ranges = live_unit_ranges(live_rows, kv_heads_, first, n);
+    const bool every_unit = ranges.size() == 1 && ranges.front() == std::pair<int64_t, int64_t>(0, n);
+    at::Tensor tier_out = every_unit ? at::Tensor() : at::zeros({n, groups, 1, d}, q_units.options());
+    const auto place = [&](int64_t begin, const at::Tensor& part) {
+      if (every_unit) {
+        outputs.push_back(part);
+      } else {
+        tier_out.narrow(0, begin, part.size(0)).copy_(part);
+      }
+    };
     if (t == Tier::Gpu || (t == Tier::Cpu && on_cpu)) {
       // Homes attention reads in place get the new entry now.
       keys_home.write_tier(t, kn, pos);
@@ -127,7 +173,13 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
         keys_home.put_row(kv, kn, pos);
         values_home.put_row(vv, vn, pos);
       }
-      outputs.push_back(cpu_kernel_attention(q, kv, vv, unit_pad_on_host.narrow(0, first, n), pos + 1));
+      const at::Tensor host_pad = unit_pad_on_host.narrow(0, first, n);
+      for (const auto& [begin, end] : ranges) {
+        const int64_t len = end - begin;
+        place(begin, cpu_kernel_attention(q.narrow(0, begin, len), narrow_units(kv, begin, len),
+                                          narrow_units(vv, begin, len), host_pad.narrow(0, begin, len), pos + 1));
+      }
+      if (!every_unit) outputs.push_back(tier_out);
       continue;
     }
     at::Tensor kt, vt;
@@ -142,10 +194,15 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
       kt.narrow(1, pos, 1).copy_(keys_home.as_stored(kn));
       vt.narrow(1, pos, 1).copy_(values_home.as_stored(vn));
     }
-    model::StepInputs unit_step{at::Tensor(), pad, pos};
     const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]
     const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
-    outputs.push_back(model::attend(q, kk, vv, unit_step).view({n, groups, 1, d}));
+    for (const auto& [begin, end] : ranges) {
+      const int64_t len = end - begin;
+      model::StepInputs unit_step{at::Tensor(), pad.narrow(0, begin, len), pos};
+      place(begin, model::attend(q.narrow(0, begin, len), kk.narrow(0, begin, len), vv.narrow(0, begin, len), unit_step)
+                       .view({len, groups, 1, d}));
+    }
+    if (!every_unit) outputs.push_back(tier_out);
   }
   // [units, groups, 1, d] -> [b, 1, heads * d] (head = kv_head * groups + group).
   return at::cat(outputs, 0).view({b, heads * d}).unsqueeze(1);

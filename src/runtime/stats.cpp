@@ -38,6 +38,22 @@ double Stats::seconds(Task task, bool prefill) const {
   return it == task_seconds_.end() ? 0.0 : it->second;
 }
 
+void Stats::count_compute_step(bool prefill, int64_t rows) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  compute_steps_[prefill ? 1 : 0] += 1;
+  computed_rows_[prefill ? 1 : 0] += rows;
+}
+
+int64_t Stats::compute_steps(bool prefill) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return compute_steps_[prefill ? 1 : 0];
+}
+
+int64_t Stats::computed_rows(bool prefill) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return computed_rows_[prefill ? 1 : 0];
+}
+
 std::string Stats::report() const {
   std::string out = fmt::format(
       "prefill latency: {:.3f} s  prefill throughput: {:.3f} token/s\n"
@@ -47,6 +63,8 @@ std::string Stats::report() const {
       total_throughput());
   out += "task times (s, prefill / decode):";
   for (Task t : kAllTasks) out += fmt::format(" {} {:.3f}/{:.3f}", task_name(t), seconds(t, true), seconds(t, false));
+  out += fmt::format("\ncompute steps (prefill / decode): {} / {} over {} / {} rows", compute_steps(true),
+                     compute_steps(false), computed_rows(true), computed_rows(false));
   out += fmt::format("\npeak memory: gpu {} of {}, cpu {} of {}, disk {} of {}", format_bytes(peak_bytes[Tier::Gpu]),
                      format_bytes(budgets[Tier::Gpu]), format_bytes(peak_bytes[Tier::Cpu]),
                      format_bytes(budgets[Tier::Cpu]), format_bytes(peak_bytes[Tier::Disk]),
@@ -67,6 +85,8 @@ nlohmann::json Stats::to_json() const {
           {"decode_throughput", decode_throughput()},
           {"total_throughput", total_throughput()},
           {"task_seconds", tasks},
+          {"compute_steps", {{"prefill", compute_steps(true)}, {"decode", compute_steps(false)}}},
+          {"computed_rows", {{"prefill", computed_rows(true)}, {"decode", computed_rows(false)}}},
           {"peak_bytes", {{"gpu", peak_bytes[Tier::Gpu]}, {"cpu", peak_bytes[Tier::Cpu]}, {"disk", peak_bytes[Tier::Disk]}}},
           {"budget_bytes", {{"gpu", budgets[Tier::Gpu]}, {"cpu", budgets[Tier::Cpu]}, {"disk", budgets[Tier::Disk]}}}};
 }

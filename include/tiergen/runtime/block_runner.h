@@ -64,15 +64,23 @@ class BlockRunner {
   ~BlockRunner();
 
   // Runs up to gbs * ngb sequences; a partial block is filled with padding rows.
+  // Sequences cost compute only while they generate: from the first decode token on,
+  // finished sequences and padding rows leave their gpu batch's matmuls and attention
+  // (live_rows.h), a batch with none left skips its steps (loads, compute, stores),
+  // and the block ends when its last sequence does.
   std::vector<SequenceResult> run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {});
 
  private:
   struct BatchState;
   struct Pending;
 
-  void run_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+  // Marks each gpu batch's live rows for token i and lists the batches that run.
+  void start_token(int64_t i, std::vector<BatchState>& batches, Pending& pending);
+  // Step (i, j) of the n-th batch that runs at token i.
+  void run_step(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
   void compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
-  void prefetch_next_batch(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+  void sample_step(bool prefill, BatchState& batch, const at::Tensor& logits, Pending& pending);
+  void prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
   void submit_owed_stores(Pending& pending);
   // Orders this thread's stream after a hidden-state store (waits on the host for the
   // store to be queued, then on the device for its copies).

@@ -17,7 +17,8 @@ struct EngineOptions {
   Budgets budgets;
   std::string offload_dir = "/tmp/tiergen-offload";
   int io_threads = 4;
-  // Prompts are sorted by length within windows of this many blocks to cut padding.
+  // Prompts are sorted by length within windows of this many blocks to cut padding;
+  // a block is padded to its own longest prompt, never to the job's.
   int64_t length_window_blocks = 4;
   ScheduleFaults faults;  // tests only (block_runner.h)
 };

@@ -41,10 +41,13 @@ class KvCache {
   // Decode attention of one new token per sequence. q: [b, heads, 1, d];
   // new_k/new_v: [b, kv_heads, 1, d]. Writes the new entries where attention needs
   // them now; returns the writes still owed to cpu/disk homes (run as store tasks).
-  // `pad_on_host` is step.pad kept on the host for the CPU kernel.
+  // `pad_on_host` is step.pad kept on the host for the CPU kernel. `live_rows` (rows
+  // of the batch, ascending; null: all): attention runs for these rows only, the
+  // others' outputs are zeros (finished sequences, whose entries are never read again).
   at::Tensor decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
                               const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
-                              Stats& stats, std::vector<std::function<void()>>& pending_stores);
+                              Stats& stats, std::vector<std::function<void()>>& pending_stores,
+                              const std::vector<int64_t>* live_rows = nullptr);
 
   // Throws if the GPU quantizer met a value it cannot store since the last check
   // (compressed cache on a GPU; a no-op elsewhere). Called once per token.

@@ -1,5 +1,6 @@
 #pragma once
 // Per-task times and throughput as FlexGen reports them, plus peak bytes per tier.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -20,6 +21,13 @@ class Stats {
  public:
   void add(Task task, bool prefill, double seconds);
   double seconds(Task task, bool prefill) const;
+
+  // One (layer, gpu batch) compute step over `rows` rows. Finished sequences and
+  // padding rows leave decode steps (live_rows.h), and a gpu batch with no live row
+  // skips its steps, so these count the work actually done, not the padded block.
+  void count_compute_step(bool prefill, int64_t rows);
+  int64_t compute_steps(bool prefill) const;
+  int64_t computed_rows(bool prefill) const;
 
   // FlexGen's definitions over all blocks: prefill = N*s / t_prefill,
   // decode = N*(n-1) / t_decode, total = N*n / (t_prefill + t_decode).
@@ -43,6 +51,7 @@ class Stats {
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<Task, bool>, double> task_seconds_;
+  std::array<int64_t, 2> compute_steps_{}, computed_rows_{};  // [decode, prefill]
 };
 
 // Adds the lifetime of the scope to a task's time.

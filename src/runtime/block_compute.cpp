@@ -1,0 +1,176 @@
+// One step of the block schedule: the compute of one layer for one gpu batch (from
+// the first decode token on, on the batch's live rows only), and the sampling of the
+// LM head's logits that ends a token.
+#include <algorithm>
+
+#include "src/runtime/block_state.h"
+#include "tiergen/common/error.h"
+#include "tiergen/model/forward.h"
+#include "tiergen/runtime/row_sampler.h"
+
+namespace tiergen::runtime {
+
+void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+  const bool prefill = i == 0;
+  BatchState& b = batches[static_cast<size_t>(k)];
+  const model::LayerWeights& w = p.weights->weights;
+  const model::StepInputs& step = b.step;
+
+  at::Tensor hidden;
+  Staged hidden_in;
+  if (j >= 1) {
+    auto it = p.hidden_loads.find({j, k});
+    if (it != p.hidden_loads.end()) {
+      hidden_in = it->second.get();
+      p.hidden_loads.erase(it);
+    } else {
+      wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
+      ScopedTimer timer(stats_, Task::LoadHidden, prefill);
+      hidden_in = b.hidden->gather_to_compute(prefill ? p.S : 1);
+    }
+    hidden = hidden_in.tensor;
+  }
+
+  std::shared_ptr<CacheLoad> cache_in;
+  if (!prefill && j >= 1 && j <= p.L) {
+    auto it = p.cache_loads.find({j, k});
+    if (it != p.cache_loads.end()) {
+      cache_in = it->second.get();
+      p.cache_loads.erase(it);
+    } else {
+      ScopedTimer timer(stats_, Task::LoadCache, false);
+      cache_in = p.cache->load(j - 1, k, step.past_len);
+    }
+  }
+
+  // The loads were queued on the loader's stream: the compute stream waits for them
+  // on the device, the host goes on.
+  p.weights->ready.make_current_stream_wait(device_);
+  hidden_in.ready.make_current_stream_wait(device_);
+  if (cache_in) cache_in->make_current_stream_wait(device_);
+
+  // A decode token runs the matmuls and attention on the batch's live rows only; the
+  // homes of the KV cache and hidden states keep the full row layout (live_rows.h).
+  const auto live_of = [&](const at::Tensor& t) { return prefill ? t : b.live.gather(t); };
+  const auto full_of = [&](const at::Tensor& t) { return prefill ? t : b.live.scatter(t); };
+  const model::StepInputs& live_step = b.live_step;
+  stats_.count_compute_step(prefill, prefill ? static_cast<int64_t>(b.slots.size()) : b.live.count());
+
+  at::Tensor out, logits;
+  {
+    ScopedTimer timer(stats_, Task::Compute, prefill);
+    if (j == 0) {
+      const at::Tensor ids = (prefill ? b.prompt_ids : b.next_ids).to(device_.compute);
+      out = full_of(model::embed(spec_, w, live_of(ids), live_step));
+    } else if (j <= p.L) {
+      const at::Tensor x = live_of(hidden);
+      const model::QkvProjection qkv = model::project_qkv(spec_, w, x, live_step);
+      at::Tensor attention;
+      if (prefill) {
+        attention = model::attend(qkv.q, qkv.k, qkv.v, step);
+        const int64_t units = qkv.k.size(0) * qkv.k.size(1);
+        CacheTensor* keys = &p.cache->keys(j - 1, k);
+        CacheTensor* values = &p.cache->values(j - 1, k);
+        const at::Tensor kn = qkv.k.reshape({units, p.S, -1}), vn = qkv.v.reshape({units, p.S, -1});
+        p.owed_stores.push_back([this, keys, values, kn, vn] {
+          ScopedTimer t(stats_, Task::StoreCache, true);
+          keys->write(kn, 0);
+          values->write(vn, 0);
+        });
+      } else {
+        std::vector<std::function<void()>> cache_stores;
+        const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
+        attention = live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_,
+                                                      cache_stores, b.live.all() ? nullptr : &b.live.indices()));
+        for (auto& store : cache_stores) {
+          p.owed_stores.push_back([this, store = std::move(store)] {
+            ScopedTimer t(stats_, Task::StoreCache, false);
+            store();
+          });
+        }
+      }
+      out = full_of(model::finish_layer(spec_, w, x, attention));
+    } else {
+      logits = full_of(model::head_logits(spec_, w, live_of(hidden)));  // fp32, where it was computed
+    }
+    // The compute stream only (never the whole device): the step's time is measured,
+    // the stores of `out` run on the storer's stream next, and the staged inputs
+    // released below are no longer read.
+    device_.synchronize();
+  }
+  cache_in.reset();
+  hidden_in = Staged{};
+
+  if (j == p.L + 1) {
+    sample_step(prefill, b, logits, p);
+    return;
+  }
+  SplitTensor* home = b.hidden.get();
+  auto stored = std::make_shared<std::promise<DeviceEvent>>();
+  p.hidden_stored[static_cast<size_t>(k)] = stored->get_future().share();
+  p.owed_stores.push_back([this, home, out, prefill, stored] {
+    try {
+      ScopedTimer timer(stats_, Task::StoreHidden, prefill);
+      home->write(out, 0);
+      // Readers' streams wait on this, not just on the store having been queued.
+      stored->set_value(DeviceEvent::record(device_));
+    } catch (...) {
+      stored->set_exception(std::current_exception());
+      throw;
+    }
+  });
+}
+
+// The head's logits become one token per live row; a sequence that meets its end
+// (end-of-sequence, a stop token or string, max_tokens) is marked finished, so its row
+// leaves the batch from the next token on.
+void BlockRunner::sample_step(bool prefill, BatchState& b, const at::Tensor& logits, Pending& p) {
+  ScopedTimer timer(stats_, Task::Sample, prefill);
+  std::vector<bool> active(b.slots.size(), false);
+  for (size_t r = 0; r < b.slots.size(); ++r) {
+    const int64_t slot = b.slots[r];
+    if (slot < 0) continue;
+    const SequenceRequest& request = (*p.requests)[static_cast<size_t>(slot)];
+    active[r] = !(*p.finished)[static_cast<size_t>(slot)];
+    if (prefill) {
+      // min_tokens holds back end-of-sequence (unless ignored) and the stop token ids.
+      std::vector<int64_t> held_back = request.stop_token_ids;
+      if (!request.ignore_eos) held_back.insert(held_back.end(), eos_ids_.begin(), eos_ids_.end());
+      b.samplers[r].begin(request.prompt, std::move(held_back));
+    }
+  }
+  const std::vector<int64_t> sampled = sample_rows(logits, b.samplers, active);
+  for (size_t r = 0; r < b.slots.size(); ++r) {
+    const int64_t token = sampled[r];
+    b.next_ids[static_cast<int64_t>(r)][0] = token;
+    if (!active[r]) continue;
+    const auto slot = static_cast<size_t>(b.slots[r]);
+    const SequenceRequest& request = (*p.requests)[slot];
+    auto& tokens = (*p.outputs)[slot];
+    SequenceResult& details = (*p.details)[slot];
+    tokens.push_back(token);
+    if (b.samplers[r].last_logprob()) details.logprobs.push_back(*b.samplers[r].last_logprob());
+    if (*p.on_token) (*p.on_token)(slot, token);
+    const bool reached_min = static_cast<int64_t>(tokens.size()) >= request.sampling.min_tokens;
+    const auto is_in = [token](const std::vector<int64_t>& ids) {
+      return std::find(ids.begin(), ids.end(), token) != ids.end();
+    };
+    bool stop = false;
+    if (!request.ignore_eos && is_in(eos_ids_)) {
+      stop = true;
+    } else if (is_in(request.stop_token_ids)) {
+      stop = true;
+      details.stop_token = token;
+    } else if (reached_min && request.should_stop && request.should_stop(tokens)) {
+      stop = true;
+    }
+    if (stop) {
+      (*p.finished)[slot] = true;
+      (*p.reasons)[slot] = "stop";
+    } else if (static_cast<int64_t>(tokens.size()) >= request.max_new_tokens) {
+      (*p.finished)[slot] = true;
+    }
+  }
+}
+
+}  // namespace tiergen::runtime

@@ -1,0 +1,56 @@
+#pragma once
+// What BlockRunner carries through one block's schedule: the state of each gpu batch
+// and the prefetched inputs and owed stores passed from one step to the next. Shared
+// by the schedule (block_runner.cpp) and the compute of one step (block_compute.cpp).
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tiergen/runtime/block_runner.h"
+#include "tiergen/runtime/live_rows.h"
+#include "tiergen/runtime/split_tensor.h"
+
+namespace tiergen::runtime {
+
+// Everything one gpu batch of the block carries through the schedule.
+struct BlockRunner::BatchState {
+  std::vector<int64_t> slots;  // block slot of each row; -1 for padding rows
+  at::Tensor prompt_ids;       // [gbs, S] host, left-padded
+  at::Tensor pad;              // [gbs] host
+  at::Tensor pad_on_device;    // the same on the compute device, uploaded once per block
+  at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
+  std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
+  std::vector<SequenceSampler> samplers;
+  // Set at the start of each token (BlockRunner::start_token):
+  model::StepInputs step;      // positions of the token, built on the compute device
+  LiveRows live;               // rows still generating
+  model::StepInputs live_step; // `step` for the live rows (decode tokens)
+};
+
+// Prefetched inputs and owed stores, carried from one step to the next.
+struct BlockRunner::Pending {
+  std::unique_ptr<KvCache> cache;
+  std::shared_ptr<LoadedLayer> weights;  // layer being computed
+  int64_t weights_layer = -1;
+  std::shared_future<std::shared_ptr<LoadedLayer>> next_weights;
+  int64_t next_weights_layer = -1;
+  std::map<std::pair<int64_t, int64_t>, std::shared_future<std::shared_ptr<CacheLoad>>> cache_loads;
+  std::map<std::pair<int64_t, int64_t>, std::shared_future<Staged>> hidden_loads;
+  // Per batch: its last hidden store, done when queued; its event marks the copies.
+  std::vector<std::shared_future<DeviceEvent>> hidden_stored;
+  std::vector<std::function<void()>> owed_stores;       // results of the last compute
+  std::vector<std::function<void()>> in_flight;         // waits for everything submitted this step
+  int64_t S = 0, L = 0, NL = 0;
+  // The gpu batches with a live row at this token, in schedule order: a batch whose
+  // sequences have all finished drops out of the zig-zag (no loads, compute, stores).
+  std::vector<int64_t> order;
+  std::vector<std::vector<int64_t>>* outputs = nullptr;
+  std::vector<bool>* finished = nullptr;
+  std::vector<std::string>* reasons = nullptr;
+  std::vector<SequenceResult>* details = nullptr;  // logprobs and stop token per sequence
+  const std::vector<SequenceRequest>* requests = nullptr;
+  const TokenCallback* on_token = nullptr;
+};
+
+}  // namespace tiergen::runtime
