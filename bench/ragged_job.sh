@@ -11,6 +11,9 @@
 # (make-tiny-model is taken from AFTER's folder; the fixed policy defaults to
 # --gpu-batch-size 8 --num-gpu-batches 4).
 set -euo pipefail
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+case "${1:-}" in -h|--help) usage; exit 0 ;; esac
+[ $# -ge 2 ] || { usage >&2; exit 2; }
 before=$1 after=$2 rounds=${3:-2}
 shift $(($# < 3 ? $# : 3))
 fixed=("$@")
