@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "bench/bench_timing.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/model/linear.h"
 
@@ -99,6 +101,83 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
   kernels::set_small_matmul_max_rows(default_rows);
 }
 
+// One layer's projections quantized group-wise (groups of 64) and multiplied in place,
+// against the bf16 small-row path and against what the runtime does with compressed
+// weights today (dequantize each matrix to a dense bf16 copy, then multiply).
+void bench_quantized(const Options& o) {
+  struct Matrix {
+    int64_t n, k;
+    at::Tensor bf16;
+    std::vector<uint8_t> q4, q8;
+    std::vector<uint16_t> m4, s4, m8, s8;
+    at::Tensor dense;  // dequantize target
+  };
+  std::vector<Matrix> mats;
+  double bf16_bytes = 0, q4_bytes = 0;
+  for (auto [out, in] : layer_shapes(o)) {
+    Matrix m;
+    m.n = out, m.k = in;
+    const at::Tensor w = (at::randn({out, in}) * 0.02).contiguous();
+    m.bf16 = w.to(at::kBFloat16);
+    m.dense = at::empty({out, in}, at::kBFloat16);
+    for (int bits : {4, 8}) {
+      const kernels::QuantFormat f{bits, 64};
+      const kernels::QuantizedLayout l = kernels::quantized_layout(out, in, f);
+      auto& packed = bits == 4 ? m.q4 : m.q8;
+      auto& mins = bits == 4 ? m.m4 : m.m8;
+      auto& scales = bits == 4 ? m.s4 : m.s8;
+      packed.resize(l.packed_bytes()), mins.resize(l.meta_elems()), scales.resize(l.meta_elems());
+      kernels::quantize(w.data_ptr<float>(), kernels::ElemType::F32, out, in, f, packed.data(), mins.data(), scales.data());
+      if (bits == 4) q4_bytes += double(l.total_bytes());
+    }
+    bf16_bytes += double(m.bf16.nbytes());
+    mats.push_back(std::move(m));
+  }
+  std::printf("\n## 4/8-bit weights (groups of 64) used in place vs bf16, one layer (bf16 %.1f MB, 4-bit %.1f MB)\n",
+              bf16_bytes / 1e6, q4_bytes / 1e6);
+  std::printf("| rows | bf16 small_matmul ms | 8-bit in place ms | 4-bit in place ms | 4-bit dequantize + bf16 matmul ms | "
+              "8-bit vs bf16 | 4-bit vs bf16 | 4-bit in place vs dequantize |\n|---|---|---|---|---|---|---|---|\n");
+  for (int64_t rows : o.rows) {
+    std::vector<at::Tensor> xs, xs_bf16;
+    std::vector<at::Tensor> ys;
+    for (const auto& m : mats) {
+      xs.push_back(at::randn({rows, m.k}));
+      xs_bf16.push_back(xs.back().to(at::kBFloat16));
+      ys.push_back(at::empty({rows, m.n}));
+    }
+    auto in_place = [&](int bits) {
+      for (size_t i = 0; i < mats.size(); ++i) {
+        const Matrix& m = mats[i];
+        kernels::QuantizedMatmulArgs a;
+        a.x = xs[i].data_ptr<float>();
+        a.rows = rows, a.k = m.k, a.n = m.n;
+        a.packed = bits == 4 ? m.q4.data() : m.q8.data();
+        a.mins = bits == 4 ? m.m4.data() : m.m8.data();
+        a.scales = bits == 4 ? m.s4.data() : m.s8.data();
+        a.format = {bits, 64};
+        a.y = ys[i].data_ptr<float>();
+        a.num_threads = at::get_num_threads();
+        kernels::quantized_matmul(a);
+      }
+    };
+    auto dequantize_then_matmul = [&] {
+      for (size_t i = 0; i < mats.size(); ++i) {
+        Matrix& m = mats[i];
+        kernels::dequantize(m.q4.data(), m.m4.data(), m.s4.data(), m.n, m.k, {4, 64}, m.dense.data_ptr(),
+                            kernels::ElemType::BF16);
+        model::linear_product(xs_bf16[i], m.dense);
+      }
+    };
+    auto bf16 = [&] {
+      for (size_t i = 0; i < mats.size(); ++i) model::linear_product(xs_bf16[i], mats[i].bf16);
+    };
+    const std::vector<double> t =
+        interleaved_medians(o.reps, {bf16, [&] { in_place(8); }, [&] { in_place(4); }, dequantize_then_matmul});
+    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx |\n", (long long)rows, t[0] * 1e3, t[1] * 1e3,
+                t[2] * 1e3, t[3] * 1e3, t[0] / t[1], t[0] / t[2], t[3] / t[2]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,5 +188,6 @@ int main(int argc, char** argv) {
               omp_get_max_threads(), o.reps);
   bench_dtype(o, at::kFloat);
   bench_dtype(o, at::kBFloat16);
+  bench_quantized(o);
   return 0;
 }

@@ -1,0 +1,103 @@
+// quantized_matmul(): argument checks, x prepared once (padded groups, their sums),
+// the kernel choice, and the split of output columns between OpenMP threads.
+#include "kernels/cpu/quantized_matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/quantize_rows.h"
+#include "kernels/cpu/quantized_matmul_impl.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::kernels {
+namespace {
+
+constexpr int64_t kParallelMinElems = 1 << 15;
+constexpr int64_t kColumnsPerChunk = 16;
+
+}  // namespace
+
+namespace detail {
+
+PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool split_nibbles) {
+  const int64_t g = a.format.group_size;
+  PreparedX p;
+  p.groups = (a.k + g - 1) / g;
+  p.row_len = p.groups * g;
+  p.values.assign(size_t(a.rows * p.row_len), 0.0f);
+  p.group_sums.assign(size_t(a.rows * p.groups), 0.0f);
+  for (int64_t m = 0; m < a.rows; ++m) {
+    const float* x = a.x + m * x_row_stride;
+    float* out = p.values.data() + m * p.row_len;
+    for (int64_t i = 0; i < a.k; ++i) {
+      const int64_t group = i / g, in_group = i % g;
+      const int64_t slot = split_nibbles ? (in_group % 2) * (g / 2) + in_group / 2 : in_group;
+      out[group * g + slot] = x[i];
+      p.group_sums[size_t(m * p.groups + group)] += x[i];
+    }
+  }
+  return p;
+}
+
+void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
+                                       int64_t j0, int64_t j1) {
+  const QuantizedLayout l = quantized_layout(a.n, a.k, a.format);
+  const int64_t g = a.format.group_size, group_bytes = g * a.format.bits / 8;
+  for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t m = 0; m < a.rows; ++m) {
+      const float* xr = x.values.data() + m * x.row_len;
+      float sum = 0.0f;
+      for (int64_t group = 0; group < l.groups_per_row; ++group) {
+        const uint8_t* bytes = a.packed + j * l.packed_bytes_per_row + group * group_bytes;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < g; ++i) dot += float(unpack_level(bytes, i, a.format.bits)) * xr[group * g + i];
+        const int64_t meta = j * l.groups_per_row + group;
+        sum += half_to_float(a.scales[meta]) * dot +
+               half_to_float(a.mins[meta]) * x.group_sums[size_t(m * x.groups + group)];
+      }
+      if (a.bias) sum += a.bias[j];
+      a.y[m * y_row_stride + j] = sum;
+    }
+  }
+}
+
+}  // namespace detail
+
+void quantized_matmul(const QuantizedMatmulArgs& a) {
+  check_quant_format(a.format);
+  TG_CHECK(a.rows >= 0 && a.k > 0 && a.n >= 0, "quantized_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);
+  TG_CHECK(a.x && a.packed && a.mins && a.scales && a.y, "quantized_matmul: null x, packed, mins, scales or y");
+  const int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
+  const int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
+  TG_CHECK(x_stride >= a.k && y_stride >= a.n,
+           "quantized_matmul: row strides (x {}, y {}) below the row lengths (k {}, n {})", x_stride, y_stride, a.k,
+           a.n);
+  if (a.rows == 0 || a.n == 0) return;
+#if defined(__x86_64__)
+  const bool simd = use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format);
+#else
+  const bool simd = false;
+#endif
+  // The portable kernel reads levels in stored order; the AVX2 one reads a 4-bit
+  // group's low nibbles (even elements) and then its high nibbles (odd elements).
+  const detail::PreparedX x = detail::prepare_x(a, x_stride, simd && a.format.bits == 4);
+  const int64_t chunks = (a.n + kColumnsPerChunk - 1) / kColumnsPerChunk;
+  const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
+  const bool parallel = threads > 1 && chunks > 1 && a.n * a.k >= kParallelMinElems;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * kColumnsPerChunk, j1 = std::min(a.n, j0 + kColumnsPerChunk);
+#if defined(__x86_64__)
+    if (simd) {
+      detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
+      continue;
+    }
+#endif
+    detail::quantized_matmul_columns_portable(a, x, y_stride, j0, j1);
+  }
+}
+
+}  // namespace tiergen::kernels

@@ -1,0 +1,38 @@
+#pragma once
+// y = x W^T (+ bias) with W held group-wise quantized (kernels/cpu/quantize.h: W [n, k]
+// row-major, groups along k) and multiplied in place: the 4- or 8-bit levels are read
+// and converted in registers, never expanded into a dense copy of W, so a decode step
+// reads a quarter (8-bit) or an eighth (4-bit) of the bytes of fp32 weights, plus the
+// metadata. With min_g and scale_g of group g,
+//   y[m][j] = sum_g ( scale_g * sum_{i in g} q_i x_i  +  min_g * sum_{i in g} x_i ),
+// which is the product with the dequantized values min_g + q_i * scale_g up to fp32
+// rounding (the dense path rounds each dequantized value first). fp32 accumulation;
+// each element's order depends only on k and the format, never on the number of rows
+// or threads. Kernels here take raw pointers and never LibTorch types.
+#include <cstdint>
+
+#include "kernels/cpu/quantize.h"
+
+namespace tiergen::kernels {
+
+struct QuantizedMatmulArgs {
+  const float* x = nullptr;  // [rows, k] fp32
+  int64_t rows = 0;
+  int64_t k = 0;
+  int64_t x_row_stride = 0;  // floats between rows of x; 0 means k
+  // W [n, k] as quantize() lays it out for a [n, k] matrix in `format`.
+  const uint8_t* packed = nullptr;
+  const uint16_t* mins = nullptr;
+  const uint16_t* scales = nullptr;
+  QuantFormat format;
+  int64_t n = 0;
+  const float* bias = nullptr;  // [n] fp32, or nullptr
+  float* y = nullptr;           // [rows, n] fp32
+  int64_t y_row_stride = 0;     // floats between rows of y; 0 means n
+  int num_threads = 0;          // OpenMP threads; 0 = the OpenMP default
+};
+
+// Throws tiergen::Error on inconsistent arguments.
+void quantized_matmul(const QuantizedMatmulArgs& args);
+
+}  // namespace tiergen::kernels

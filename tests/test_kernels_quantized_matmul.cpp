@@ -1,0 +1,131 @@
+// quantized_matmul (kernels/cpu/quantized_matmul): 4- and 8-bit group-wise weights
+// multiplied in place, against a double-precision product with the dequantized
+// weights, for the portable and the AVX2 kernel, partial last groups and group sizes
+// the AVX2 kernel does not take; per-row results independent of the batch and threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/quantized_matmul.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::kernels {
+namespace {
+
+struct Problem {
+  std::vector<float> x, dequantized, bias, y;
+  std::vector<uint8_t> packed;
+  std::vector<uint16_t> mins, scales;
+  QuantizedMatmulArgs args;
+};
+
+Problem make_problem(int64_t rows, int64_t k, int64_t n, QuantFormat f, uint32_t seed, bool bias) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  Problem p;
+  std::vector<float> w(size_t(n * k));
+  for (float& v : w) v = normal(rng);
+  p.x.resize(size_t(rows * k));
+  for (float& v : p.x) v = normal(rng);
+  if (bias) p.bias.assign(size_t(n), 0.5f);
+  const QuantizedLayout l = quantized_layout(n, k, f);
+  p.packed.resize(size_t(l.packed_bytes()));
+  p.mins.resize(size_t(l.meta_elems()));
+  p.scales.resize(size_t(l.meta_elems()));
+  quantize(w.data(), ElemType::F32, n, k, f, p.packed.data(), p.mins.data(), p.scales.data());
+  p.dequantized.resize(w.size());
+  dequantize(p.packed.data(), p.mins.data(), p.scales.data(), n, k, f, p.dequantized.data(), ElemType::F32);
+  p.y.assign(size_t(rows * n), -7.0f);
+  p.args.x = p.x.data();
+  p.args.rows = rows;
+  p.args.k = k;
+  p.args.packed = p.packed.data();
+  p.args.mins = p.mins.data();
+  p.args.scales = p.scales.data();
+  p.args.format = f;
+  p.args.n = n;
+  p.args.bias = bias ? p.bias.data() : nullptr;
+  p.args.y = p.y.data();
+  return p;
+}
+
+// Within fp32 accumulation (and the dequantized values' own fp32 rounding) of the
+// product with the dequantized weights.
+void expect_matches_dequantized(const Problem& p, const std::string& what) {
+  const auto& a = p.args;
+  for (int64_t m = 0; m < a.rows; ++m) {
+    for (int64_t j = 0; j < a.n; ++j) {
+      double exact = a.bias ? a.bias[j] : 0.0, magnitude = 1.0;
+      for (int64_t i = 0; i < a.k; ++i) {
+        const double t = double(p.dequantized[j * a.k + i]) * double(p.x[m * a.k + i]);
+        exact += t;
+        magnitude += std::fabs(t);
+      }
+      ASSERT_NEAR(p.y[m * a.n + j], exact, double(a.k + 4) * 2.4e-7 * magnitude) << what << " row " << m << " col " << j;
+    }
+  }
+}
+
+struct Shape {
+  int64_t rows, k, n;
+  QuantFormat format;
+};
+
+const std::vector<Shape> kShapes = {
+    {1, 64, 8, {4, 64}},   {3, 100, 9, {4, 64}},  {2, 48, 5, {4, 16}},  {5, 30, 7, {4, 6}},
+    {1, 64, 8, {8, 64}},   {4, 130, 17, {8, 64}}, {2, 40, 4, {8, 8}},   {3, 21, 6, {8, 5}},
+    {1, 2048, 40, {4, 64}}, {1, 2048, 40, {8, 64}},
+};
+
+TEST(QuantizedMatmul, MatchesTheProductWithDequantizedWeights) {
+  for (bool simd : {false, true}) {
+    set_avx2_kernels_enabled(simd);
+    for (size_t s = 0; s < kShapes.size(); ++s) {
+      const Shape& sh = kShapes[s];
+      Problem p = make_problem(sh.rows, sh.k, sh.n, sh.format, uint32_t(s + 1), s % 2 == 0);
+      quantized_matmul(p.args);
+      expect_matches_dequantized(p, std::string(simd ? "avx2" : "portable") + " shape " + std::to_string(s) +
+                                        " bits " + std::to_string(sh.format.bits));
+    }
+  }
+  set_avx2_kernels_enabled(true);
+}
+
+TEST(QuantizedMatmul, RowResultsDoNotDependOnBatchOrThreads) {
+  for (int bits : {4, 8}) {
+    Problem p = make_problem(9, 300, 37, {bits, 64}, 42, true);
+    p.args.num_threads = 2;
+    quantized_matmul(p.args);
+    for (int64_t m = 0; m < p.args.rows; ++m) {
+      std::vector<float> alone(size_t(p.args.n));
+      QuantizedMatmulArgs one = p.args;
+      one.rows = 1;
+      one.x = p.x.data() + m * p.args.k;
+      one.y = alone.data();
+      one.num_threads = 1;
+      quantized_matmul(one);
+      for (int64_t j = 0; j < p.args.n; ++j) ASSERT_EQ(alone[j], p.y[m * p.args.n + j]) << bits << " row " << m;
+    }
+  }
+}
+
+TEST(QuantizedMatmul, RefusesInconsistentArguments) {
+  Problem p = make_problem(1, 64, 4, {4, 64}, 3, false);
+  QuantizedMatmulArgs a = p.args;
+  a.format.bits = 3;
+  EXPECT_THROW(quantized_matmul(a), Error);
+  a = p.args;
+  a.x_row_stride = 10;
+  EXPECT_THROW(quantized_matmul(a), Error);
+  a = p.args;
+  a.scales = nullptr;
+  EXPECT_THROW(quantized_matmul(a), Error);
+}
+
+}  // namespace
+}  // namespace tiergen::kernels
