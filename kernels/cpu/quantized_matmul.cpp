@@ -2,10 +2,7 @@
 // the kernel choice, and the split of output columns between OpenMP threads.
 #include "kernels/cpu/quantized_matmul.h"
 
-#include <omp.h>
-
-#include <algorithm>
-
+#include "kernels/cpu/column_chunks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quantize_rows.h"
@@ -13,13 +10,6 @@
 #include "tiergen/common/error.h"
 
 namespace tiergen::kernels {
-namespace {
-
-constexpr int64_t kParallelMinElems = 1 << 15;
-constexpr int64_t kColumnsPerChunk = 16;
-
-}  // namespace
-
 namespace detail {
 
 PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool split_nibbles) {
@@ -84,20 +74,12 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
   // The portable kernel reads levels in stored order; the AVX2 one reads a 4-bit
   // group's low nibbles (even elements) and then its high nibbles (odd elements).
   const detail::PreparedX x = detail::prepare_x(a, x_stride, simd && a.format.bits == 4);
-  const int64_t chunks = (a.n + kColumnsPerChunk - 1) / kColumnsPerChunk;
-  const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
-  const bool parallel = threads > 1 && chunks > 1 && a.n * a.k >= kParallelMinElems;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t j0 = c * kColumnsPerChunk, j1 = std::min(a.n, j0 + kColumnsPerChunk);
+  detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
 #if defined(__x86_64__)
-    if (simd) {
-      detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
-      continue;
-    }
+    if (simd) return detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
 #endif
     detail::quantized_matmul_columns_portable(a, x, y_stride, j0, j1);
-  }
+  });
 }
 
 }  // namespace tiergen::kernels

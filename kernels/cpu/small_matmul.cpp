@@ -1,15 +1,13 @@
-// small_matmul(): argument checks, the choice between the portable and the AVX2
-// kernel, and the split of output columns between OpenMP threads. Each thread takes
-// one contiguous range of W's rows, so every thread streams its own part of W.
+// small_matmul(): argument checks, x in the form the chosen kernel reads (portable,
+// AVX2 or AVX-512 BF16), and the kernel run over column chunks (column_chunks.h).
 #include "kernels/cpu/small_matmul.h"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/column_chunks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/small_matmul_impl.h"
@@ -17,12 +15,6 @@
 
 namespace tiergen::kernels {
 namespace {
-
-// Below this many weight elements one thread is faster than waking the others.
-constexpr int64_t kParallelMinElems = 1 << 15;
-// Columns per scheduling unit: a multiple of the AVX2 tile, so only the last unit
-// has a tail.
-constexpr int64_t kColumnsPerChunk = 16;
 
 // Crossover with OpenBLAS sgemm / oneDNN brgemm measured by bench/bench_matmul.cpp on
 // an AVX-512 host (bench/RESULTS.md): the packed GEMMs catch up at about 32 rows.
@@ -115,20 +107,15 @@ void small_matmul(const SmallMatmulArgs& a) {
     s.x_f32 = x_scratch.data();
     s.x_row_stride = a.k;
   }
-  const int64_t chunks = (a.n + kColumnsPerChunk - 1) / kColumnsPerChunk;
-  const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
-  const bool parallel = threads > 1 && chunks > 1 && a.n * a.k >= kParallelMinElems;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t j0 = c * kColumnsPerChunk, j1 = std::min(a.n, j0 + kColumnsPerChunk);
+  detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {
 #if defined(__x86_64__)
-      case Kernel::Avx512Bf16: detail::small_matmul_columns_avx512_bf16(a, s, j0, j1); break;
-      case Kernel::Avx2: detail::small_matmul_columns_avx2(a, s, j0, j1); break;
+      case Kernel::Avx512Bf16: return detail::small_matmul_columns_avx512_bf16(a, s, j0, j1);
+      case Kernel::Avx2: return detail::small_matmul_columns_avx2(a, s, j0, j1);
 #endif
-      default: detail::small_matmul_columns_portable(a, s, j0, j1); break;
+      default: return detail::small_matmul_columns_portable(a, s, j0, j1);
     }
-  }
+  });
 }
 
 int64_t small_matmul_max_rows() { return max_rows_setting().load(std::memory_order_relaxed); }

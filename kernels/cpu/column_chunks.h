@@ -1,0 +1,31 @@
+#pragma once
+// The split of a matrix product's output columns (rows of W) between OpenMP threads,
+// shared by the small-row kernels: static contiguous chunks, so each thread streams
+// its own part of W, and one thread when W is too small to repay waking the others.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tiergen::kernels::detail {
+
+// Columns per scheduling unit: a multiple of the kernels' tiles, so only the last
+// chunk has a tail.
+constexpr int64_t kColumnsPerChunk = 16;
+// Below this many weight elements one thread is faster than waking the others.
+constexpr int64_t kParallelMinWeights = 1 << 15;
+
+// Calls columns(j0, j1) over [0, n) in chunks; num_threads 0 means the OpenMP default.
+template <class Columns>
+void for_each_column_chunk(int64_t n, int64_t k, int num_threads, const Columns& columns) {
+  const int64_t chunks = (n + kColumnsPerChunk - 1) / kColumnsPerChunk;
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+  const bool parallel = threads > 1 && chunks > 1 && n * k >= kParallelMinWeights;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t j0 = c * kColumnsPerChunk;
+    columns(j0, std::min(n, j0 + kColumnsPerChunk));
+  }
+}
+
+}  // namespace tiergen::kernels::detail
