@@ -36,6 +36,9 @@ built=$(date +%s)
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+# The shards run side by side, one per core: one compute thread each keeps them from
+# oversubscribing the cores (the plain ctest run covers the multi-threaded kernels).
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 echo "== running tests (ASAN_OPTIONS=$ASAN_OPTIONS UBSAN_OPTIONS=$UBSAN_OPTIONS)"
 status=0
