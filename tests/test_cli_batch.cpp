@@ -239,12 +239,66 @@ TEST_F(CliBatch, LogprobsComeAsOpenAiCompletionsLogprobs) {
   }
 }
 
+// OpenAI's echo: the text starts with the prompt, and the logprobs object starts with
+// the prompt's tokens (the first unscored, null), then the generated ones.
+TEST_F(CliBatch, EchoPrependsThePromptAndScoresItsTokens) {
+  const Exit plain_exit = generate(request(", \"max_tokens\": 4, \"logprobs\": 2"), dir_ / "a.jsonl");
+  ASSERT_TRUE(plain_exit.exited && plain_exit.code == 0) << plain_exit.describe();
+  const json plain = result_lines(dir_ / "a.jsonl")[0];
+  const Exit e = generate(request(", \"max_tokens\": 4, \"logprobs\": 2, \"echo\": true"), dir_ / "b.jsonl");
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const json echoed = result_lines(dir_ / "b.jsonl")[0];
+  EXPECT_EQ(echoed["text"], "the quick brown fox" + plain["text"].get<std::string>());
+  EXPECT_EQ(echoed["token_ids"], plain["token_ids"]);
+  const size_t prompt_tokens = echoed["num_prompt_tokens"];
+  const json lp = echoed["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt_tokens + 4);
+  ASSERT_EQ(lp["token_logprobs"].size(), prompt_tokens + 4);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t t = 1; t < prompt_tokens + 4; ++t) {
+    EXPECT_LE(lp["token_logprobs"][t].get<double>(), 0.0) << t;
+    EXPECT_GE(lp["top_logprobs"][t].size(), 1u) << t;
+  }
+  // The generated part is what it is without echo.
+  for (size_t t = 0; t < 4; ++t) {
+    EXPECT_EQ(lp["tokens"][prompt_tokens + t], plain["logprobs"]["tokens"][t]);
+    EXPECT_NEAR(lp["token_logprobs"][prompt_tokens + t].get<double>(),
+                plain["logprobs"]["token_logprobs"][t].get<double>(), 1e-5);
+  }
+}
+
+// max_tokens 0 with echo scores a prompt without generating (perplexity); without
+// echo it is an error for that request, and -n 0 without --echo is refused.
+TEST_F(CliBatch, MaxTokensZeroOnlyScoresThePrompt) {
+  const Exit e = generate(request(", \"max_tokens\": 0, \"echo\": true, \"logprobs\": 0") +
+                              request(", \"max_tokens\": 0"), dir_ / "a.jsonl");
+  EXPECT_TRUE(e.exited && e.code == 1) << e.describe();
+  const auto lines = result_lines(dir_ / "a.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  const json& scored = lines[0];
+  EXPECT_EQ(scored["text"], "the quick brown fox");
+  EXPECT_TRUE(scored["token_ids"].empty());
+  EXPECT_EQ(scored["num_output_tokens"], 0);
+  EXPECT_EQ(scored["finish_reason"], "length");
+  const size_t prompt_tokens = scored["num_prompt_tokens"];
+  ASSERT_GE(prompt_tokens, 2u);
+  ASSERT_EQ(scored["logprobs"]["token_logprobs"].size(), prompt_tokens);
+  for (size_t t = 1; t < prompt_tokens; ++t) EXPECT_LE(scored["logprobs"]["token_logprobs"][t].get<double>(), 0.0);
+  EXPECT_NE(lines[1]["error"].get<std::string>().find("echo"), std::string::npos) << lines[1];
+
+  const Exit refused = generate(request(""), dir_ / "b.jsonl", {"-n", "0"});
+  EXPECT_TRUE(refused.exited && refused.code != 0) << refused.describe();
+  EXPECT_NE(refused.err.find("--echo"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(dir_ / "b.jsonl"));
+}
+
 TEST_F(CliBatch, UnsupportedFieldsAreRequestErrorsNamingThem) {
-  const Exit e = generate(request(", \"echo\": true") + request(", \"best_of\": 2") + request(""), dir_ / "a.jsonl");
+  const Exit e = generate(request(", \"suffix\": \"x\"") + request(", \"best_of\": 2") + request(""), dir_ / "a.jsonl");
   ASSERT_TRUE(e.exited && e.code == 1) << e.describe();
   const auto lines = result_lines(dir_ / "a.jsonl");
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_NE(lines[0]["error"].get<std::string>().find("\"echo\""), std::string::npos);
+  EXPECT_NE(lines[0]["error"].get<std::string>().find("\"suffix\""), std::string::npos);
   EXPECT_NE(lines[1]["error"].get<std::string>().find("\"best_of\""), std::string::npos);
   EXPECT_FALSE(lines[2].contains("error"));
 }

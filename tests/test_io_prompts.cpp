@@ -211,7 +211,7 @@ TEST_F(PromptReaderTest, BadTokenIdsNameTheLine) {
 
 TEST_F(PromptReaderTest, BadOverridesNameTheLineAndField) {
   const std::pair<std::string, std::string> cases[] = {
-      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": "x", "max_tokens": "ten"})", "max_tokens"},
       {R"({"prompt": "x", "top_p": 1.5})", "top_p"},
       {R"({"prompt": "x", "temperature": -1})", "temperature"},

@@ -251,6 +251,31 @@ TEST_P(ReferenceTest, EngineGreedyTokensMatchTheNaiveReference) {
   }
 }
 
+// Scored prompt tokens (echo with logprobs) against the float64 log-softmax of the
+// reference's logits at every position.
+TEST_P(ReferenceTest, EnginePromptLogprobsMatchTheNaiveReference) {
+  TempDir offload("offload");
+  const auto prompts = make_prompts({6, 2, 9}, model_.spec.vocab_size, 19);
+  auto requests = greedy_requests(prompts, {1});
+  for (auto& r : requests) r.prompt_logprobs = 2;
+  runtime::Policy policy;
+  policy.gpu_batch_size = 3;
+  runtime::Engine engine(model_.spec, *model_.weights, policy, cpu_engine_options(offload.path), workload_of(requests));
+  const auto results = engine.generate(requests);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    const Tensor expected = at::log_softmax(reference_.logits(prompts[r]), 1);
+    const auto& scores = results[r].prompt_logprobs;
+    ASSERT_EQ(scores.size(), prompts[r].size() - 1);
+    for (size_t t = 0; t < scores.size(); ++t) {
+      const int64_t token = prompts[r][t + 1];
+      const auto position = static_cast<int64_t>(t);
+      EXPECT_NEAR(scores[t].logprob, expected[position][token].item<double>(), 1e-4) << "prompt " << r << " token " << t;
+      const int64_t best = expected[position].argmax().item<int64_t>();
+      EXPECT_NEAR(scores[t].top[0].second, expected[position][best].item<double>(), 1e-4);
+    }
+  }
+}
+
 TEST_P(ReferenceTest, Bf16StaysCloseToTheReference) {
   const auto layers = load_all_layers(model_.spec, *model_.weights, at::kBFloat16);
   const auto prompt = make_prompts({12}, model_.spec.vocab_size, 5)[0];

@@ -94,7 +94,7 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
                    {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},
                    {"ignore_eos", d.ignore_eos}, {"presence_penalty", d.presence_penalty},
                    {"frequency_penalty", d.frequency_penalty}, {"repetition_penalty", d.repetition_penalty},
-                   {"logprobs", d.logprobs}};
+                   {"logprobs", d.logprobs}, {"echo", d.echo}};
   j["truncate"] = d.truncate;
   j["max_model_len"] = d.max_model_len;
   j["output_format"] = format == io::ResultFormat::OpenAi ? "openai" : "tiergen";
@@ -137,6 +137,8 @@ std::optional<std::string> render_chat_prompt(const io::PromptRecord& p, const i
 
 void run_generate(GenerateFlags& f) {
   check_refused_flags(f.refused);
+  TG_CHECK(f.defaults.max_tokens > 0 || f.defaults.echo,
+           "-n 0 generates nothing; it is only for scoring prompts with --echo --logprobs N");
   prepare_engine_flags(f.engine);
   refuse_out_equal_to_prompts(f);
   const model::Spec spec = load_spec(f.engine);
@@ -196,7 +198,7 @@ void run_generate(GenerateFlags& f) {
       continue;
     }
     max_workload.prompt_len = std::max<int64_t>(max_workload.prompt_len, static_cast<int64_t>(prepared.ids.size()));
-    max_workload.gen_len = std::max(max_workload.gen_len, prepared.max_tokens);
+    max_workload.gen_len = std::max(max_workload.gen_len, std::max<int64_t>(1, prepared.max_tokens));
     PromptJob job;
     job.prompt = i;
     job.samples.resize(static_cast<size_t>(prepared.n));
@@ -289,14 +291,14 @@ void run_generate(GenerateFlags& f) {
 void add_request_flags(CLI::App* c, RequestDefaults& d) {
   c->add_option("-n,--max-new-tokens,--max-tokens,--gen-len", d.max_tokens,
                 "Tokens to generate per prompt (a request's max_tokens overrides)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--min-tokens", d.min_tokens, "Tokens to generate before end-of-sequence or a stop may end a sample")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   c->add_option("--temperature", d.temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
   c->add_option("--top-k", d.top_k, "Sample from the k most likely tokens (0: off)")->capture_default_str();
   c->add_option("--top-p", d.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
   c->add_option("--seed", d.seed, "Sampling seed (each prompt gets its own stream)")->capture_default_str();
-  c->add_option("--num-samples", d.n, "Samples per prompt (OpenAI's n; each sample is its own sequence)")
+  c->add_option("--num-samples", d.n, "Samples per prompt (OpenAI's n; the samples share the prompt's prefill)")
       ->capture_default_str()->check(CLI::Range(1, 128));
   c->add_option("--stop", d.stop, "Stop string (repeatable): ends a sample, matched on decoded text, not included");
   c->add_option("--stop-token-ids", d.stop_token_ids, "Token ids that end a sample (repeatable)");
@@ -309,6 +311,8 @@ void add_request_flags(CLI::App* c, RequestDefaults& d) {
       ->capture_default_str();
   c->add_option("--logprobs", d.logprobs, "Log-probabilities of each generated token and its N most likely alternatives "
                 "(-1: none)")->capture_default_str()->check(CLI::Range(-1, 20));
+  c->add_flag("--echo", d.echo, "Start each text with its prompt; with --logprobs, score every prompt token too "
+              "(OpenAI's echo; with -n 0 a prompt is only scored, e.g. for perplexity)");
   c->add_flag("--truncate", d.truncate, "Keep the last tokens of prompts too long for the model instead of reporting an error");
   c->add_option("--max-model-len", d.max_model_len, "Cap on prompt + generated tokens per request (default: the model's "
                 "positions)")->check(CLI::NonNegativeNumber);

@@ -36,20 +36,35 @@ std::string token_text(const tokenizer::Tokenizer* tok, int64_t id) {
 
 std::vector<int> utf8_bytes(const std::string& s) { return std::vector<int>(s.begin(), s.end()); }
 
-nlohmann::ordered_json completion_logprobs(const runtime::SequenceResult& result, const tokenizer::Tokenizer* tok) {
+// OpenAI's completions logprobs object. With `echo`, the prompt's tokens come first:
+// the first with null entries (nothing precedes it), the others as scored.
+nlohmann::ordered_json completion_logprobs(const runtime::SequenceResult& result, const tokenizer::Tokenizer* tok,
+                                           const std::vector<int64_t>* echo) {
   nlohmann::ordered_json tokens = nlohmann::ordered_json::array(), token_logprobs = tokens, top = tokens,
                          offsets = tokens;
   int64_t offset = 0;
-  for (const auto& lp : result.logprobs) {
-    const std::string text = token_text(tok, lp.token);
+  const auto add = [&](int64_t id, const runtime::TokenLogprob* lp) {
+    const std::string text = token_text(tok, id);
     tokens.push_back(text);
-    token_logprobs.push_back(lp.logprob);
-    nlohmann::ordered_json alternatives = nlohmann::ordered_json::object();
-    for (const auto& [id, logprob] : lp.top) alternatives[token_text(tok, id)] = logprob;
-    top.push_back(std::move(alternatives));
     offsets.push_back(offset);
     offset += static_cast<int64_t>(text.size());
+    if (!lp) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      return;
+    }
+    token_logprobs.push_back(lp->logprob);
+    nlohmann::ordered_json alternatives = nlohmann::ordered_json::object();
+    for (const auto& [alternative, logprob] : lp->top) alternatives[token_text(tok, alternative)] = logprob;
+    top.push_back(std::move(alternatives));
+  };
+  if (echo && !echo->empty()) {
+    TG_CHECK(result.prompt_logprobs.size() + 1 == echo->size(), "internal: {} prompt log-probabilities for {} tokens",
+             result.prompt_logprobs.size(), echo->size());
+    add(echo->front(), nullptr);
+    for (const auto& lp : result.prompt_logprobs) add(lp.token, &lp);
   }
+  for (const auto& lp : result.logprobs) add(lp.token, &lp);
   return {{"text_offset", offsets}, {"token_logprobs", token_logprobs}, {"tokens", tokens}, {"top_logprobs", top}};
 }
 
@@ -95,8 +110,11 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
     return r;
   };
   if (p.error) return fail(*p.error);
-  if (o.echo.value_or(false)) return fail("\"echo\" (prompt log-probabilities) is not supported");
+  r.echo = pick(o.echo, d.echo);
   r.max_tokens = pick(o.max_tokens, d.max_tokens);
+  if (r.max_tokens == 0 && !r.echo) {
+    return fail("max_tokens 0 generates nothing; it is only for scoring a prompt with \"echo\": true (--echo)");
+  }
   r.n = pick(o.n, d.n);
   r.stop = pick(o.stop, d.stop);
   r.stop_token_ids = pick(o.stop_token_ids, d.stop_token_ids);
@@ -136,12 +154,14 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
     }
   }
   if (r.ids.empty()) return fail("the prompt has no tokens");
+  if (r.echo) r.echo_text = p.text ? *p.text : tok ? std::optional(tok->decode(r.ids)) : std::nullopt;
   const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
   const int64_t context = capped ? d.max_model_len : spec.max_positions;
-  const int64_t room = context - r.max_tokens;
+  const int64_t room = context - std::max<int64_t>(1, r.max_tokens);  // scoring still samples one
   if (static_cast<int64_t>(r.ids.size()) > room) {
     if (!d.truncate || room <= 0) return fail(too_long_message(static_cast<int64_t>(r.ids.size()), r.max_tokens, context, capped));
     r.ids.erase(r.ids.begin(), r.ids.end() - room);  // keep the most recent tokens
+    if (r.echo && tok) r.echo_text = tok->decode(r.ids);  // what was scored, not what was given
   }
   return r;
 }
@@ -152,8 +172,10 @@ runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prom
   // Sample 0 keeps the prompt's own stream; the others get streams far from any prompt's.
   q.index = prompt_index + (sample << 40);
   q.prompt = r.ids;
-  q.max_new_tokens = r.max_tokens;
+  // Scoring only (max_tokens 0): the engine's prefill samples one token, which is dropped.
+  q.max_new_tokens = std::max<int64_t>(1, r.max_tokens);
   q.sampling = r.sampling;
+  if (r.echo && r.sampling.logprobs >= 0) q.prompt_logprobs = r.sampling.logprobs;
   q.ignore_eos = r.ignore_eos;
   q.stop_token_ids = r.stop_token_ids;
   if (!r.stop.empty() && tok) {
@@ -166,8 +188,15 @@ runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prom
   return q;
 }
 
-io::Completion make_completion(const runtime::SequenceResult& result, const PreparedRequest& r,
+io::Completion make_completion(const runtime::SequenceResult& engine_result, const PreparedRequest& r,
                                const tokenizer::Tokenizer* tok, bool chat) {
+  runtime::SequenceResult result = engine_result;
+  if (r.max_tokens == 0) {  // scoring only: the one token the engine had to sample is not an output
+    result.tokens.clear();
+    result.logprobs.clear();
+    result.stop_token.reset();
+    result.finish_reason = "length";
+  }
   io::Completion c;
   c.token_ids = result.tokens;
   c.finish_reason = result.finish_reason;
@@ -191,9 +220,11 @@ io::Completion make_completion(const runtime::SequenceResult& result, const Prep
       c.finish_reason = "stop";
       c.stop_reason = *which;
     }
-    c.text = std::move(text);
+    c.text = r.echo_text ? *r.echo_text + text : std::move(text);
   }
-  if (r.sampling.logprobs >= 0) c.logprobs = chat ? chat_logprobs(result, tok) : completion_logprobs(result, tok);
+  if (r.sampling.logprobs >= 0) {
+    c.logprobs = chat ? chat_logprobs(result, tok) : completion_logprobs(result, tok, r.echo ? &r.ids : nullptr);
+  }
   return c;
 }
 

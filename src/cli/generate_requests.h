@@ -29,6 +29,7 @@ struct RequestDefaults {
   bool ignore_eos = false;
   double presence_penalty = 0.0, frequency_penalty = 0.0, repetition_penalty = 1.0;
   int64_t logprobs = -1;
+  bool echo = false;
   bool truncate = false;
   int64_t max_model_len = 0;  // 0: the model's positions
 };
@@ -41,6 +42,10 @@ struct PreparedRequest {
   std::vector<std::string> stop;
   std::vector<int64_t> stop_token_ids;
   bool ignore_eos = false;
+  // OpenAI's echo: the text starts with the prompt, and with logprobs the prompt's
+  // tokens are scored too. max_tokens 0 (echo only) scores without generating.
+  bool echo = false;
+  std::optional<std::string> echo_text;  // the prompt as it is echoed
   std::optional<std::string> error;  // set: the request fails on its own
 };
 

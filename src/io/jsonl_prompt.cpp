@@ -161,7 +161,8 @@ bool read_common_field(const std::string& key, const json& v, PromptRecord& reco
     record.model = v.get<std::string>();
   } else if (key == "max_tokens" || key == "max_completion_tokens") {
     o.max_tokens = get_integer(v, key.c_str(), w);
-    TG_CHECK(*o.max_tokens >= 1, "{}: \"{}\" must be at least 1, got {}", w.at(), key, *o.max_tokens);
+    // 0 only scores a prompt (with "echo"); prepare_request refuses it otherwise.
+    TG_CHECK(*o.max_tokens >= 0, "{}: \"{}\" must not be negative, got {}", w.at(), key, *o.max_tokens);
   } else if (key == "min_tokens") {
     o.min_tokens = get_integer(v, "min_tokens", w);
     TG_CHECK(*o.min_tokens >= 0, "{}: \"min_tokens\" must be >= 0, got {}", w.at(), *o.min_tokens);

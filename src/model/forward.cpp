@@ -25,10 +25,13 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
                                     : llama::finish_layer(spec, w, hidden, attention);
 }
 
-at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {
-  const at::Tensor last = hidden.select(1, hidden.size(1) - 1);
-  const at::Tensor h = spec.family == Family::Opt ? opt::head_hidden(spec, w, last) : llama::head_hidden(spec, w, last);
+at::Tensor position_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {
+  const at::Tensor h = spec.family == Family::Opt ? opt::head_hidden(spec, w, hidden) : llama::head_hidden(spec, w, hidden);
   return linear_product(h, w.get("lm_head.weight")).to(at::kFloat);
+}
+
+at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {
+  return position_logits(spec, w, hidden.select(1, hidden.size(1) - 1));
 }
 
 }  // namespace tiergen::model

@@ -2,10 +2,12 @@
 // the first decode token on, on the batch's live rows only), and the sampling of the
 // LM head's logits that ends a token.
 #include <algorithm>
+#include <map>
 
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
+#include "tiergen/runtime/prompt_scoring.h"
 #include "tiergen/runtime/row_sampler.h"
 
 namespace tiergen::runtime {
@@ -49,12 +51,13 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   hidden_in.ready.make_current_stream_wait(device_);
   if (cache_in) cache_in->make_current_stream_wait(device_);
 
-  // A decode token runs the matmuls and attention on the batch's live rows only; the
-  // homes of the KV cache and hidden states keep the full row layout (live_rows.h).
-  const auto live_of = [&](const at::Tensor& t) { return prefill ? t : b.live.gather(t); };
-  const auto full_of = [&](const at::Tensor& t) { return prefill ? t : b.live.scatter(t); };
+  // The matmuls and attention run on the batch's computed rows only (a decode token's
+  // live rows, the prefill's distinct prompts); the homes of the KV cache and hidden
+  // states keep the full row layout (live_rows.h).
+  const auto live_of = [&](const at::Tensor& t) { return b.live.gather(t); };
+  const auto full_of = [&](const at::Tensor& t) { return b.live.scatter(t); };
   const model::StepInputs& live_step = b.live_step;
-  stats_.count_compute_step(prefill, prefill ? static_cast<int64_t>(b.slots.size()) : b.live.count());
+  stats_.count_compute_step(prefill, b.live.count());
 
   at::Tensor out, logits;
   {
@@ -67,11 +70,12 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       const model::QkvProjection qkv = model::project_qkv(spec_, w, x, live_step);
       at::Tensor attention;
       if (prefill) {
-        attention = model::attend(qkv.q, qkv.k, qkv.v, step);
-        const int64_t units = qkv.k.size(0) * qkv.k.size(1);
+        attention = model::attend(qkv.q, qkv.k, qkv.v, live_step);
+        const at::Tensor keys_new = full_of(qkv.k), values_new = full_of(qkv.v);
+        const int64_t units = keys_new.size(0) * keys_new.size(1);
         CacheTensor* keys = &p.cache->keys(j - 1, k);
         CacheTensor* values = &p.cache->values(j - 1, k);
-        const at::Tensor kn = qkv.k.reshape({units, p.S, -1}), vn = qkv.v.reshape({units, p.S, -1});
+        const at::Tensor kn = keys_new.reshape({units, p.S, -1}), vn = values_new.reshape({units, p.S, -1});
         p.owed_stores.push_back([this, keys, values, kn, vn] {
           ScopedTimer t(stats_, Task::StoreCache, true);
           keys->write(kn, 0);
@@ -92,6 +96,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       out = full_of(model::finish_layer(spec_, w, x, attention));
     } else {
       logits = full_of(model::head_logits(spec_, w, live_of(hidden)));  // fp32, where it was computed
+      if (prefill) score_prompts(b, w, hidden, p);
     }
     // The compute stream only (never the whole device): the step's time is measured,
     // the stores of `out` run on the storer's stream next, and the staged inputs
@@ -119,6 +124,33 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       throw;
     }
   });
+}
+
+// The log-probabilities of the prompt tokens, for the sequences that asked: computed
+// once per distinct prompt row from the last layer's hidden states of every position.
+void BlockRunner::score_prompts(const BatchState& b, const model::LayerWeights& w, const at::Tensor& hidden,
+                                Pending& p) {
+  // (source row, alternatives asked for) -> the scores already computed
+  std::map<std::pair<int64_t, int64_t>, const std::vector<TokenLogprob>*> scored;
+  for (size_t r = 0; r < b.slots.size(); ++r) {
+    if (b.slots[r] < 0) continue;
+    const auto slot = static_cast<size_t>(b.slots[r]);
+    const SequenceRequest& request = (*p.requests)[slot];
+    if (request.prompt_logprobs < 0) continue;
+    std::vector<TokenLogprob>& out = (*p.details)[slot].prompt_logprobs;
+    const int64_t source = b.live.source(static_cast<int64_t>(r));
+    const std::pair<int64_t, int64_t> key{source, request.prompt_logprobs};
+    auto it = scored.find(key);
+    if (it != scored.end()) {
+      out = *it->second;
+      continue;
+    }
+    ScopedTimer timer(stats_, Task::Sample, true);
+    const auto length = static_cast<int64_t>(request.prompt.size());
+    const at::Tensor positions = hidden[source].narrow(0, p.S - length, length);
+    out = score_prompt(spec_, w, positions, request.prompt, request.prompt_logprobs);
+    scored[key] = &out;
+  }
 }
 
 // The head's logits become one token per live row; a sequence that meets its end

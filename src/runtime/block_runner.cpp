@@ -139,21 +139,37 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
   return results;
 }
 
+// The prefill's rows: each sequence's first row with the same prompt computes it for
+// all of them (the n samples of one request share their prefill), padding rows none.
+std::vector<int64_t> BlockRunner::prefill_sources(const BatchState& b, const std::vector<SequenceRequest>& requests) {
+  std::vector<int64_t> source(b.slots.size(), -1);
+  std::map<std::vector<int64_t>, int64_t> first_with_prompt;
+  for (size_t r = 0; r < b.slots.size(); ++r) {
+    if (b.slots[r] < 0) continue;
+    const auto& prompt = requests[static_cast<size_t>(b.slots[r])].prompt;
+    source[r] = first_with_prompt.emplace(prompt, static_cast<int64_t>(r)).first->second;
+  }
+  return source;
+}
+
 // Which rows of each gpu batch still generate at token i, and which batches run at
 // all. Runs on the compute thread (it builds the step inputs on the compute device).
 void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pending& p) {
   p.order.clear();
   for (size_t k = 0; k < batches.size(); ++k) {
     BatchState& b = batches[k];
-    std::vector<bool> live(b.slots.size(), false);
-    for (size_t r = 0; r < b.slots.size(); ++r) {
-      live[r] = b.slots[r] >= 0 && !(*p.finished)[static_cast<size_t>(b.slots[r])];
+    if (i == 0) {
+      b.live.update(prefill_sources(b, *p.requests), device_.compute);
+    } else {
+      std::vector<bool> live(b.slots.size(), false);
+      for (size_t r = 0; r < b.slots.size(); ++r) {
+        live[r] = b.slots[r] >= 0 && !(*p.finished)[static_cast<size_t>(b.slots[r])];
+      }
+      b.live.update(live, device_.compute);
     }
-    b.live.update(live, device_.compute);
     b.step = step_inputs(b.pad_on_device, i, p.S);
     if (b.live.none()) continue;
-    // The prefill keeps every row (padding rows included) in its [gbs, S] layout.
-    b.live_step = i > 0 ? b.live.gather(b.step) : b.step;
+    b.live_step = b.live.gather(b.step);
     p.order.push_back(static_cast<int64_t>(k));
   }
 }

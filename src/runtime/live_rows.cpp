@@ -5,29 +5,60 @@
 namespace tiergen::runtime {
 
 void LiveRows::update(const std::vector<bool>& live, const at::Device& device) {
-  rows_ = static_cast<int64_t>(live.size());
-  live_.clear();
-  for (int64_t r = 0; r < rows_; ++r) {
-    if (live[static_cast<size_t>(r)]) live_.push_back(r);
+  std::vector<int64_t> source(live.size(), -1);
+  for (size_t r = 0; r < live.size(); ++r) {
+    if (live[r]) source[r] = static_cast<int64_t>(r);
   }
-  // Only a partly live batch gathers and scatters; the others never read the index.
+  update(source, device);
+}
+
+void LiveRows::update(const std::vector<int64_t>& source, const at::Device& device) {
+  rows_ = static_cast<int64_t>(source.size());
+  source_ = source;
+  live_.clear();
+  shared_ = false;
+  std::vector<int64_t> place(source.size(), -1);  // a computed row's place among live_
+  for (int64_t r = 0; r < rows_; ++r) {
+    const int64_t s = source_[static_cast<size_t>(r)];
+    TG_CHECK(s >= -1 && s <= r, "internal: row {} takes row {}", r, s);
+    if (s == r) {
+      place[static_cast<size_t>(r)] = count();
+      live_.push_back(r);
+    } else if (s >= 0) {
+      TG_CHECK(source_[static_cast<size_t>(s)] == s, "internal: row {} takes row {}, which is not computed", r, s);
+      shared_ = true;
+    }
+  }
+  // Only a partly computed batch gathers and scatters; the others never read the index.
   index_ = all() || none() ? at::Tensor() : at::tensor(live_, at::kLong).to(device);
+  expand_ = at::Tensor();
+  if (shared_) {
+    std::vector<int64_t> expand(source.size());
+    for (size_t r = 0; r < source.size(); ++r) {
+      expand[r] = source[r] < 0 ? count() : place[static_cast<size_t>(source[r])];
+    }
+    expand_ = at::tensor(expand, at::kLong).to(device);
+  }
 }
 
 at::Tensor LiveRows::gather(const at::Tensor& full) const {
   if (all()) return full;
-  TG_CHECK(index_.defined() && full.size(0) == rows_, "internal: gathering {} live rows of a {}-row tensor",
+  TG_CHECK(index_.defined() && full.size(0) == rows_, "internal: gathering {} computed rows of a {}-row tensor",
            count(), full.size(0));
   return full.index_select(0, index_);
 }
 
-at::Tensor LiveRows::scatter(const at::Tensor& live_part) const {
-  if (all()) return live_part;
-  TG_CHECK(index_.defined() && live_part.size(0) == count(), "internal: scattering {} rows as {} live rows",
-           live_part.size(0), count());
-  std::vector<int64_t> shape = live_part.sizes().vec();
+at::Tensor LiveRows::scatter(const at::Tensor& computed) const {
+  if (all()) return computed;
+  TG_CHECK(index_.defined() && computed.size(0) == count(), "internal: scattering {} rows as {} computed rows",
+           computed.size(0), count());
+  std::vector<int64_t> shape = computed.sizes().vec();
+  if (shared_) {
+    shape[0] = 1;
+    return at::cat({computed, at::zeros(shape, computed.options())}).index_select(0, expand_);
+  }
   shape[0] = rows_;
-  return at::zeros(shape, live_part.options()).index_copy_(0, index_, live_part);
+  return at::zeros(shape, computed.options()).index_copy_(0, index_, computed);
 }
 
 model::StepInputs LiveRows::gather(const model::StepInputs& step) const {

@@ -76,7 +76,7 @@ void SequenceSampler::penalize(std::vector<float>& row) const {
 
 // fp32 log-softmax of the model's own row (before penalties and temperature), as
 // OpenAI's and vLLM's default log-probabilities are.
-void SequenceSampler::record_logprob(const float* logits, int64_t vocab_size, int64_t token) {
+TokenLogprob token_logprob(const float* logits, int64_t vocab_size, int64_t token, int64_t top_k) {
   const float max_logit = *std::max_element(logits, logits + vocab_size);
   double sum = 0;
   for (int64_t i = 0; i < vocab_size; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
@@ -84,14 +84,18 @@ void SequenceSampler::record_logprob(const float* logits, int64_t vocab_size, in
   TokenLogprob lp;
   lp.token = token;
   lp.logprob = logits[token] - log_norm;
-  const auto k = static_cast<size_t>(std::min<int64_t>(params_.logprobs, vocab_size));
+  const auto k = static_cast<size_t>(std::min<int64_t>(top_k, vocab_size));
   if (k > 0) {
     std::vector<std::pair<float, int64_t>> all(static_cast<size_t>(vocab_size));
     for (int64_t i = 0; i < vocab_size; ++i) all[static_cast<size_t>(i)] = {logits[i], i};
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(), by_logit);
     for (size_t i = 0; i < k; ++i) lp.top.emplace_back(all[i].second, all[i].first - log_norm);
   }
-  last_logprob_ = std::move(lp);
+  return lp;
+}
+
+void SequenceSampler::record_logprob(const float* logits, int64_t vocab_size, int64_t token) {
+  last_logprob_ = token_logprob(logits, vocab_size, token, params_.logprobs);
 }
 
 void SequenceSampler::accept(int64_t token) {

@@ -35,6 +35,9 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
 // Final norm, projection and LM head for the last position of each sequence:
 // [b, t, h] -> [b, vocab] float32 logits.
 at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden);
+// The same for any set of positions: [p, h] last-layer hidden states -> [p, vocab]
+// float32 logits (scoring every position of a prompt).
+at::Tensor position_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden);
 
 // Attention of the new queries over keys/values [b, kv_heads, total, d] whose first
 // `step.past_len` positions come from the cache; causal, with left padding masked.

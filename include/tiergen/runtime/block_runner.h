@@ -37,6 +37,9 @@ struct SequenceRequest {
   // Asked after each token once min_tokens are out (the tokens so far); true ends the
   // sequence with finish_reason "stop". The caller matches stop strings on decoded text.
   std::function<bool(const std::vector<int64_t>& tokens)> should_stop;
+  // -1: the prompt is not scored; k >= 0: the log-probability of every prompt token
+  // after the first (given the ones before it), with its k most likely alternatives.
+  int64_t prompt_logprobs = -1;
 };
 
 struct SequenceResult {
@@ -44,6 +47,7 @@ struct SequenceResult {
   std::string finish_reason;  // "stop" or "length"
   std::optional<int64_t> stop_token;      // the stop_token_ids entry that ended it
   std::vector<TokenLogprob> logprobs;     // one per token when sampling.logprobs >= 0
+  std::vector<TokenLogprob> prompt_logprobs;  // prompt tokens 2..len when prompt_logprobs >= 0
 };
 
 // Called with a sequence's position in the block and its tokens as they are sampled.
@@ -76,10 +80,13 @@ class BlockRunner {
 
   // Marks each gpu batch's live rows for token i and lists the batches that run.
   void start_token(int64_t i, std::vector<BatchState>& batches, Pending& pending);
+  static std::vector<int64_t> prefill_sources(const BatchState& batch, const std::vector<SequenceRequest>& requests);
   // Step (i, j) of the n-th batch that runs at token i.
   void run_step(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
   void compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
   void sample_step(bool prefill, BatchState& batch, const at::Tensor& logits, Pending& pending);
+  void score_prompts(const BatchState& batch, const model::LayerWeights& weights, const at::Tensor& hidden,
+                     Pending& pending);
   void prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
   void submit_owed_stores(Pending& pending);
   // Orders this thread's stream after a hidden-state store (waits on the host for the

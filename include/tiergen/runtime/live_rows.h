@@ -1,13 +1,20 @@
 #pragma once
-// The rows of one gpu batch that still generate at a decode token. Sequences that
-// finished (end-of-sequence, a stop token or string, their own max_tokens) and the
-// padding rows of a partial block leave the batch's matmuls: the embedding, the
-// projections, the MLP and the LM head run on the live rows only, so a ragged batch
-// costs what its live sequences need rather than what its longest one needs.
-// The KV cache and the homes of the hidden states keep the batch's
-// full row layout (the cache and activation homes are split by rows across tiers),
-// and attention itself runs over the live rows' cache only (KvCache::decode_attention);
-// a finished row's entries there are zeros that nothing reads again.
+// The rows of one gpu batch that are computed at a step, and where each row's result
+// comes from.
+//
+// Decode tokens: sequences that finished (end-of-sequence, a stop token or string,
+// their own max_tokens) and the padding rows of a partial block leave the batch's
+// matmuls: the embedding, the projections, the MLP and the LM head run on the live
+// rows only, so a ragged batch costs what its live sequences need rather than what its
+// longest one needs.
+// The prefill: rows with the same prompt (the n samples of one request) compute it
+// once and share the result, and padding rows compute nothing.
+//
+// The KV cache and the homes of the hidden states keep the batch's full row layout
+// (the cache and activation homes are split by rows across tiers): scatter() puts the
+// computed rows back in it, copying a shared row to every row that takes it. Decode
+// attention runs over the live rows' cache only (KvCache::decode_attention); a row
+// nothing computed holds zeros that nothing reads again.
 #include <ATen/ATen.h>
 
 #include <vector>
@@ -18,27 +25,41 @@ namespace tiergen::runtime {
 
 class LiveRows {
  public:
-  // `live[r]`: row r of the batch still generates. The row index is placed on `device`.
+  // `live[r]`: row r of the batch is computed, for itself. The index is placed on `device`.
   void update(const std::vector<bool>& live, const at::Device& device);
+  // `source[r]`: the row whose computed result row r takes: r itself, an earlier row
+  // with the same input, or -1 (nothing: zeros). A row that is some row's source must
+  // be its own source.
+  void update(const std::vector<int64_t>& source, const at::Device& device);
 
   int64_t rows() const { return rows_; }
   int64_t count() const { return static_cast<int64_t>(live_.size()); }
   bool none() const { return live_.empty(); }
-  // Every row is live: the batch runs in its full layout, with no gather or scatter.
-  bool all() const { return count() == rows_; }
+  // Every row is computed for itself: the batch runs in its full layout, with no
+  // gather or scatter.
+  bool all() const { return count() == rows_ && !shared_; }
+  // The computed rows, ascending.
   const std::vector<int64_t>& indices() const { return live_; }
+  // The row whose result row r takes (-1: none).
+  int64_t source(int64_t r) const { return source_[static_cast<size_t>(r)]; }
 
-  // The live rows of `full` (rows along dim 0), in row order.
+  // The computed rows of `full` (rows along dim 0), in row order.
   at::Tensor gather(const at::Tensor& full) const;
-  // The full layout again: `live_part`'s rows in their places, zeros elsewhere.
-  at::Tensor scatter(const at::Tensor& live_part) const;
-  // A step's positions and padding for the live rows (past_len is shared).
+  // The full layout again: each row takes its source's row of `computed`, zeros where
+  // it has none.
+  at::Tensor scatter(const at::Tensor& computed) const;
+  // A step's positions and padding for the computed rows (past_len is shared).
   model::StepInputs gather(const model::StepInputs& step) const;
 
  private:
   int64_t rows_ = 0;
-  std::vector<int64_t> live_;  // indices of the live rows, ascending
-  at::Tensor index_;           // the same on the compute device
+  std::vector<int64_t> source_;
+  std::vector<int64_t> live_;  // the computed rows, ascending
+  bool shared_ = false;        // some row takes another row's result
+  at::Tensor index_;           // live_ on the compute device
+  // With shared rows: for each row, its source's place in `computed`, or count() for a
+  // zero row appended after them.
+  at::Tensor expand_;
 };
 
 }  // namespace tiergen::runtime

@@ -42,6 +42,11 @@ struct TokenLogprob {
   std::vector<std::pair<int64_t, float>> top;
 };
 
+// `token`'s log-probability under the fp32 log-softmax of one logits row (raw logits:
+// no temperature or penalty), with the `top_k` most likely alternatives (0: none).
+// Generated tokens and scored prompt tokens both come from here.
+TokenLogprob token_logprob(const float* logits, int64_t vocab_size, int64_t token, int64_t top_k);
+
 class SequenceSampler {
  public:
   SequenceSampler(const SamplingParams& params, uint64_t stream_index);
