@@ -26,7 +26,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
     } else {
       wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
       ScopedTimer timer(stats_, Task::LoadHidden, prefill);
-      hidden_in = b.hidden->gather_to_compute(prefill ? p.S : 1);
+      hidden_in = b.hidden->gather_to_compute(prefill ? b.prefill_len : 1);
     }
     hidden = hidden_in.tensor;
   }
@@ -54,13 +54,15 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   const auto live_of = [&](const at::Tensor& t) { return prefill ? t : b.live.gather(t); };
   const auto full_of = [&](const at::Tensor& t) { return prefill ? t : b.live.scatter(t); };
   const model::StepInputs& live_step = b.live_step;
-  stats_.count_compute_step(prefill, prefill ? static_cast<int64_t>(b.slots.size()) : b.live.count());
+  stats_.count_compute_step(prefill, prefill ? static_cast<int64_t>(b.slots.size()) : b.live.count(),
+                            prefill ? b.prefill_len : 1);
 
   at::Tensor out, logits;
   {
     ScopedTimer timer(stats_, Task::Compute, prefill);
     if (j == 0) {
-      const at::Tensor ids = (prefill ? b.prompt_ids : b.next_ids).to(device_.compute);
+      const at::Tensor ids =
+          (prefill ? b.prompt_ids.narrow(1, p.S - b.prefill_len, b.prefill_len) : b.next_ids).to(device_.compute);
       out = full_of(model::embed(spec_, w, live_of(ids), live_step));
     } else if (j <= p.L) {
       const at::Tensor x = live_of(hidden);
@@ -71,11 +73,20 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
         const int64_t units = qkv.k.size(0) * qkv.k.size(1);
         CacheTensor* keys = &p.cache->keys(j - 1, k);
         CacheTensor* values = &p.cache->values(j - 1, k);
-        const at::Tensor kn = qkv.k.reshape({units, p.S, -1}), vn = qkv.v.reshape({units, p.S, -1});
-        p.owed_stores.push_back([this, keys, values, kn, vn] {
+        const int64_t window = b.prefill_len, before = p.S - window;
+        const at::Tensor kn = qkv.k.reshape({units, window, -1}), vn = qkv.v.reshape({units, window, -1});
+        // Positions before the batch's window are padding of every row: masked, but
+        // written as zeros, since a masked NaN left in memory would still poison
+        // softmax-times-V (0 * NaN) on every placement.
+        const at::Tensor zeros = before > 0 ? at::zeros({units, before, kn.size(2)}, kn.options()) : at::Tensor();
+        p.owed_stores.push_back([this, keys, values, kn, vn, zeros, before] {
           ScopedTimer t(stats_, Task::StoreCache, true);
-          keys->write(kn, 0);
-          values->write(vn, 0);
+          if (before > 0) {
+            keys->write(zeros, 0);
+            values->write(zeros, 0);
+          }
+          keys->write(kn, before);
+          values->write(vn, before);
         });
       } else {
         std::vector<std::function<void()>> cache_stores;

@@ -104,6 +104,8 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
       b.samplers.emplace_back(block[static_cast<size_t>(slot)].sampling, static_cast<uint64_t>(block[static_cast<size_t>(slot)].index));
     }
     b.pad_on_device = b.pad.to(device_.compute);
+    b.prefill_len = S - b.pad.min().item<int64_t>();
+    b.prefill_pad_on_device = (b.pad - (S - b.prefill_len)).to(device_.compute);
     b.hidden = std::make_unique<SplitTensor>(tiers_, device_, act_split, S, spec_.hidden_size,
                                              fmt::format("activations batch {}", k));
   }
@@ -150,7 +152,7 @@ void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pendi
       live[r] = b.slots[r] >= 0 && !(*p.finished)[static_cast<size_t>(b.slots[r])];
     }
     b.live.update(live, device_.compute);
-    b.step = step_inputs(b.pad_on_device, i, p.S);
+    b.step = i == 0 ? step_inputs(b.prefill_pad_on_device, 0, b.prefill_len) : step_inputs(b.pad_on_device, i, p.S);
     if (b.live.none()) continue;
     // The prefill keeps every row (padding rows included) in its [gbs, S] layout.
     b.live_step = i > 0 ? b.live.gather(b.step) : b.step;
@@ -239,7 +241,7 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vecto
   const bool hidden_is_this_steps_output = nj == j + 1 && p.order.size() == 1;
   if (nj >= 1 && !hidden_is_this_steps_output && !p.hidden_loads.count({nj, nk})) {
     BatchState& nb = batches[static_cast<size_t>(nk)];
-    const int64_t t = prefill ? p.S : 1;
+    const int64_t t = prefill ? nb.prefill_len : 1;
     auto stored = p.hidden_stored[static_cast<size_t>(nk)];
     p.hidden_loads[{nj, nk}] = cache_loader_->submit([this, &nb, t, prefill, stored] {
       wait_for_store(stored);

@@ -19,6 +19,11 @@ struct BlockRunner::BatchState {
   at::Tensor prompt_ids;       // [gbs, S] host, left-padded
   at::Tensor pad;              // [gbs] host
   at::Tensor pad_on_device;    // the same on the compute device, uploaded once per block
+  // The prefill runs over the batch's own longest prompt: positions [S - prefill_len, S)
+  // of the block's layout. Every row's padding covers the positions before them, and
+  // the KV cache holds zeros there (never read unmasked, never NaN).
+  int64_t prefill_len = 0;
+  at::Tensor prefill_pad_on_device;  // [gbs] padding within that window
   at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
   std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
   std::vector<SequenceSampler> samplers;
