@@ -13,6 +13,13 @@
 
 namespace tiergen::runtime {
 
+// Rows [begin, begin + count) of a gpu batch whose prefill runs over the last `len`
+// positions of the batch's window: prompts within 25% of each other in length, so
+// short prompts in a batch with long ones do not pay for the longest.
+struct PrefillRows {
+  int64_t begin = 0, count = 0, len = 0;
+};
+
 // Everything one gpu batch of the block carries through the schedule.
 struct BlockRunner::BatchState {
   std::vector<int64_t> slots;  // block slot of each row; -1 for padding rows
@@ -24,6 +31,7 @@ struct BlockRunner::BatchState {
   // the KV cache holds zeros there (never read unmasked, never NaN).
   int64_t prefill_len = 0;
   at::Tensor prefill_pad_on_device;  // [gbs] padding within that window
+  std::vector<PrefillRows> prefill_groups;  // within the window, in row order
   at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
   std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
   std::vector<SequenceSampler> samplers;

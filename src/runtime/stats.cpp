@@ -38,11 +38,11 @@ double Stats::seconds(Task task, bool prefill) const {
   return it == task_seconds_.end() ? 0.0 : it->second;
 }
 
-void Stats::count_compute_step(bool prefill, int64_t rows, int64_t positions) {
+void Stats::count_compute_step(bool prefill, int64_t rows, int64_t prefill_row_positions) {
   std::lock_guard<std::mutex> lock(mutex_);
   compute_steps_[prefill ? 1 : 0] += 1;
   computed_rows_[prefill ? 1 : 0] += rows;
-  if (prefill) prefill_positions_ += rows * positions;
+  if (prefill) prefill_positions_ += prefill_row_positions;
 }
 
 int64_t Stats::prefill_positions() const {

@@ -25,12 +25,12 @@ class Stats {
   // One (layer, gpu batch) compute step over `rows` rows. Finished sequences and
   // padding rows leave decode steps (live_rows.h), and a gpu batch with no live row
   // skips its steps, so these count the work actually done, not the padded block.
-  // A prefill step also counts its rows x positions: each gpu batch's prefill runs
-  // over its own longest prompt (block_runner.cpp), not the block's.
-  void count_compute_step(bool prefill, int64_t rows, int64_t positions = 1);
+  // A prefill step also counts the (row, position) pairs it computes: each group of
+  // similar prompts runs over its own longest one (block_compute.cpp), not the block's.
+  void count_compute_step(bool prefill, int64_t rows, int64_t prefill_row_positions = 0);
   int64_t compute_steps(bool prefill) const;
   int64_t computed_rows(bool prefill) const;
-  int64_t prefill_positions() const;  // sum over prefill steps of rows x positions
+  int64_t prefill_positions() const;  // (row, position) pairs over all prefill steps
 
   // FlexGen's definitions over all blocks: prefill = N*s / t_prefill,
   // decode = N*(n-1) / t_decode, total = N*n / (t_prefill + t_decode).
