@@ -1,6 +1,7 @@
 // Rows of a gpu batch with the same prompt (the n samples of one request) compute the
-// prefill once and share it: fewer rows are computed, greedy samples are identical to
-// the prompt run alone, and sampled ones still follow their own random streams.
+// prefill once and share it: fewer rows (and prefill positions) are computed, greedy
+// samples are identical to the prompt run alone, and sampled ones still follow their
+// own random streams.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -87,6 +88,25 @@ TEST(SharedPrefill, CopiesAnywhereInTheBatchAndAcrossPlacementsGiveTheSameTokens
       while (prompts[p] != requests[i].prompt) ++p;
       EXPECT_EQ(shared.results[i].tokens, reference.results[p].tokens) << "request " << i;
     }
+  }
+}
+
+// With ragged prefill groups (test_ragged_prefill.cpp), the groups are formed over the
+// distinct prompts only: a copy adds neither rows nor positions.
+TEST(SharedPrefill, CopiesAddNoPrefillPositionsToTheRaggedGroups) {
+  const TinyModel model = make_tiny_model(tiny_opt(55));
+  const auto prompts = make_prompts({4, 12, 12}, model.spec.vocab_size, 11);
+  const auto policy = make_policy(5, 1, A{100, 0, 100, 0, 100, 0}, false);
+  TempDir offload("offload");
+  const auto requests = with_copies(prompts, {2, 1, 2}, 3);
+  runtime::Engine engine(model.spec, *model.weights, policy, cpu_engine_options(offload.path), workload_of(requests));
+  const auto results = engine.generate(requests);
+  const int64_t NL = model.spec.num_weight_layers();
+  EXPECT_EQ(engine.stats().computed_rows(true), 3 * NL);
+  EXPECT_EQ(engine.stats().prefill_positions(), (4 + 12 + 12) * NL) << "not (4 + 4 + 12 x 3) per layer";
+  const auto layers = load_all_layers(model.spec, *model.weights);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(results[i].tokens, greedy_reference(model.spec, layers, requests[i].prompt, 3)) << "request " << i;
   }
 }
 

@@ -12,6 +12,79 @@
 
 namespace tiergen::runtime {
 
+namespace {
+
+// The prefill of a gpu batch, group by group of similar prompts (block_state.h), each
+// over its own window; outputs come back right-aligned in the batch's [rows, W, ...]
+// layout, zeros before each group's window (padding of those rows: masked, and never
+// NaN, since 0 * NaN would still reach softmax-times-V).
+struct PrefillOutputs {
+  at::Tensor out;   // [rows, W, h]
+  at::Tensor k, v;  // [rows, kv_heads, W, d]; undefined for the embedding
+};
+
+class PrefillAssembly {
+ public:
+  PrefillAssembly(const std::vector<PrefillRows>& groups, int64_t rows, int64_t window)
+      : single_(groups.size() == 1), rows_(rows), window_(window) {}
+
+  // Rows of group g, last g.len positions along `time_dim`.
+  static at::Tensor part(const at::Tensor& full, const PrefillRows& g, int64_t time_dim) {
+    return full.narrow(0, g.begin, g.count).narrow(time_dim, full.size(time_dim) - g.len, g.len);
+  }
+
+  void put(at::Tensor& full, const at::Tensor& part_value, const PrefillRows& g, int64_t time_dim) const {
+    if (single_) {
+      full = part_value;
+      return;
+    }
+    if (!full.defined()) {
+      std::vector<int64_t> shape = part_value.sizes().vec();
+      shape[0] = rows_;
+      shape[static_cast<size_t>(time_dim)] = window_;
+      full = at::zeros(shape, part_value.options());
+    }
+    part(full, g, time_dim).copy_(part_value);
+  }
+
+ private:
+  bool single_;
+  int64_t rows_, window_;
+};
+
+model::StepInputs group_step(const model::StepInputs& step, const PrefillRows& g, int64_t window) {
+  model::StepInputs s;
+  s.positions = PrefillAssembly::part(step.positions, g, 1);
+  s.pad = step.pad.narrow(0, g.begin, g.count) - (window - g.len);
+  s.past_len = 0;
+  return s;
+}
+
+// Embedding (`embedding`: input = token ids [rows, W]) or one decoder layer (input =
+// hidden states [rows, W, h]) over the batch's prefill window, group by group.
+PrefillOutputs prefill_layer(const model::Spec& spec, const model::LayerWeights& w, bool embedding,
+                             const at::Tensor& input, const model::StepInputs& step,
+                             const std::vector<PrefillRows>& groups, int64_t window) {
+  const PrefillAssembly assembly(groups, input.size(0), window);
+  PrefillOutputs result;
+  for (const PrefillRows& g : groups) {
+    const at::Tensor x = PrefillAssembly::part(input, g, 1).contiguous();
+    const model::StepInputs s = group_step(step, g, window);
+    if (embedding) {
+      assembly.put(result.out, model::embed(spec, w, x, s), g, 1);
+      continue;
+    }
+    const model::QkvProjection qkv = model::project_qkv(spec, w, x, s);
+    const at::Tensor attention = model::attend(qkv.q, qkv.k, qkv.v, s);
+    assembly.put(result.out, model::finish_layer(spec, w, x, attention), g, 1);
+    assembly.put(result.k, qkv.k, g, 2);
+    assembly.put(result.v, qkv.v, g, 2);
+  }
+  return result;
+}
+
+}  // namespace
+
 void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
   const bool prefill = i == 0;
   BatchState& b = batches[static_cast<size_t>(k)];
@@ -28,7 +101,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
     } else {
       wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
       ScopedTimer timer(stats_, Task::LoadHidden, prefill);
-      hidden_in = b.hidden->gather_to_compute(prefill ? p.S : 1);
+      hidden_in = b.hidden->gather_to_compute(prefill ? b.prefill_len : 1);
     }
     hidden = hidden_in.tensor;
   }
@@ -57,41 +130,55 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   const auto live_of = [&](const at::Tensor& t) { return b.live.gather(t); };
   const auto full_of = [&](const at::Tensor& t) { return b.live.scatter(t); };
   const model::StepInputs& live_step = b.live_step;
-  stats_.count_compute_step(prefill, b.live.count());
+  int64_t row_positions = 0;
+  for (const PrefillRows& g : b.prefill_groups) row_positions += g.count * g.len;
+  stats_.count_compute_step(prefill, b.live.count(), prefill ? row_positions : 0);
 
   at::Tensor out, logits;
   {
     ScopedTimer timer(stats_, Task::Compute, prefill);
-    if (j == 0) {
-      const at::Tensor ids = (prefill ? b.prompt_ids : b.next_ids).to(device_.compute);
-      out = full_of(model::embed(spec_, w, live_of(ids), live_step));
-    } else if (j <= p.L) {
-      const at::Tensor x = live_of(hidden);
-      const model::QkvProjection qkv = model::project_qkv(spec_, w, x, live_step);
-      at::Tensor attention;
-      if (prefill) {
-        attention = model::attend(qkv.q, qkv.k, qkv.v, live_step);
-        const at::Tensor keys_new = full_of(qkv.k), values_new = full_of(qkv.v);
+    if (prefill && j <= p.L) {
+      const int64_t window = b.prefill_len, before = p.S - window;
+      const at::Tensor input =
+          j == 0 ? b.prompt_ids.narrow(1, before, window).to(device_.compute) : hidden;
+      // The groups are of the computed rows (each distinct prompt once).
+      const PrefillOutputs result = prefill_layer(spec_, w, j == 0, live_of(input), live_step, b.prefill_groups, window);
+      out = full_of(result.out);
+      if (j >= 1) {
+        const at::Tensor keys_new = full_of(result.k), values_new = full_of(result.v);
         const int64_t units = keys_new.size(0) * keys_new.size(1);
         CacheTensor* keys = &p.cache->keys(j - 1, k);
         CacheTensor* values = &p.cache->values(j - 1, k);
-        const at::Tensor kn = keys_new.reshape({units, p.S, -1}), vn = values_new.reshape({units, p.S, -1});
-        p.owed_stores.push_back([this, keys, values, kn, vn] {
+        const at::Tensor kn = keys_new.reshape({units, window, -1}), vn = values_new.reshape({units, window, -1});
+        // Positions before the batch's window are padding of every row, never
+        // computed: written as zeros, so no home of the cache (gpu, cpu, disk,
+        // compressed) holds a NaN there for a masked 0 * NaN in softmax-times-V.
+        const at::Tensor zeros = before > 0 ? at::zeros({units, before, kn.size(2)}, kn.options()) : at::Tensor();
+        p.owed_stores.push_back([this, keys, values, kn, vn, zeros, before] {
           ScopedTimer t(stats_, Task::StoreCache, true);
-          keys->write(kn, 0);
-          values->write(vn, 0);
+          if (before > 0) {
+            keys->write(zeros, 0);
+            values->write(zeros, 0);
+          }
+          keys->write(kn, before);
+          values->write(vn, before);
         });
-      } else {
-        std::vector<std::function<void()>> cache_stores;
-        const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
-        attention = live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_,
-                                                      cache_stores, b.live.all() ? nullptr : &b.live.indices()));
-        for (auto& store : cache_stores) {
-          p.owed_stores.push_back([this, store = std::move(store)] {
-            ScopedTimer t(stats_, Task::StoreCache, false);
-            store();
-          });
-        }
+      }
+    } else if (j == 0) {  // decode from here on
+      out = full_of(model::embed(spec_, w, live_of(b.next_ids.to(device_.compute)), live_step));
+    } else if (j <= p.L) {
+      const at::Tensor x = live_of(hidden);
+      const model::QkvProjection qkv = model::project_qkv(spec_, w, x, live_step);
+      std::vector<std::function<void()>> cache_stores;
+      const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
+      const at::Tensor attention =
+          live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_, cache_stores,
+                                            b.live.all() ? nullptr : &b.live.indices()));
+      for (auto& store : cache_stores) {
+        p.owed_stores.push_back([this, store = std::move(store)] {
+          ScopedTimer t(stats_, Task::StoreCache, false);
+          store();
+        });
       }
       out = full_of(model::finish_layer(spec_, w, x, attention));
     } else {
@@ -147,7 +234,8 @@ void BlockRunner::score_prompts(const BatchState& b, const model::LayerWeights& 
     }
     ScopedTimer timer(stats_, Task::Sample, true);
     const auto length = static_cast<int64_t>(request.prompt.size());
-    const at::Tensor positions = hidden[source].narrow(0, p.S - length, length);
+    // The prefill's hidden states cover the batch's window: the last positions of the block.
+    const at::Tensor positions = hidden[source].narrow(0, hidden.size(1) - length, length);
     out = score_prompt(spec_, w, positions, request.prompt, request.prompt_logprobs);
     scored[key] = &out;
   }

@@ -52,6 +52,32 @@ model::StepInputs step_inputs(const at::Tensor& pad, int64_t i, int64_t S) {
   return step;
 }
 
+// Consecutive computed rows (`pad`: theirs, in row order) whose prompt lengths are
+// within 25% of each other share a prefill group: a group computes over its longest prompt, so no row pays
+// for more than 1.25 times its own length, and a group costs a few more op launches
+// per layer (rows come sorted by length from Engine::make_blocks; in any other order
+// the groups are just smaller).
+std::vector<PrefillRows> prefill_row_groups(const at::Tensor& pad, int64_t S) {
+  std::vector<PrefillRows> groups;
+  int64_t shortest = 0;
+  for (int64_t r = 0; r < pad.size(0); ++r) {
+    const int64_t len = S - pad[r].item<int64_t>();
+    if (!groups.empty()) {
+      PrefillRows& g = groups.back();
+      const int64_t lo = std::min(shortest, len), hi = std::max(g.len, len);
+      if (4 * hi <= 5 * lo) {
+        g.count += 1;
+        g.len = hi;
+        shortest = lo;
+        continue;
+      }
+    }
+    groups.push_back(PrefillRows{r, 1, len});
+    shortest = len;
+  }
+  return groups;
+}
+
 }  // namespace
 
 std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token) {
@@ -104,6 +130,8 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
       b.samplers.emplace_back(block[static_cast<size_t>(slot)].sampling, static_cast<uint64_t>(block[static_cast<size_t>(slot)].index));
     }
     b.pad_on_device = b.pad.to(device_.compute);
+    b.prefill_len = S - b.pad.min().item<int64_t>();
+    b.prefill_pad_on_device = (b.pad - (S - b.prefill_len)).to(device_.compute);
     b.hidden = std::make_unique<SplitTensor>(tiers_, device_, act_split, S, spec_.hidden_size,
                                              fmt::format("activations batch {}", k));
   }
@@ -160,6 +188,10 @@ void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pendi
     BatchState& b = batches[k];
     if (i == 0) {
       b.live.update(prefill_sources(b, *p.requests), device_.compute);
+      // Groups of the computed rows: each distinct prompt once, padding rows none.
+      if (!b.live.none()) {
+        b.prefill_groups = prefill_row_groups(b.pad.index_select(0, at::tensor(b.live.indices(), at::kLong)), p.S);
+      }
     } else {
       std::vector<bool> live(b.slots.size(), false);
       for (size_t r = 0; r < b.slots.size(); ++r) {
@@ -167,7 +199,7 @@ void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pendi
       }
       b.live.update(live, device_.compute);
     }
-    b.step = step_inputs(b.pad_on_device, i, p.S);
+    b.step = i == 0 ? step_inputs(b.prefill_pad_on_device, 0, b.prefill_len) : step_inputs(b.pad_on_device, i, p.S);
     if (b.live.none()) continue;
     b.live_step = b.live.gather(b.step);
     p.order.push_back(static_cast<int64_t>(k));
@@ -255,7 +287,7 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vecto
   const bool hidden_is_this_steps_output = nj == j + 1 && p.order.size() == 1;
   if (nj >= 1 && !hidden_is_this_steps_output && !p.hidden_loads.count({nj, nk})) {
     BatchState& nb = batches[static_cast<size_t>(nk)];
-    const int64_t t = prefill ? p.S : 1;
+    const int64_t t = prefill ? nb.prefill_len : 1;
     auto stored = p.hidden_stored[static_cast<size_t>(nk)];
     p.hidden_loads[{nj, nk}] = cache_loader_->submit([this, &nb, t, prefill, stored] {
       wait_for_store(stored);

@@ -13,12 +13,26 @@
 
 namespace tiergen::runtime {
 
+// Computed rows [begin, begin + count) of a gpu batch (LiveRows::indices() order: each
+// distinct prompt once) whose prefill runs over the last `len`
+// positions of the batch's window: prompts within 25% of each other in length, so
+// short prompts in a batch with long ones do not pay for the longest.
+struct PrefillRows {
+  int64_t begin = 0, count = 0, len = 0;
+};
+
 // Everything one gpu batch of the block carries through the schedule.
 struct BlockRunner::BatchState {
   std::vector<int64_t> slots;  // block slot of each row; -1 for padding rows
   at::Tensor prompt_ids;       // [gbs, S] host, left-padded
   at::Tensor pad;              // [gbs] host
   at::Tensor pad_on_device;    // the same on the compute device, uploaded once per block
+  // The prefill runs over the batch's own longest prompt: positions [S - prefill_len, S)
+  // of the block's layout. Every row's padding covers the positions before them, and
+  // the KV cache holds zeros there (never read unmasked, never NaN).
+  int64_t prefill_len = 0;
+  at::Tensor prefill_pad_on_device;  // [gbs] padding within that window
+  std::vector<PrefillRows> prefill_groups;  // of the computed rows, set at the prefill
   at::Tensor next_ids;         // [gbs, 1] host: tokens sampled at the last step
   std::unique_ptr<SplitTensor> hidden;  // activation home [gbs, S, h]
   std::vector<SequenceSampler> samplers;

@@ -38,10 +38,16 @@ double Stats::seconds(Task task, bool prefill) const {
   return it == task_seconds_.end() ? 0.0 : it->second;
 }
 
-void Stats::count_compute_step(bool prefill, int64_t rows) {
+void Stats::count_compute_step(bool prefill, int64_t rows, int64_t prefill_row_positions) {
   std::lock_guard<std::mutex> lock(mutex_);
   compute_steps_[prefill ? 1 : 0] += 1;
   computed_rows_[prefill ? 1 : 0] += rows;
+  if (prefill) prefill_positions_ += prefill_row_positions;
+}
+
+int64_t Stats::prefill_positions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return prefill_positions_;
 }
 
 int64_t Stats::compute_steps(bool prefill) const {
@@ -63,8 +69,9 @@ std::string Stats::report() const {
       total_throughput());
   out += "task times (s, prefill / decode):";
   for (Task t : kAllTasks) out += fmt::format(" {} {:.3f}/{:.3f}", task_name(t), seconds(t, true), seconds(t, false));
-  out += fmt::format("\ncompute steps (prefill / decode): {} / {} over {} / {} rows", compute_steps(true),
-                     compute_steps(false), computed_rows(true), computed_rows(false));
+  out += fmt::format("\ncompute steps (prefill / decode): {} / {} over {} / {} rows ({} prefill row-positions)",
+                     compute_steps(true), compute_steps(false), computed_rows(true), computed_rows(false),
+                     prefill_positions());
   out += fmt::format("\npeak memory: gpu {} of {}, cpu {} of {}, disk {} of {}", format_bytes(peak_bytes[Tier::Gpu]),
                      format_bytes(budgets[Tier::Gpu]), format_bytes(peak_bytes[Tier::Cpu]),
                      format_bytes(budgets[Tier::Cpu]), format_bytes(peak_bytes[Tier::Disk]),
@@ -87,6 +94,7 @@ nlohmann::json Stats::to_json() const {
           {"task_seconds", tasks},
           {"compute_steps", {{"prefill", compute_steps(true)}, {"decode", compute_steps(false)}}},
           {"computed_rows", {{"prefill", computed_rows(true)}, {"decode", computed_rows(false)}}},
+          {"prefill_positions", prefill_positions()},
           {"peak_bytes", {{"gpu", peak_bytes[Tier::Gpu]}, {"cpu", peak_bytes[Tier::Cpu]}, {"disk", peak_bytes[Tier::Disk]}}},
           {"budget_bytes", {{"gpu", budgets[Tier::Gpu]}, {"cpu", budgets[Tier::Cpu]}, {"disk", budgets[Tier::Disk]}}}};
 }

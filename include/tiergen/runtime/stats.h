@@ -25,9 +25,12 @@ class Stats {
   // One (layer, gpu batch) compute step over `rows` rows. Finished sequences and
   // padding rows leave decode steps (live_rows.h), and a gpu batch with no live row
   // skips its steps, so these count the work actually done, not the padded block.
-  void count_compute_step(bool prefill, int64_t rows);
+  // A prefill step also counts the (row, position) pairs it computes: each group of
+  // similar prompts runs over its own longest one (block_compute.cpp), not the block's.
+  void count_compute_step(bool prefill, int64_t rows, int64_t prefill_row_positions = 0);
   int64_t compute_steps(bool prefill) const;
   int64_t computed_rows(bool prefill) const;
+  int64_t prefill_positions() const;  // (row, position) pairs over all prefill steps
 
   // FlexGen's definitions over all blocks: prefill = N*s / t_prefill,
   // decode = N*(n-1) / t_decode, total = N*n / (t_prefill + t_decode).
@@ -52,6 +55,7 @@ class Stats {
   mutable std::mutex mutex_;
   std::map<std::pair<Task, bool>, double> task_seconds_;
   std::array<int64_t, 2> compute_steps_{}, computed_rows_{};  // [decode, prefill]
+  int64_t prefill_positions_ = 0;
 };
 
 // Adds the lifetime of the scope to a task's time.
