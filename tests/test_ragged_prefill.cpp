@@ -1,6 +1,7 @@
-// Ragged prompts are not padded prefill. Prompts are sorted by length into blocks, and
-// within a block into gpu batches; within a gpu batch, rows whose prompts are within
-// 25% of each other form a group whose prefill runs over its own longest
+// Ragged prompts are not padded prefill. Prompts are sorted by length into blocks
+// (within a block, gpu batches group similar max_tokens); within a gpu batch, the rows
+// are taken shortest first and rows whose prompts are within 25% of each other form a
+// group whose prefill runs over its own longest
 // prompt (the last positions of the block's left-padded layout), not the block's. KV
 // cache positions before a group's window are never computed: they hold zeros and stay
 // masked. The tokens are those of one prompt per block, for every placement.
@@ -34,11 +35,7 @@ TEST(RaggedPrefill, EachGpuBatchPrefillsOverItsOwnLongestPrompt) {
   // (Row, position) pairs per layer: 2 and 3 (more than 25% apart) each over their own
   // length, {11, 12} over 12; not the padded block's 4 x 12.
   EXPECT_EQ(engine.stats().prefill_positions(), (2 + 3 + 2 * 12) * NL);
-  const auto layers = load_all_layers(m.spec, *m.weights);
-  for (size_t r = 0; r < requests.size(); ++r) {
-    EXPECT_EQ(results[r].tokens, greedy_reference(m.spec, layers, requests[r].prompt, requests[r].max_new_tokens))
-        << "request " << r;
-  }
+  EXPECT_EQ(tokens_of(results), greedy_references(m, requests));
 }
 
 TEST(RaggedPrefill, ShortAndLongPromptsInOneGpuBatchPrefillApart) {
@@ -55,11 +52,7 @@ TEST(RaggedPrefill, ShortAndLongPromptsInOneGpuBatchPrefillApart) {
   EXPECT_EQ(engine.stats().compute_steps(true), NL);
   EXPECT_EQ(engine.stats().prefill_positions(), (1 + 2 + 5 + 9 + 2 * 16) * NL);  // not 6 x 16
   EXPECT_EQ(engine.stats().prompt_tokens, 6 * 16);  // the block's layout is still padded
-  const auto layers = load_all_layers(m.spec, *m.weights);
-  for (size_t r = 0; r < requests.size(); ++r) {
-    EXPECT_EQ(results[r].tokens, greedy_reference(m.spec, layers, requests[r].prompt, requests[r].max_new_tokens))
-        << "request " << r;
-  }
+  EXPECT_EQ(tokens_of(results), greedy_references(m, requests));
 }
 
 TEST(RaggedPrefill, InterleavedPromptsFormBlocksByLength) {

@@ -104,10 +104,7 @@ TEST(SharedPrefill, CopiesAddNoPrefillPositionsToTheRaggedGroups) {
   const int64_t NL = model.spec.num_weight_layers();
   EXPECT_EQ(engine.stats().computed_rows(true), 3 * NL);
   EXPECT_EQ(engine.stats().prefill_positions(), (4 + 12 + 12) * NL) << "not (4 + 4 + 12 x 3) per layer";
-  const auto layers = load_all_layers(model.spec, *model.weights);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(results[i].tokens, greedy_reference(model.spec, layers, requests[i].prompt, 3)) << "request " << i;
-  }
+  EXPECT_EQ(tokens_of(results), greedy_references(model, requests));
 }
 
 TEST(SharedPrefill, SampledCopiesFollowTheirOwnStreams) {

@@ -3,27 +3,13 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/cpu/small_matmul.h"
+#include "tiergen/common/kernel_elem_type.h"
 
 namespace tiergen::model {
-namespace {
-
-bool kernel_elem_type(at::ScalarType t, kernels::ElemType& out) {
-  switch (t) {
-    case at::kFloat: out = kernels::ElemType::F32; return true;
-    case at::kHalf: out = kernels::ElemType::F16; return true;
-    case at::kBFloat16: out = kernels::ElemType::BF16; return true;
-    default: return false;
-  }
-}
-
-bool is_float_type(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
-
-}  // namespace
 
 bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight) {
-  kernels::ElemType w_type;
   if (!x.is_cpu() || !weight.is_cpu() || weight.dim() != 2 || !weight.is_contiguous()) return false;
-  if (!kernel_elem_type(weight.scalar_type(), w_type) || !is_float_type(x.scalar_type())) return false;
+  if (!kernel_elem_type_of(weight.scalar_type()) || !kernel_elem_type_of(x.scalar_type())) return false;
   if (x.dim() < 1 || x.size(-1) != weight.size(1) || weight.size(1) == 0) return false;
   return x.numel() / weight.size(1) <= kernels::small_matmul_max_rows();
 }
@@ -43,7 +29,7 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   args.rows = x2.size(0);
   args.k = k;
   args.w = weight.data_ptr();
-  kernel_elem_type(weight.scalar_type(), args.w_type);
+  args.w_type = kernel_elem_type(weight.scalar_type());
   args.n = n;
   args.bias = b.defined() ? b.data_ptr<float>() : nullptr;
   args.y = y.data_ptr<float>();

@@ -52,11 +52,10 @@ model::StepInputs step_inputs(const at::Tensor& pad, int64_t i, int64_t S) {
   return step;
 }
 
-// Consecutive computed rows (`pad`: theirs, in row order) whose prompt lengths are
-// within 25% of each other share a prefill group: a group computes over its longest prompt, so no row pays
-// for more than 1.25 times its own length, and a group costs a few more op launches
-// per layer (rows come sorted by length from Engine::make_blocks; in any other order
-// the groups are just smaller).
+// Consecutive computed rows (`pad`: theirs, in gather order: shortest prompt first,
+// BlockRunner::start_token) whose prompt lengths are within 25% of each other share a
+// prefill group: a group computes over its longest prompt, so no row pays for more than
+// 1.25 times its own length, and a group costs a few more op launches per layer.
 std::vector<PrefillRows> prefill_row_groups(const at::Tensor& pad, int64_t S) {
   std::vector<PrefillRows> groups;
   int64_t shortest = 0;
@@ -187,8 +186,11 @@ void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pendi
   for (size_t k = 0; k < batches.size(); ++k) {
     BatchState& b = batches[k];
     if (i == 0) {
-      b.live.update(prefill_sources(b, *p.requests), device_.compute);
-      // Groups of the computed rows: each distinct prompt once, padding rows none.
+      // Each distinct prompt once, padding rows none, shortest first: rows of similar
+      // length become consecutive and form the prefill's groups.
+      std::vector<int64_t> lengths(b.slots.size());
+      for (size_t r = 0; r < lengths.size(); ++r) lengths[r] = p.S - b.pad[static_cast<int64_t>(r)].item<int64_t>();
+      b.live.update(prefill_sources(b, *p.requests), device_.compute, &lengths);
       if (!b.live.none()) {
         b.prefill_groups = prefill_row_groups(b.pad.index_select(0, at::tensor(b.live.indices(), at::kLong)), p.S);
       }

@@ -12,15 +12,6 @@
 
 namespace tiergen::runtime {
 
-kernels::ElemType kernel_elem_type(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return kernels::ElemType::F32;
-    case at::kHalf: return kernels::ElemType::F16;
-    case at::kBFloat16: return kernels::ElemType::BF16;
-    default: TG_THROW("the kernels take float32, float16 and bfloat16 tensors, not {}", c10::toString(t));
-  }
-}
-
 namespace {
 
 kernels::QuantFormat format_of(const CompressionConfig& c) { return {c.bits, c.group_size}; }

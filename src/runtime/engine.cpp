@@ -93,13 +93,12 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
     for (size_t i = 0; i < order.size(); i += block_size) {
       std::vector<size_t> block(order.begin() + static_cast<std::ptrdiff_t>(i),
                                 order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), i + block_size)));
-      // Within the block, prompts of similar length share a gpu batch, so each batch's
-      // prefill runs over its own longest prompt rather than the block's; among equal
-      // lengths, similar max_tokens share a batch, so a batch whose sequences are done
-      // drops out of the schedule while longer ones still generate.
+      // Within the block, sequences with similar max_tokens share a gpu batch, so a
+      // batch whose sequences are done drops out of the schedule while longer ones still
+      // generate. (Prompt lengths within a gpu batch are left mixed: its prefill runs
+      // by groups of similar length, block_compute.cpp.)
       std::stable_sort(block.begin(), block.end(), [&](size_t a, size_t b) {
-        const size_t la = requests[a].prompt.size(), lb = requests[b].prompt.size();
-        return la != lb ? la < lb : requests[a].max_new_tokens < requests[b].max_new_tokens;
+        return requests[a].max_new_tokens < requests[b].max_new_tokens;
       });
       blocks.push_back(std::move(block));
     }

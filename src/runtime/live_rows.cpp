@@ -1,5 +1,7 @@
 #include "tiergen/runtime/live_rows.h"
 
+#include <algorithm>
+
 #include "tiergen/common/error.h"
 
 namespace tiergen::runtime {
@@ -12,27 +14,35 @@ void LiveRows::update(const std::vector<bool>& live, const at::Device& device) {
   update(source, device);
 }
 
-void LiveRows::update(const std::vector<int64_t>& source, const at::Device& device) {
+void LiveRows::update(const std::vector<int64_t>& source, const at::Device& device,
+                      const std::vector<int64_t>* order_key) {
   rows_ = static_cast<int64_t>(source.size());
   source_ = source;
   live_.clear();
   shared_ = false;
-  std::vector<int64_t> place(source.size(), -1);  // a computed row's place among live_
   for (int64_t r = 0; r < rows_; ++r) {
     const int64_t s = source_[static_cast<size_t>(r)];
     TG_CHECK(s >= -1 && s <= r, "internal: row {} takes row {}", r, s);
     if (s == r) {
-      place[static_cast<size_t>(r)] = count();
       live_.push_back(r);
     } else if (s >= 0) {
       TG_CHECK(source_[static_cast<size_t>(s)] == s, "internal: row {} takes row {}, which is not computed", r, s);
       shared_ = true;
     }
   }
+  if (order_key) {
+    TG_CHECK(order_key->size() == source.size(), "internal: {} order keys for {} rows", order_key->size(), rows_);
+    std::stable_sort(live_.begin(), live_.end(), [&](int64_t a, int64_t b) {
+      return (*order_key)[static_cast<size_t>(a)] < (*order_key)[static_cast<size_t>(b)];
+    });
+  }
+  reordered_ = !std::is_sorted(live_.begin(), live_.end());
   // Only a partly computed batch gathers and scatters; the others never read the index.
   index_ = all() || none() ? at::Tensor() : at::tensor(live_, at::kLong).to(device);
   expand_ = at::Tensor();
   if (shared_) {
+    std::vector<int64_t> place(source.size(), -1);  // a computed row's place among live_
+    for (size_t i = 0; i < live_.size(); ++i) place[static_cast<size_t>(live_[i])] = static_cast<int64_t>(i);
     std::vector<int64_t> expand(source.size());
     for (size_t r = 0; r < source.size(); ++r) {
       expand[r] = source[r] < 0 ? count() : place[static_cast<size_t>(source[r])];

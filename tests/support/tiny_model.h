@@ -367,6 +367,15 @@ inline std::vector<std::vector<int64_t>> tokens_of(const std::vector<runtime::Se
   return tokens;
 }
 
+// Each request's greedy continuation by the full-forward reference (its prompt alone).
+inline std::vector<std::vector<int64_t>> greedy_references(const TinyModel& m,
+                                                          const std::vector<runtime::SequenceRequest>& requests) {
+  const auto layers = load_all_layers(m.spec, *m.weights);
+  std::vector<std::vector<int64_t>> tokens;
+  for (const auto& r : requests) tokens.push_back(greedy_reference(m.spec, layers, r.prompt, r.max_new_tokens));
+  return tokens;
+}
+
 // Greedy tokens of every request through a fresh Engine.
 inline std::vector<std::vector<int64_t>> engine_tokens(const model::Spec& spec, const model::WeightSource& weights,
                                                        const runtime::Policy& policy,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cpu/quantize.h"
+#include "tiergen/common/kernel_elem_type.h"
 #include "tiergen/runtime/policy.h"
 
 namespace tiergen::runtime {
@@ -22,9 +23,6 @@ struct CompressedTensor {
   uint64_t nbytes() const;
   CompressedTensor to(const at::Device& device) const;
 };
-
-// The kernels' element type of a LibTorch float dtype; throws for other dtypes.
-kernels::ElemType kernel_elem_type(at::ScalarType type);
 
 // Quantizes a 2-D tensor (any float dtype; host or CUDA). A value the format cannot
 // hold (NaN, Inf, |x| > 65504) throws on the host. On a GPU it is found by the kernel:
