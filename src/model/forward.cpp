@@ -6,7 +6,9 @@
 namespace tiergen::model {
 
 at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name) {
-  return linear_product(x, w.get(name + ".weight"), w.get_optional(name + ".bias"));
+  const at::Tensor bias = w.get_optional(name + ".bias");
+  if (const QuantizedWeight* q = w.quantized(name + ".weight")) return quantized_linear_product(x, *q, bias);
+  return linear_product(x, w.get(name + ".weight"), bias);
 }
 
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
@@ -27,7 +29,7 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
 
 at::Tensor position_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {
   const at::Tensor h = spec.family == Family::Opt ? opt::head_hidden(spec, w, hidden) : llama::head_hidden(spec, w, hidden);
-  return linear_product(h, w.get("lm_head.weight")).to(at::kFloat);
+  return linear(h, w, "lm_head").to(at::kFloat);
 }
 
 at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden) {

@@ -5,13 +5,20 @@
 
 namespace tiergen::model {
 
-void LayerWeights::set(const std::string& name, at::Tensor tensor) {
-  const std::string key = name.rfind(prefix_, 0) == 0 ? name.substr(prefix_.size()) : name;
-  tensors_[key] = std::move(tensor);
+std::string LayerWeights::key_of(const std::string& name) const {
+  return name.rfind(prefix_, 0) == 0 ? name.substr(prefix_.size()) : name;
+}
+
+void LayerWeights::set(const std::string& name, at::Tensor tensor) { tensors_[key_of(name)] = std::move(tensor); }
+
+void LayerWeights::set_quantized(const std::string& name, QuantizedWeight weight) {
+  quantized_[key_of(name)] = std::move(weight);
 }
 
 const at::Tensor& LayerWeights::get(const std::string& suffix) const {
   auto it = tensors_.find(suffix);
+  TG_CHECK(it != tensors_.end() || !quantized(suffix),
+           "internal: weight '{}{}' is held quantized; only a linear product can use it", prefix_, suffix);
   TG_CHECK(it != tensors_.end(), "weights of layer '{}' have no tensor '{}'", prefix_, suffix);
   return it->second;
 }
@@ -19,6 +26,11 @@ const at::Tensor& LayerWeights::get(const std::string& suffix) const {
 at::Tensor LayerWeights::get_optional(const std::string& suffix) const {
   auto it = tensors_.find(suffix);
   return it == tensors_.end() ? at::Tensor() : it->second;
+}
+
+const QuantizedWeight* LayerWeights::quantized(const std::string& suffix) const {
+  auto it = quantized_.find(suffix);
+  return it == quantized_.end() ? nullptr : &it->second;
 }
 
 std::string layer_prefix(const Spec& spec, int64_t index) {

@@ -56,7 +56,7 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
 
 at::Tensor head_hidden(const Spec& spec, const LayerWeights& w, const at::Tensor& last) {
   at::Tensor h = spec.pre_layer_norm ? layer_norm(spec, w, "final_layer_norm", last) : last;
-  if (spec.has_projection()) h = linear_product(h, w.get("project_out.weight"));
+  if (spec.has_projection()) h = linear(h, w, "project_out");
   return h;
 }
 

@@ -75,7 +75,8 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
   spdlog::info("placing weights ({}) on gpu {}, cpu {}, disk {}", source.describe(),
                format_bytes(plan_.weights[Tier::Gpu]), format_bytes(plan_.weights[Tier::Cpu]),
                format_bytes(plan_.weights[Tier::Disk]));
-  weights_ = std::make_unique<WeightStore>(spec_, policy_, source, *tiers_, options_.device);
+  weights_ = std::make_unique<WeightStore>(spec_, policy_, source, *tiers_, options_.device,
+                                           options_.device.compute.is_cpu() && !options_.dequantize_weights_on_cpu);
 }
 
 Engine::~Engine() = default;

@@ -81,7 +81,8 @@ bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSp
 uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,
                              int dtype_bytes, const CompressionConfig& compression) {
   if (weight_is_compressed(layer, tensor, compression)) {
-    return quantized_bytes(tensor.shape[1], tensor.shape[0], compression);
+    // [out, in], grouped along in (weight_store.h).
+    return quantized_bytes(tensor.shape[0], tensor.shape[1], compression);
   }
   return static_cast<uint64_t>(tensor.numel()) * dtype_bytes;
 }

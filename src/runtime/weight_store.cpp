@@ -18,8 +18,10 @@ bool same_dtype(model::DType file_dtype, at::ScalarType dtype) {
 }  // namespace
 
 WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source,
-                         Tiers& tiers, const DeviceContext& device)
+                         Tiers& tiers, const DeviceContext& device, bool quantized_in_place)
     : tiers_(tiers), device_(device), compression_(policy.compress_weight), pin_weight_(policy.pin_weight) {
+  TG_CHECK(!quantized_in_place || device.compute.is_cpu(), "internal: quantized weights are used in place on the CPU only");
+  quantized_in_place_ = quantized_in_place;
   const auto weight_layers = spec.weight_layers();
   for (size_t i = 0; i < weight_layers.size(); ++i) {
     const auto homes = place_layer_weights(weight_layers[i], policy);
@@ -55,8 +57,9 @@ WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const 
 
   const at::Tensor dense = source.read(tensor, device_.dtype);
   if (home.compressed) {
-    // Quantized once, on the host, grouped along the output dimension.
-    home.quantized = compress(dense.t().contiguous(), compression_);
+    // Quantized once, on the host, as [out, in] grouped along in: the layout the CPU's
+    // in-place product reads, and the GPU dequantizes straight into W.
+    home.quantized = compress(dense.contiguous(), compression_);
     if (tier == Tier::Disk) {
       uint64_t offset = 0;
       for (const at::Tensor* part : {&home.quantized.packed, &home.quantized.mins, &home.quantized.scales}) {
@@ -96,7 +99,7 @@ uint64_t WeightStore::cpu_home_bytes(const model::WeightLayer& layer, const mode
   if (!pin_cpu_homes()) return stored;
   if (!weight_is_compressed(layer, tensor, compression_)) return device_.host_home_bytes(stored, true);
   // Three page-locked parts, each rounded to whole pages.
-  const auto l = kernels::quantized_layout(tensor.shape[1], tensor.shape[0], {compression_.bits, compression_.group_size});
+  const auto l = kernels::quantized_layout(tensor.shape[0], tensor.shape[1], {compression_.bits, compression_.group_size});
   const uint64_t meta = static_cast<uint64_t>(l.rows * l.groups_per_row) * 2;
   return device_.host_home_bytes(static_cast<uint64_t>(l.rows * l.packed_bytes_per_row), true) +
          2 * device_.host_home_bytes(meta, true);
@@ -111,8 +114,8 @@ at::Tensor WeightStore::read_disk(const Home& home, std::vector<Reservation>& st
 
 CompressedTensor WeightStore::read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const {
   staging.push_back(tiers_.cpu.reserve(home.extent.bytes, "disk weight staging"));
-  // Shapes of the three parts follow from the [in, out] matrix and the format.
-  const auto layout = kernels::quantized_layout(home.spec.shape[1], home.spec.shape[0],
+  // Shapes of the three parts follow from the [out, in] matrix and the format.
+  const auto layout = kernels::quantized_layout(home.spec.shape[0], home.spec.shape[1],
                                                 {compression_.bits, compression_.group_size});
   CompressedTensor c;
   c.rows = layout.rows;
@@ -146,7 +149,7 @@ at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const
     const at::Tensor dense = at::empty({on_device.rows, on_device.cols}, device_.compute_options());
     // Queued after the copies on this stream.
     device_.enqueue([on_device, dense] { decompress_into(on_device, dense); });
-    return dense.t();  // [in, out] -> [out, in] view
+    return dense;
   }
   if (home.tier == Tier::Gpu) return home.resident;
   const at::Tensor host = home.tier == Tier::Cpu ? home.resident : read_disk(home, disk_staging);
@@ -154,12 +157,34 @@ at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const
   return device_.to_compute(host);
 }
 
+// CPU compute: the quantized parts as they are (read from disk when they live there),
+// multiplied in place by model::quantized_linear_product; no dense copy, no staging
+// for one.
+model::QuantizedWeight WeightStore::load_quantized(const Home& home, LoadedLayer& loaded) const {
+  const CompressedTensor c = home.tier == Tier::Disk ? read_disk_compressed(home, loaded.staging) : home.quantized;
+  model::QuantizedWeight q;
+  q.packed = c.packed;
+  q.mins = c.mins;
+  q.scales = c.scales;
+  q.rows = c.rows;
+  q.cols = c.cols;
+  q.bits = c.config.bits;
+  q.group_size = c.config.group_size;
+  return q;
+}
+
 std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index) const {
   TG_CHECK(index >= 0 && index < num_layers(), "internal: weight layer {} out of range", index);
   const Layer& layer = layers_[static_cast<size_t>(index)];
   auto loaded = std::make_shared<LoadedLayer>();
   loaded->weights = model::LayerWeights(layer.prefix);
-  for (const Home& home : layer.tensors) loaded->weights.set(home.spec.name, load_tensor(home, *loaded));
+  for (const Home& home : layer.tensors) {
+    if (home.compressed && quantized_in_place_) {
+      loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));
+    } else {
+      loaded->weights.set(home.spec.name, load_tensor(home, *loaded));
+    }
+  }
   loaded->ready = DeviceEvent::record(device_);
   return loaded;
 }

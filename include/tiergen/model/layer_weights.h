@@ -8,6 +8,16 @@
 
 namespace tiergen::model {
 
+// A weight W [rows = out, cols = in] kept group-wise quantized (groups of `group_size`
+// along `in`, kernels/cpu/quantize.h's layout) for a product that reads it in place
+// (quantized_linear_product): packed levels (uint8), and fp16 mins and scales (int16
+// storage), all on the host.
+struct QuantizedWeight {
+  at::Tensor packed, mins, scales;
+  int64_t rows = 0, cols = 0;
+  int bits = 4, group_size = 64;
+};
+
 class LayerWeights {
  public:
   LayerWeights() = default;
@@ -15,15 +25,25 @@ class LayerWeights {
 
   // `name` is the full checkpoint name; it is stored under its suffix after the prefix.
   void set(const std::string& name, at::Tensor tensor);
+  // A quantized entry has no dense tensor: get() refuses it (see quantized()).
   const at::Tensor& get(const std::string& suffix) const;
   // An undefined tensor when absent (optional biases).
   at::Tensor get_optional(const std::string& suffix) const;
-  bool empty() const { return tensors_.empty(); }
-  void clear() { tensors_.clear(); }
+  void set_quantized(const std::string& name, QuantizedWeight weight);
+  // The quantized form of a weight, or nullptr when it is held dense.
+  const QuantizedWeight* quantized(const std::string& suffix) const;
+  bool empty() const { return tensors_.empty() && quantized_.empty(); }
+  void clear() {
+    tensors_.clear();
+    quantized_.clear();
+  }
 
  private:
+  std::string key_of(const std::string& name) const;
+
   std::string prefix_;
   std::unordered_map<std::string, at::Tensor> tensors_;
+  std::unordered_map<std::string, QuantizedWeight> quantized_;
 };
 
 // Checkpoint-name prefix of a FlexGen layer's tensors: "model.decoder.layers.3." etc.

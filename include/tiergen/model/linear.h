@@ -5,6 +5,8 @@
 // does on every call; everything else is at::linear.
 #include <ATen/ATen.h>
 
+#include "tiergen/model/layer_weights.h"
+
 namespace tiergen::model {
 
 // bias may be undefined. The result has x's dtype and leading dimensions.
@@ -12,5 +14,11 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
 
 // True when linear_product() would use the small-row CPU kernel for these operands.
 bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight);
+
+// The same product with W held quantized (host, CPU compute). Up to 8 rows of x (decode)
+// W is read in place by kernels/cpu/quantized_matmul, with no dense copy; with more
+// rows a dense copy of W in x's dtype is made for this product only (converting the
+// levels once instead of once per row). The result has x's dtype.
+at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias = {});
 
 }  // namespace tiergen::model

@@ -21,6 +21,10 @@ struct EngineOptions {
   // a block is padded to its own longest prompt, never to the job's.
   int64_t length_window_blocks = 4;
   ScheduleFaults faults;  // tests only (block_runner.h)
+  // Tests only: compressed weights are dequantized to a dense copy at each layer load,
+  // as on a GPU, even when the CPU computes (which otherwise reads them in place), so
+  // the GPU's weight path runs in CI too.
+  bool dequantize_weights_on_cpu = false;
 };
 
 using ResultCallback = std::function<void(size_t request, const SequenceResult& result)>;

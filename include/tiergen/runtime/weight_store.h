@@ -26,8 +26,10 @@ struct LoadedLayer {
 
 class WeightStore {
  public:
+  // `quantized_in_place`: compressed weights reach the (CPU) compute as their quantized
+  // parts (model::QuantizedWeight); otherwise each load dequantizes them to a dense copy.
   WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source, Tiers& tiers,
-              const DeviceContext& device);
+              const DeviceContext& device, bool quantized_in_place);
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   // Brings weight layer `index` (0 = embedding, 1..L decoder, L+1 head) to the device.
   std::shared_ptr<LoadedLayer> load(int64_t index) const;
@@ -38,7 +40,7 @@ class WeightStore {
     Tier tier = Tier::Gpu;
     at::Tensor resident;  // gpu or cpu home, dense
     bool compressed = false;
-    CompressedTensor quantized;  // gpu or cpu home when compressed ([in, out], grouped along out)
+    CompressedTensor quantized;  // gpu or cpu home when compressed ([out, in], grouped along in)
     DiskExtent extent;           // disk home (compressed: packed, mins, scales back to back)
     Reservation reservation;
   };
@@ -52,6 +54,7 @@ class WeightStore {
   at::Tensor read_disk(const Home& home, std::vector<Reservation>& staging) const;
   CompressedTensor read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const;
   at::Tensor load_tensor(const Home& home, LoadedLayer& loaded) const;
+  model::QuantizedWeight load_quantized(const Home& home, LoadedLayer& loaded) const;
   // CPU homes are page-locked (at their exact size) with pin_weight on a GPU.
   bool pin_cpu_homes() const;
   at::Tensor cpu_home_copy(const at::Tensor& host) const;
@@ -60,6 +63,7 @@ class WeightStore {
   Tiers& tiers_;
   DeviceContext device_;
   CompressionConfig compression_;
+  bool quantized_in_place_ = false;
   bool pin_weight_;
   std::vector<Layer> layers_;
 };

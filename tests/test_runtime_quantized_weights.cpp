@@ -1,0 +1,133 @@
+// Compressed weights computed on the CPU are used in place: the weight store hands the
+// layer its quantized parts (from every tier, disk included), never a dense copy of the
+// layer, and the product through them (in place for few rows, through a per-product
+// dense copy for many) matches the product with the dequantized weight up to fp32
+// rounding.
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/quantize.h"
+#include "tests/support/tiny_model.h"
+#include "tiergen/model/forward.h"
+#include "tiergen/model/linear.h"
+#include "tiergen/runtime/weight_store.h"
+
+namespace tiergen::test {
+namespace {
+
+using A = std::array<double, 6>;
+
+// W [out, in] quantized in the store's layout, and its dequantized dense form.
+struct Quantized {
+  model::QuantizedWeight weight;
+  at::Tensor dense;
+};
+
+Quantized quantize(const at::Tensor& w, int bits, int group_size) {
+  const kernels::QuantFormat format{bits, group_size};
+  const auto l = kernels::quantized_layout(w.size(0), w.size(1), format);
+  Quantized q;
+  q.weight.rows = w.size(0);
+  q.weight.cols = w.size(1);
+  q.weight.bits = bits;
+  q.weight.group_size = group_size;
+  q.weight.packed = at::empty({l.rows, l.packed_bytes_per_row}, at::kByte);
+  q.weight.mins = at::empty({l.rows, l.groups_per_row}, at::kShort);
+  q.weight.scales = at::empty({l.rows, l.groups_per_row}, at::kShort);
+  const at::Tensor src = w.contiguous();
+  kernels::quantize(src.data_ptr(), kernels::ElemType::F32, l.rows, l.cols, format, q.weight.packed.data_ptr<uint8_t>(),
+                    reinterpret_cast<uint16_t*>(q.weight.mins.data_ptr<int16_t>()),
+                    reinterpret_cast<uint16_t*>(q.weight.scales.data_ptr<int16_t>()));
+  q.dense = at::empty_like(src);
+  kernels::dequantize(q.weight.packed.data_ptr<uint8_t>(), reinterpret_cast<uint16_t*>(q.weight.mins.data_ptr<int16_t>()),
+                      reinterpret_cast<uint16_t*>(q.weight.scales.data_ptr<int16_t>()), l.rows, l.cols, format,
+                      q.dense.data_ptr(), kernels::ElemType::F32);
+  return q;
+}
+
+TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {
+  at::manual_seed(3);
+  for (int bits : {4, 8}) {
+    for (int64_t rows : {1, 5, 40}) {
+      const at::Tensor w = at::randn({48, 96});
+      const at::Tensor bias = at::randn({48});
+      const Quantized q = quantize(w, bits, 32);
+      const at::Tensor x = at::randn({rows, 96});
+      const at::Tensor expected = at::linear(x, q.dense, bias);
+      const at::Tensor got = model::quantized_linear_product(x, q.weight, bias);
+      ASSERT_EQ(got.sizes(), expected.sizes());
+      EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4 * expected.abs().max().item<double>())
+          << bits << "-bit, " << rows << " rows";
+      // and bf16 activations come back as bf16
+      EXPECT_EQ(model::quantized_linear_product(x.to(at::kBFloat16), q.weight).scalar_type(), at::kBFloat16);
+    }
+  }
+}
+
+TEST(QuantizedWeights, LayerWeightsHoldTheQuantizedEntryAndGetRefusesIt) {
+  at::manual_seed(4);
+  const Quantized q = quantize(at::randn({16, 32}), 4, 16);
+  model::LayerWeights w("model.layers.0.");
+  w.set_quantized("model.layers.0.mlp.up_proj.weight", q.weight);
+  ASSERT_NE(w.quantized("mlp.up_proj.weight"), nullptr);
+  EXPECT_THROW(w.get("mlp.up_proj.weight"), Error);
+  const at::Tensor x = at::randn({3, 32});
+  const at::Tensor y = model::quantized_linear_product(x, *w.quantized("mlp.up_proj.weight"));
+  EXPECT_LT((y - at::linear(x, q.dense)).abs().max().item<double>(), 1e-4 * y.abs().max().item<double>());
+}
+
+// Every compressed weight of every layer, whatever its tier (gpu stand-in, cpu, disk),
+// reaches the CPU compute as its quantized parts.
+TEST(QuantizedWeights, TheStoreHandsCpuComputeQuantizedPartsFromEveryTier) {
+  const TinyModel m = make_tiny_model(tiny_llama(61));
+  for (const A& percent : {A{100, 0, 100, 0, 100, 0}, A{0, 100, 100, 0, 100, 0}, A{0, 0, 100, 0, 100, 0}}) {
+    runtime::Policy policy = make_policy(1, 1, percent, false);
+    policy.compress_weight = {true, 4, 16};
+    TempDir offload("offload");
+    const runtime::EngineOptions options = cpu_engine_options(offload.path);
+    runtime::Tiers tiers(options.budgets, options.offload_dir, percent[0] + percent[1] < 100, 1);
+    runtime::WeightStore store(m.spec, policy, *m.weights, tiers, options.device, /*quantized_in_place=*/true);
+    for (int64_t layer = 1; layer <= m.spec.num_layers; ++layer) {
+      const auto loaded = store.load(layer);
+      const model::QuantizedWeight* q = loaded->weights.quantized("self_attn.q_proj.weight");
+      ASSERT_NE(q, nullptr) << "layer " << layer;
+      EXPECT_EQ(q->rows, m.spec.num_heads * m.spec.head_dim);
+      EXPECT_EQ(q->cols, m.spec.hidden_size);
+      EXPECT_EQ(loaded->weights.quantized("input_layernorm.weight"), nullptr) << "1-D weights stay dense";
+    }
+    EXPECT_NE(store.load(m.spec.num_layers + 1)->weights.quantized("lm_head.weight"), nullptr);
+    EXPECT_EQ(store.load(0)->weights.quantized("embed_tokens.weight"), nullptr) << "the embedding is never compressed";
+  }
+}
+
+// The in-place path and the GPU's path (a dense copy per layer load, forced on the CPU)
+// score the same prompts alike, over placements and both bit widths: the stored layout
+// is one for both.
+TEST(QuantizedWeights, InPlaceAndDequantizedLoadsScoreAlike) {
+  const TinyModel m = make_tiny_model(tiny_opt(62));
+  auto requests = greedy_requests(make_prompts({7, 12, 3}, m.spec.vocab_size, 5), {1});
+  for (auto& r : requests) r.prompt_logprobs = 0;
+  for (int bits : {4, 8}) {
+    for (const A& percent : {A{100, 0, 100, 0, 100, 0}, A{0, 0, 0, 100, 100, 0}}) {
+      runtime::Policy policy = make_policy(3, 1, percent, false);
+      policy.compress_weight = {true, bits, 16};
+      std::vector<std::vector<runtime::SequenceResult>> runs;
+      for (bool dense : {false, true}) {
+        TempDir offload("offload");
+        runtime::EngineOptions options = cpu_engine_options(offload.path);
+        options.dequantize_weights_on_cpu = dense;
+        runtime::Engine engine(m.spec, *m.weights, policy, options, workload_of(requests));
+        runs.push_back(engine.generate(requests));
+      }
+      for (size_t i = 0; i < requests.size(); ++i) {
+        ASSERT_EQ(runs[0][i].prompt_logprobs.size(), runs[1][i].prompt_logprobs.size());
+        for (size_t t = 0; t < runs[0][i].prompt_logprobs.size(); ++t) {
+          EXPECT_NEAR(runs[0][i].prompt_logprobs[t].logprob, runs[1][i].prompt_logprobs[t].logprob, 1e-3)
+              << bits << "-bit, prompt " << i << ", token " << t;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tiergen::test
