@@ -63,6 +63,22 @@ TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {
   }
 }
 
+// Products with many rows share one dense copy per loaded weight (every gpu batch of
+// a layer load), and products with few rows never make one.
+TEST(QuantizedWeights, ManyRowProductsShareOneDenseCopy) {
+  at::manual_seed(5);
+  const Quantized q = quantize(at::randn({24, 64}), 4, 32);
+  model::quantized_linear_product(at::randn({2, 64}), q.weight);
+  EXPECT_FALSE(q.weight.dense->defined()) << "a decode-sized product reads the weight in place";
+  const at::Tensor first = model::quantized_linear_product(at::randn({20, 64}), q.weight);
+  ASSERT_TRUE(q.weight.dense->defined());
+  const void* copy = q.weight.dense->data_ptr();
+  const at::Tensor x = at::randn({30, 64});
+  const at::Tensor second = model::quantized_linear_product(x, q.weight);
+  EXPECT_EQ(q.weight.dense->data_ptr(), copy) << "the second product reuses the copy";
+  EXPECT_LT((second - at::linear(x, q.dense)).abs().max().item<double>(), 1e-4 * second.abs().max().item<double>());
+}
+
 TEST(QuantizedWeights, LayerWeightsHoldTheQuantizedEntryAndGetRefusesIt) {
   at::manual_seed(4);
   const Quantized q = quantize(at::randn({16, 32}), 4, 16);

@@ -49,11 +49,15 @@ namespace {
 // levels once per row, a dense product converts them once per call).
 constexpr int64_t kMaxInPlaceRows = 8;
 
-at::Tensor dequantized(const QuantizedWeight& weight, at::ScalarType dtype) {
-  at::Tensor dense = at::empty({weight.rows, weight.cols}, at::TensorOptions().dtype(dtype));
-  kernels::dequantize(weight.packed.data_ptr<uint8_t>(), reinterpret_cast<const uint16_t*>(weight.mins.data_ptr<int16_t>()),
-                      reinterpret_cast<const uint16_t*>(weight.scales.data_ptr<int16_t>()), weight.rows, weight.cols,
-                      {weight.bits, weight.group_size}, dense.data_ptr(), kernel_elem_type(dtype));
+const uint16_t* halves(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<int16_t>()); }
+
+// The weight's dense copy in `dtype`, made once per loaded layer (QuantizedWeight::dense).
+const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype) {
+  at::Tensor& dense = *weight.dense;
+  if (dense.defined() && dense.scalar_type() == dtype) return dense;
+  dense = at::empty({weight.rows, weight.cols}, at::TensorOptions().dtype(dtype));
+  kernels::dequantize(weight.packed.data_ptr<uint8_t>(), halves(weight.mins), halves(weight.scales), weight.rows,
+                      weight.cols, {weight.bits, weight.group_size}, dense.data_ptr(), kernel_elem_type(dtype));
   return dense;
 }
 
@@ -63,9 +67,9 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   TG_CHECK(x.is_cpu() && weight.packed.is_cpu(), "internal: a quantized weight is multiplied on the CPU only");
   TG_CHECK(x.size(-1) == weight.cols, "internal: x has {} features, the quantized weight {} inputs", x.size(-1),
            weight.cols);
-  // Many rows (prefill, large decode batches): one dense copy of this weight, for this
-  // product only, then the dense path.
-  if (x.numel() / weight.cols > kMaxInPlaceRows) return linear_product(x, dequantized(weight, x.scalar_type()), bias);
+  // Many rows (prefill, large decode batches): the dense path, through one dense copy of
+  // this weight per layer load.
+  if (x.numel() / weight.cols > kMaxInPlaceRows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
   const at::Tensor x2 = x.reshape({-1, weight.cols}).to(at::kFloat).contiguous();
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   at::Tensor y = at::empty({x2.size(0), weight.rows}, x2.options());
@@ -74,8 +78,8 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   args.rows = x2.size(0);
   args.k = weight.cols;
   args.packed = weight.packed.data_ptr<uint8_t>();
-  args.mins = reinterpret_cast<const uint16_t*>(weight.mins.data_ptr<int16_t>());
-  args.scales = reinterpret_cast<const uint16_t*>(weight.scales.data_ptr<int16_t>());
+  args.mins = halves(weight.mins);
+  args.scales = halves(weight.scales);
   args.format = {weight.bits, weight.group_size};
   args.n = weight.rows;
   args.bias = b.defined() ? b.data_ptr<float>() : nullptr;

@@ -52,15 +52,16 @@ model::StepInputs step_inputs(const at::Tensor& pad, int64_t i, int64_t S) {
   return step;
 }
 
-// Consecutive computed rows (`pad`: theirs, in gather order: shortest prompt first,
+// Consecutive computed rows (in gather order: shortest prompt first,
 // BlockRunner::start_token) whose prompt lengths are within 25% of each other share a
 // prefill group: a group computes over its longest prompt, so no row pays for more than
 // 1.25 times its own length, and a group costs a few more op launches per layer.
-std::vector<PrefillRows> prefill_row_groups(const at::Tensor& pad, int64_t S) {
+// `lengths`: each row's prompt length; `rows`: the computed rows in gather order.
+std::vector<PrefillRows> prefill_row_groups(const std::vector<int64_t>& lengths, const std::vector<int64_t>& rows) {
   std::vector<PrefillRows> groups;
   int64_t shortest = 0;
-  for (int64_t r = 0; r < pad.size(0); ++r) {
-    const int64_t len = S - pad[r].item<int64_t>();
+  for (int64_t r = 0; r < static_cast<int64_t>(rows.size()); ++r) {
+    const int64_t len = lengths[static_cast<size_t>(rows[static_cast<size_t>(r)])];
     if (!groups.empty()) {
       PrefillRows& g = groups.back();
       const int64_t lo = std::min(shortest, len), hi = std::max(g.len, len);
@@ -191,9 +192,7 @@ void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pendi
       std::vector<int64_t> lengths(b.slots.size());
       for (size_t r = 0; r < lengths.size(); ++r) lengths[r] = p.S - b.pad[static_cast<int64_t>(r)].item<int64_t>();
       b.live.update(prefill_sources(b, *p.requests), device_.compute, &lengths);
-      if (!b.live.none()) {
-        b.prefill_groups = prefill_row_groups(b.pad.index_select(0, at::tensor(b.live.indices(), at::kLong)), p.S);
-      }
+      b.prefill_groups = prefill_row_groups(lengths, b.live.indices());
     } else {
       std::vector<bool> live(b.slots.size(), false);
       for (size_t r = 0; r < b.slots.size(); ++r) {

@@ -3,6 +3,7 @@
 // compute device, looked up by the checkpoint name's suffix ("self_attn.q_proj.weight").
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -16,6 +17,10 @@ struct QuantizedWeight {
   at::Tensor packed, mins, scales;
   int64_t rows = 0, cols = 0;
   int bits = 4, group_size = 64;
+  // The dense copy a product with many rows needs, made by the first such product and
+  // shared by the later ones (every gpu batch of the block) while the layer is loaded.
+  // Only the compute thread uses it.
+  std::shared_ptr<at::Tensor> dense = std::make_shared<at::Tensor>();
 };
 
 class LayerWeights {

@@ -17,8 +17,9 @@ bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight);
 
 // The same product with W held quantized (host, CPU compute). Up to 8 rows of x (decode)
 // W is read in place by kernels/cpu/quantized_matmul, with no dense copy; with more
-// rows a dense copy of W in x's dtype is made for this product only (converting the
-// levels once instead of once per row). The result has x's dtype.
+// rows a dense copy of W in x's dtype is made (converting the levels once instead of
+// once per row) and kept in weight.dense for the other gpu batches of the same layer
+// load. The result has x's dtype.
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias = {});
 
 }  // namespace tiergen::model
