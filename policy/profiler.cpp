@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/quantize.h"
 #include "tiergen/common/error.h"
 
@@ -117,29 +119,52 @@ struct Device {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;  // CPU matmuls in fp32 (fp16 CPU GEMM is slow)
   std::function<void()> sync = [] {};
+  // Products per timed sample: one GPU product of these shapes takes microseconds, less
+  // than a launch and a stream synchronization, which one product per sample would time.
+  int products_per_sample = 1;
 };
 
 double matmul_flops(const Device& d, int64_t m, int64_t k, int64_t n, int reps) {
   const auto opts = at::TensorOptions().device(d.device).dtype(d.dtype);
   const at::Tensor a = at::randn({m, k}, opts), b = at::randn({k, n}, opts);
-  return 2.0 * m * k * n / median_seconds(reps, [&] { (void)at::matmul(a, b); }, d.sync);
+  const int inner = d.products_per_sample;
+  const double seconds = median_seconds(reps, [&] { for (int i = 0; i < inner; ++i) (void)at::matmul(a, b); }, d.sync);
+  return 2.0 * m * k * n * inner / seconds;
 }
 
 double bmm_flops(const Device& d, int64_t batch, int64_t m, int64_t k, int64_t n, int reps) {
   const auto opts = at::TensorOptions().device(d.device).dtype(d.dtype);
   const at::Tensor a = at::randn({batch, m, k}, opts), b = at::randn({batch, k, n}, opts);
-  return 2.0 * batch * m * k * n / median_seconds(reps, [&] { (void)at::bmm(a, b); }, d.sync);
+  const int inner = d.products_per_sample;
+  const double seconds = median_seconds(reps, [&] { for (int i = 0; i < inner; ++i) (void)at::bmm(a, b); }, d.sync);
+  return 2.0 * batch * m * k * n * inner / seconds;
 }
 
-// Decode attention over a CPU-resident cache: bytes of fp16-equivalent K and V per second.
-double cpu_attention_bandwidth(int64_t heads, int64_t context, int reps) {
-  const int64_t d = 128, batch = 4;
-  const auto opts = at::TensorOptions().dtype(at::kFloat);
-  const at::Tensor q = at::randn({batch * heads, 1, d}, opts);
-  const at::Tensor k = at::randn({batch * heads, d, context}, opts);
-  const at::Tensor v = at::randn({batch * heads, context, d}, opts);
-  const double seconds = median_seconds(reps, [&] { (void)at::bmm(at::softmax(at::bmm(q, k), -1), v); });
-  return 2.0 * double(batch * heads * context * d) * 2 / seconds;
+// Decode attention over a CPU-resident fp16 cache, through the engine's own kernel
+// (kernels/cpu/attention.h): bytes of K and V read per second. `batch` x `context`
+// positions of 32 heads of 128 make 16 KiB per position, so the quick shapes read
+// 128 MiB and the full ones 512 MiB per call: far more than a last-level cache holds,
+// as a real decode's cache is (a cache-resident measurement overstated the rate 7x on
+// one host).
+double cpu_attention_bandwidth(int64_t batch, int64_t context, int reps) {
+  const int64_t heads = 32, d = 128;
+  const at::Tensor k = at::randn({batch, heads, context, d}).to(at::kHalf);
+  const at::Tensor v = at::randn({batch, heads, context, d}).to(at::kHalf);
+  const at::Tensor q = at::randn({batch, heads, d});
+  at::Tensor out = at::empty({batch, heads, d});
+  kernels::DecodeAttentionArgs args;
+  args.q = q.data_ptr<float>();
+  args.out = out.data_ptr<float>();
+  args.batch = batch;
+  args.num_heads = args.num_kv_heads = heads;
+  args.head_dim = d;
+  args.max_len = args.seq_len = context;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  args.k = kernels::KvView::dense(k.data_ptr(), kernels::ElemType::F16);
+  args.v = kernels::KvView::dense(v.data_ptr(), kernels::ElemType::F16);
+  args.num_threads = at::get_num_threads();
+  const double seconds = median_seconds(reps, [&] { kernels::decode_attention(args); });
+  return static_cast<double>(kernels::decode_attention_kv_bytes(args)) / seconds;
 }
 
 std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick, const Recorder& record) {
@@ -148,7 +173,7 @@ std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick, 
   double single = 0;
   for (int t = 1; t <= max_threads; t = quick || (t < max_threads && t * 2 > max_threads) ? max_threads : t * 2) {
     at::set_num_threads(t);
-    const double rate = cpu_attention_bandwidth(8, quick ? 1024 : 2048, quick ? 3 : 7);
+    const double rate = cpu_attention_bandwidth(quick ? 8 : 16, quick ? 1024 : 2048, quick ? 3 : 7);
     if (t == 1) single = rate;
     scaling.emplace_back(t, rate / single);
     record(fmt::format("cpu attention, {} thread{}", t, t == 1 ? "" : "s"), rate, "B/s");
@@ -223,7 +248,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   p.gpu_is_host = true;
 #if defined(TIERGEN_WITH_CUDA)
   if (at::hasCUDA()) {
-    device = Device{at::Device(at::kCUDA, 0), at::kHalf, [] { at::cuda::getCurrentCUDAStream().synchronize(); }};
+    device = Device{at::Device(at::kCUDA, 0), at::kHalf, [] { at::cuda::getCurrentCUDAStream().synchronize(); }, 20};
     p.gpu_is_host = false;
   }
 #endif
@@ -252,13 +277,15 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   p.disk_to_cpu_cache = p.disk_to_cpu;
   p.cpu_to_disk_cache_prefill = p.cpu_to_disk_hidden_prefill = p.cpu_to_disk_decode;
 
-  const int64_t h = o.quick ? 1024 : 4096;
-  p.mm_flops_prefill = record("matmul, prefill shape", matmul_flops(device, o.quick ? 256 : 2048, h, h, reps), "FLOP/s");
+  // A GPU runs the full shapes in milliseconds; small ones would time launch latency.
+  const bool small = o.quick && p.gpu_is_host;
+  const int64_t h = small ? 1024 : 4096;
+  p.mm_flops_prefill = record("matmul, prefill shape", matmul_flops(device, small ? 256 : 2048, h, h, reps), "FLOP/s");
   p.mm_flops_decode = record("matmul, decode shape", matmul_flops(device, 32, h, h, reps), "FLOP/s");
-  p.bmm_flops_prefill = record("bmm, prefill shape", bmm_flops(device, o.quick ? 8 : 32, o.quick ? 128 : 512, 128, o.quick ? 128 : 512, reps), "FLOP/s");
-  p.bmm_flops_decode = record("bmm, decode shape", bmm_flops(device, o.quick ? 64 : 256, 1, 128, o.quick ? 256 : 2048, reps), "FLOP/s");
+  p.bmm_flops_prefill = record("bmm, prefill shape", bmm_flops(device, small ? 8 : 32, small ? 128 : 512, 128, small ? 128 : 512, reps), "FLOP/s");
+  p.bmm_flops_decode = record("bmm, decode shape", bmm_flops(device, small ? 64 : 256, 1, 128, small ? 256 : 2048, reps), "FLOP/s");
   p.cpu_attention_bandwidth =
-      record("cpu attention", cpu_attention_bandwidth(o.quick ? 8 : 32, o.quick ? 256 : 2048, reps), "B/s");
+      record("cpu attention", cpu_attention_bandwidth(o.quick ? 8 : 16, o.quick ? 1024 : 2048, reps), "B/s");
   const int scaling_threads = o.max_threads > 0 ? std::min(o.max_threads, p.cpu_threads) : p.cpu_threads;
   p.cpu_thread_scaling = plausible_thread_scaling(scaling_threads, o.quick, record);
   compression_rates(p, o.quick, record);
@@ -275,8 +302,9 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              (p.gpu_is_host ? "; no CUDA device: the gpu numbers describe the host standing in for the GPU "
                               "(--device cpu), its capacity a quarter of physical memory"
                             : "; gpu quantize/dequantize estimated from device memory bandwidth") +
-             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu.attention_bandwidth counts fp16-equivalent KV "
-             "bytes of a fp32 bmm-softmax-bmm decode attention; cache-slice link rates equal the bulk rates";
+             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu.attention_bandwidth is the engine's decode "
+             "attention kernel over an fp16 cache larger than the CPU caches; cache-slice link rates equal the bulk "
+             "rates";
   p.validate("measured profile");
   return p;
 }

@@ -23,6 +23,7 @@
 // self-contained, so this file compiles them in (no other test file does).
 #include "src/cli/bench_report.cpp"
 #include "src/cli/progress.cpp"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -80,7 +81,7 @@ class BenchCli : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     std::error_code ec;
-    fs::remove_all(*dir_, ec);
+    tiergen::test::remove_tree(*dir_);
     delete dir_;
   }
   static std::string model_dir() { return (*dir_ / "tiny-opt").string(); }

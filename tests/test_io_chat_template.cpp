@@ -13,6 +13,7 @@
 
 #include "src/io/chat_template.h"
 #include "tiergen/common/error.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::io {
 namespace {
@@ -56,10 +57,10 @@ std::string fetch_jinja(std::string& why) {
     why = "cannot fetch " + spec + " from the npm registry: " + out;
     return "";
   }
-  fs::remove_all(dest);
+  tiergen::test::remove_tree(dest);
   fs::create_directories(dest.parent_path());
   fs::rename(work / "package", dest);
-  fs::remove_all(work);
+  tiergen::test::remove_tree(work);
   return dest.string();
 }
 

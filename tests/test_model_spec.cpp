@@ -587,5 +587,35 @@ TEST(ModelSpecErrors, BadConfigFiles) {
   EXPECT_THROW(spec_from_config_file(dir.path + "/missing.json"), Error);
 }
 
+// transformers 5 writes rope_theta and the scaling fields into one "rope_parameters"
+// object and "dtype" for "torch_dtype" (the golden fixtures were saved that way).
+TEST(ModelSpecConfig, Transformers5RopeParametersAndDtype) {
+  json c = json::parse(kLlama31_8b);
+  const json legacy_scaling = c.at("rope_scaling");
+  c.erase("rope_scaling");
+  c.erase("rope_theta");
+  c.erase("torch_dtype");
+  c["dtype"] = "bfloat16";
+  c["rope_parameters"] = legacy_scaling;
+  c["rope_parameters"]["rope_theta"] = 500000.0;
+  const Spec s = spec_from_config(c, "v5 config");
+  EXPECT_DOUBLE_EQ(s.rope_theta, 500000.0);
+  EXPECT_EQ(s.rope_scaling.type, "llama3");
+  EXPECT_DOUBLE_EQ(s.rope_scaling.factor, 8.0);
+  EXPECT_EQ(s.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(s.torch_dtype, "bfloat16");
+  EXPECT_EQ(s.total_params(), 8030261248);
+
+  // rope_type "default": plain rotary embeddings with the given theta.
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  const Spec plain = spec_from_config(c, "v5 config");
+  EXPECT_DOUBLE_EQ(plain.rope_theta, 1000000.0);
+  EXPECT_EQ(plain.rope_scaling.type, "");
+
+  // Any other rope type is refused by name, as in the legacy form.
+  c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  expect_error(c, {"rope_parameters", "yarn", "not supported"});
+}
+
 }  // namespace
 }  // namespace tiergen::model

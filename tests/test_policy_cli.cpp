@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -86,7 +88,7 @@ class PolicyCli : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     std::error_code ec;
-    fs::remove_all(*dir_, ec);
+    tiergen::test::remove_tree(*dir_);
     delete dir_;
   }
   static std::string model_dir() { return (*dir_ / "tiny-opt").string(); }

@@ -15,6 +15,7 @@
 #include "policy/profiler.h"
 #include "policy/thread_search.h"
 #include "tiergen/common/error.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::policy {
 namespace {
@@ -117,7 +118,7 @@ TEST(PolicyProfile, BuiltInProfilesAreTheShippedFiles) {
 
 TEST(PolicyProfile, ResolutionOrder) {
   const std::string cache = ::testing::TempDir() + "/tiergen_xdg_cache_" + std::to_string(::getpid());
-  std::filesystem::remove_all(cache);
+  tiergen::test::remove_tree(cache);
   ScopedEnv xdg("XDG_CACHE_HOME", cache.c_str());
   ScopedEnv env("TIERGEN_HW_PROFILE", nullptr);
   EXPECT_EQ(cached_profile_path(), cache + "/tiergen/hw-profile.json");
@@ -147,7 +148,7 @@ TEST(PolicyProfile, ResolutionOrder) {
   }
   EXPECT_EQ(resolve_profile_with_origin("t4-flexgen").profile.path, "built-in:t4-flexgen");
   EXPECT_THROW(resolve_profile_with_origin("/nonexistent/profile.json"), Error);
-  std::filesystem::remove_all(cache);
+  tiergen::test::remove_tree(cache);
 }
 
 TEST(PolicyThreads, GraphConcurrencyFromKahnSchedule) {

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -31,7 +33,7 @@ Result tokenize(const std::string& args, const std::string& input) {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
   Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
-  fs::remove_all(dir);
+  tiergen::test::remove_tree(dir);
   return r;
 }
 
@@ -77,3 +79,4 @@ TEST(TokenizeCommand, MalformedLinesNameTheLine) {
 }
 
 }  // namespace
+#include "tests/support/temp_dir.h"

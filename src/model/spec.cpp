@@ -158,6 +158,27 @@ void read_opt(Spec& s, const json& c, const std::string& source) {
   s.tie_word_embeddings = get_or<bool>(c, "tie_word_embeddings", true, source);
 }
 
+// Rotary parameters: transformers 5 writes them as one "rope_parameters" object
+// (rope_type, rope_theta and the scaling fields); older configs have "rope_theta" and
+// an optional "rope_scaling" object beside it.
+void read_rope(Spec& s, const json& c, const std::string& source) {
+  const bool v5 = c.contains("rope_parameters") && c.at("rope_parameters").is_object();
+  s.rope_theta = get_or<double>(v5 ? c.at("rope_parameters") : c, "rope_theta", 10000.0,
+                                v5 ? source + " rope_parameters" : source);
+  const char* key = v5 ? "rope_parameters" : "rope_scaling";
+  if (!c.contains(key) || !c.at(key).is_object()) return;
+  const json& r = c.at(key);
+  const std::string where = source + " " + key;
+  const std::string type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "", where), where);
+  if (v5 && type == "default") return;
+  TG_CHECK(type == "llama3", "{}: rope type '{}' is not supported (supported: default, llama3)", where, type);
+  s.rope_scaling.type = type;
+  s.rope_scaling.factor = get<double>(r, "factor", where);
+  s.rope_scaling.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, where);
+  s.rope_scaling.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, where);
+  s.rope_scaling.original_max_position_embeddings = get_or<int64_t>(r, "original_max_position_embeddings", 8192, where);
+}
+
 void read_llama(Spec& s, const json& c, const std::string& source) {
   s.family = Family::Llama;
   s.hidden_size = get<int64_t>(c, "hidden_size", source);
@@ -169,23 +190,11 @@ void read_llama(Spec& s, const json& c, const std::string& source) {
   s.word_embed_proj_dim = s.hidden_size;
   s.activation = get_or<std::string>(c, "hidden_act", "silu", source);
   s.norm_eps = get_or<double>(c, "rms_norm_eps", 1e-6, source);
-  s.rope_theta = get_or<double>(c, "rope_theta", 10000.0, source);
   s.attention_bias = get_or<bool>(c, "attention_bias", false, source);
   s.mlp_bias = get_or<bool>(c, "mlp_bias", false, source);
   s.tie_word_embeddings = get_or<bool>(c, "tie_word_embeddings", false, source);
   if (c.contains("head_dim") && !c.at("head_dim").is_null()) s.head_dim = get<int64_t>(c, "head_dim", source);
-  if (c.contains("rope_scaling") && c.at("rope_scaling").is_object()) {
-    const json& r = c.at("rope_scaling");
-    const std::string where = source + " rope_scaling";
-    s.rope_scaling.type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "", where), where);
-    TG_CHECK(s.rope_scaling.type == "llama3",
-             "{}: rope_scaling type '{}' is not supported (supported: llama3)", source, s.rope_scaling.type);
-    s.rope_scaling.factor = get<double>(r, "factor", where);
-    s.rope_scaling.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, where);
-    s.rope_scaling.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, where);
-    s.rope_scaling.original_max_position_embeddings =
-        get_or<int64_t>(r, "original_max_position_embeddings", 8192, where);
-  }
+  read_rope(s, c, source);
 }
 
 // Sizes far beyond any real model would overflow byte counts downstream.
@@ -257,7 +266,8 @@ Spec spec_from_config(const json& c, const std::string& source) {
              source, arch, model_type);
   }
   s.vocab_size = get<int64_t>(c, "vocab_size", source);
-  s.torch_dtype = get_or<std::string>(c, "torch_dtype", "float16", source);
+  // transformers 5 renamed "torch_dtype" to "dtype".
+  s.torch_dtype = get_or<std::string>(c, c.contains("torch_dtype") ? "torch_dtype" : "dtype", "float16", source);
   read_special_tokens(s, c, source);
   check_shapes(s, source);
   if (s.head_dim == 0) s.head_dim = s.hidden_size / s.num_heads;

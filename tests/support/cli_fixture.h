@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 // Under ASan/TSan the binaries' RSS is mostly the sanitizer's (shadow, quarantine).
@@ -170,7 +172,7 @@ fs::path shared_tiny_model(const std::string& name, const std::vector<std::strin
   if (fs::exists(dest / "model.safetensors")) return dest;
   fs::create_directories(root);
   const fs::path tmp = root / (name + ".tmp-" + std::to_string(::getpid()));
-  fs::remove_all(tmp);
+  tiergen::test::remove_tree(tmp);
   std::vector<std::string> args = {kMakeTinyModel, "--out", tmp.string()};
   args.insert(args.end(), flags.begin(), flags.end());
   Child make(args, root);
@@ -181,7 +183,7 @@ fs::path shared_tiny_model(const std::string& name, const std::vector<std::strin
   }
   std::error_code ec;
   fs::rename(tmp, dest, ec);  // fails when another process was first: use theirs
-  if (ec) fs::remove_all(tmp, ec);
+  if (ec) tiergen::test::remove_tree(tmp);
   return dest;
 }
 
@@ -203,7 +205,7 @@ class CliReliability : public ::testing::Test {
 
   static void SetUpTestSuite() {
     suite_dir() = fs::path(::testing::TempDir()) / ("tiergen_cli_reliability_" + std::to_string(::getpid()));
-    fs::remove_all(suite_dir());
+    tiergen::test::remove_tree(suite_dir());
     fs::create_directories(suite_dir());
     // OPT, 2 layers, hidden 64, max_positions 256, the byte-level fixture's vocabulary:
     // about 0.5 MB.
@@ -214,7 +216,7 @@ class CliReliability : public ::testing::Test {
 
   static void TearDownTestSuite() {
     std::error_code ec;
-    fs::remove_all(suite_dir(), ec);
+    tiergen::test::remove_tree(suite_dir());
   }
 
   void SetUp() override {

@@ -1,8 +1,11 @@
 #pragma once
 // Test support: fresh temporary directories, removed when the test is done. Light
 // (no LibTorch) so that parser and I/O tests can include it.
+#include <ftw.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <filesystem>
@@ -27,13 +30,22 @@ inline std::string unique_temp_dir(const std::string& stem) {
   }
 }
 
+// Removes `path` and everything under it; a missing path is not an error. Used instead
+// of std::filesystem::remove_all: a pip wheel's libtorch.so exports its own copy of
+// remove_all (from the devtoolset libstdc++ it was built with), the dynamic linker can
+// bind our calls to it, and it crashed through a null pointer with torch 2.11+cu130.
+inline void remove_tree(const std::string& path) {
+  const auto remove_entry = [](const char* p, const struct stat*, int, struct FTW*) {
+    std::remove(p);  // best effort, as remove_all with an error_code: go on with the rest
+    return 0;
+  };
+  ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 // Removes the directory when it goes out of scope.
 struct TempDir {
   explicit TempDir(const std::string& stem) : path(unique_temp_dir(stem)) {}
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
+  ~TempDir() { remove_tree(path); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 

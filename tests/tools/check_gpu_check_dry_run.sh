@@ -13,7 +13,7 @@ listing=$(TIERGEN_GPU_BUILD="$out/never-built" bash "$root/tools/gpu-check.sh" "
 rc=$?
 [ "$rc" = 0 ] || fail "the dry run exited with status $rc"
 
-steps=(facts deps configure build linkage ctest cuda-tests tiny-models equality-opt-float32 equality-opt-float16
+steps=(facts deps configure build linkage ctest cuda-tests golden tiny-models equality-opt-float32 equality-opt-float16
   equality-llama-float32 equality-llama-float16 overlap memcheck profile nsys)
 i=0
 for s in "${steps[@]}"; do
