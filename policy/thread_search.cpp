@@ -124,25 +124,38 @@ ThreadSearchInput thread_input_for(const model::Spec& spec, const runtime::Polic
   auto task = [&](Task t) { return decode.tasks[static_cast<int>(t)]; };
   // The profile's attention rate is at all threads; scale back to one thread.
   const double attention = task(Task::CpuAttention) * hw.thread_speedup(hw.cpu_threads);
-  const double append = policy.cpu_cache_compute ? attention / std::max<double>(1, workload.prompt_len) : 0;
-  in.compute_ops = {
-      {"append_k", append, {}},
-      {"append_v", append, {}},
-      {"q_scale", attention * 0.02, {}},
-      {"scores_qk", attention * 0.45, {0, 2}},
-      {"softmax", attention * 0.06, {3}},
-      {"context_pv", attention * 0.45, {1, 4}},
-      {"output", attention * 0.02, {5}},
+  const double append = attention / std::max<double>(1, workload.prompt_len);
+  // The graph the runtime runs: the new token's K and V appended to the CPU cache, then
+  // one fused decode-attention kernel (kernels/cpu/attention.h) over the intra-op
+  // threads. LM-Offload's Figure 6 splits attention into QK^T, softmax and PV operators
+  // that inter-op threads overlap, which a fused kernel never does: with that graph the
+  // search gave attention 2 of 16 cores, the run took 7.6x the predicted attention time.
+  if (policy.cpu_cache_compute) {
+    in.compute_ops.push_back({"append_kv", 2 * append, {}});
+    in.compute_ops.push_back({"decode_attention", attention, {0}});
+  }
+  if (hw.gpu_is_host) {
+    // --device cpu: the layer's matmuls run on the same intra-op threads (profiled at
+    // all of them), after attention.
+    const std::vector<int> after = in.compute_ops.empty() ? std::vector<int>{} : std::vector<int>{1};
+    in.compute_ops.push_back({"layer_matmuls", task(Task::Compute) * hw.thread_speedup(hw.cpu_threads), after});
+  } else {
+    in.other_compute_seconds = task(Task::Compute);
+  }
+  // The share of a component the load/store workers stream with CPU threads. With
+  // --device cpu every move between tiers is a memcpy; on a CUDA host, copies between
+  // pinned host memory and the GPU are DMA that no CPU thread streams, so only the
+  // disk share costs threads.
+  const auto streamed = [&](double gpu_percent, double cpu_percent) {
+    return hw.gpu_is_host ? 1 - gpu_percent / 100 : std::max(0.0, 1 - (gpu_percent + cpu_percent) / 100);
   };
-  in.other_compute_seconds = task(Task::Compute);
   const ModelSizes sizes(spec, 2);
   const double bls = double(policy.block_size());
   const double kv = bls * sizes.kv_stored_bytes_per_token(policy.compress_cache);
-  in.io_bytes = {sizes.layer_weight_bytes(policy.compress_weight) * (1 - policy.w_gpu_percent / 100),
-                 kv * (workload.prompt_len + workload.gen_len / 2.0) * (1 - policy.cache_gpu_percent / 100),
-                 kv * (1 - policy.cache_gpu_percent / 100),
-                 bls * sizes.hidden_bytes_per_token() * (1 - policy.act_gpu_percent / 100),
-                 bls * sizes.hidden_bytes_per_token() * (1 - policy.act_gpu_percent / 100)};
+  const double hidden = bls * sizes.hidden_bytes_per_token() * streamed(policy.act_gpu_percent, policy.act_cpu_percent);
+  const double cache = streamed(policy.cache_gpu_percent, policy.cache_cpu_percent);
+  in.io_bytes = {sizes.layer_weight_bytes(policy.compress_weight) * streamed(policy.w_gpu_percent, policy.w_cpu_percent),
+                 kv * (workload.prompt_len + workload.gen_len / 2.0) * cache, kv * cache, hidden, hidden};
   if (policy.cpu_cache_compute) in.io_bytes[1] = 0;
   in.io_link_seconds = {task(Task::WeightLoad), task(Task::CacheLoad), task(Task::CacheStore),
                         task(Task::ActivationLoad), task(Task::ActivationStore)};

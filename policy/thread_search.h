@@ -51,8 +51,9 @@ GraphSchedule schedule_graph(const std::vector<Operator>& ops, double speedup);
 
 ThreadChoice choose_threads(const ThreadSearchInput& input, const HardwareProfile& hw);
 
-// The decode-layer input for `policy` from its prediction: CPU attention split into
-// the operators of LM-Offload's Figure 6 (append K and V, QKᵀ, softmax, PV, output).
+// The decode-layer input for `policy` from its prediction: CPU attention as the engine
+// runs it (append K and V, then the fused decode-attention kernel on the intra-op
+// threads), not LM-Offload's Figure 6 split into separately scheduled operators.
 ThreadSearchInput thread_input_for(const model::Spec& spec, const runtime::Policy& policy,
                                    const runtime::Workload& workload, const Prediction& prediction,
                                    const HardwareProfile& hw);

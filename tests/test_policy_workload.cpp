@@ -151,6 +151,38 @@ TEST(PolicyWorkload, ThreadSearchNeverReturnsZeroThreads) {
   EXPECT_GE(r.policy.threads.io_threads, 1);
 }
 
+// The engine's CPU attention is one fused kernel on the compute intra-op threads.
+// With decode bound by it (the 16-core H100 host's plan for opt-6.7b: 64 sequences,
+// 85% of the cache on the cpu), the thread search gives attention most cores and no
+// inter-op split; LM-Offload's unfused graph gave it 2 of 16 and the run's attention
+// took 7.6x the prediction.
+TEST(PolicyWorkload, FusedCpuAttentionGetsMostCores) {
+  auto hw = t4();
+  hw.cpu_threads = 16;
+  hw.cpu_thread_scaling = {{1, 1.0}, {16, 7.7}};
+  const model::Spec spec = model::resolve_spec("opt-6.7b");
+  using A = std::array<double, 6>;
+  const runtime::Policy p = make_policy(64, 1, A{40, 60, 15, 85, 0, 100}, true);
+  const runtime::Workload w{512, 32, 64};
+  const auto in = policy::thread_input_for(spec, p, w, policy::predict(spec, p, w, hw), hw);
+  const auto choice = policy::choose_threads(in, hw);
+  ASSERT_TRUE(choice.found);
+  EXPECT_EQ(choice.compute_inter_op, 1);
+  EXPECT_GE(choice.compute_intra_op, 8);
+  // The chosen threads run attention within a small factor of the all-core rate.
+  const double attention = policy::predict(spec, p, w, hw).decode.tasks[static_cast<int>(policy::Task::CpuAttention)];
+  EXPECT_LT(choice.layer_seconds, 2.5 * std::max(attention, in.other_compute_seconds));
+
+  // On a cpu-only host the layer's matmuls share those threads: a matmul-bound plan
+  // without cpu attention keeps every core but the five load/store workers.
+  auto host = hw;
+  host.gpu_is_host = true;
+  const runtime::Policy gpu_tier = make_policy(8, 1, A{100, 0, 100, 0, 100, 0}, false);
+  const auto host_in = policy::thread_input_for(spec, gpu_tier, w, policy::predict(spec, gpu_tier, w, host), host);
+  EXPECT_EQ(host_in.other_compute_seconds, 0.0);
+  EXPECT_EQ(policy::choose_threads(host_in, host).compute_intra_op, 16 - policy::kNumIoTasks);
+}
+
 TEST(PolicyWorkload, ImplausibleThreadScalingIsRefused) {
   EXPECT_NE(policy::implausible_thread_scaling({{1, 1.0}, {2, 0.04}}), "");
   EXPECT_NE(policy::implausible_thread_scaling({{1, 1.0}, {2, 9.0}}), "");
