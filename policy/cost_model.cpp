@@ -133,7 +133,13 @@ PhaseModel build_prefill(const Terms& t) {
 // moves over PCIe, only q/k/v of the new token go down and the output comes back.
 void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
   const double dense = t.bls * context * t.kv;
-  phase.add(Lane::Compute, Task::CpuAttention, Linear::sum(dense / t.hw.cpu_attention_bandwidth, {kCc, kCn}));
+  // The profile's rate is at every core; a policy whose thread search gave the kernel
+  // fewer intra-op threads runs it at that many (the search itself plans at all cores).
+  const int threads = t.policy.threads.compute_intra_op;
+  const double thread_share =
+      threads > 0 && threads < t.hw.cpu_threads ? t.hw.thread_speedup(threads) / t.hw.thread_speedup(t.hw.cpu_threads) : 1.0;
+  const double rate = t.hw.cpu_attention_bandwidth * thread_share;
+  phase.add(Lane::Compute, Task::CpuAttention, Linear::sum(dense / rate, {kCc, kCn}));
   if (t.policy.compress_cache.enabled) {
     phase.add(Lane::Compute, Task::Dequantize, Linear::sum(dense / t.hw.cpu_dequantize, {kCc, kCn}));
     phase.add(Lane::Compute, Task::Quantize, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));

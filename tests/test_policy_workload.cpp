@@ -173,6 +173,12 @@ TEST(PolicyWorkload, FusedCpuAttentionGetsMostCores) {
   const double attention = policy::predict(spec, p, w, hw).decode.tasks[static_cast<int>(policy::Task::CpuAttention)];
   EXPECT_LT(choice.layer_seconds, 2.5 * std::max(attention, in.other_compute_seconds));
 
+  // A policy that runs attention on fewer intra-op threads is predicted at that many.
+  runtime::Policy two = p;
+  two.threads.compute_intra_op = 2;
+  const double at_two = policy::predict(spec, two, w, hw).decode.tasks[static_cast<int>(policy::Task::CpuAttention)];
+  EXPECT_NEAR(at_two / attention, hw.thread_speedup(16) / hw.thread_speedup(2), 1e-9);
+
   // On a cpu-only host the layer's matmuls share those threads: a matmul-bound plan
   // without cpu attention keeps every core but the five load/store workers.
   auto host = hw;
