@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/cli_fixture.h"
 #include "tests/support/npy.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/model/weight_source.h"
@@ -196,6 +197,28 @@ TEST_P(GoldenTest, CudaFp16AgreementIsReported) {
   // Every prompt's first token has a clear margin in these models.
   for (size_t r = 0; r < want.size(); ++r) EXPECT_EQ(got[r].at(0), want[r].at(0)) << "prompt " << r;
   if (hf_rate >= 0) EXPECT_GE(engine_rate, hf_rate - 0.25);
+}
+
+// End to end through `tiergen generate` with its defaults (--dtype auto computes in
+// float32 on the CPU): the checkpoint directory as transformers 5 saved it loads, and
+// the tokens are transformers'.
+TEST_P(GoldenTest, CliGenerateWithDefaultsGivesTransformersTokens) {
+  TempDir dir("golden-cli");
+  std::string prompts;
+  for (const auto& p : golden_.prompts()) prompts += nlohmann::json{{"prompt_token_ids", p}}.dump() + "\n";
+  const std::string in = dir.write("prompts.jsonl", prompts), out = dir.file("out.jsonl");
+  Child run({kTiergen, "generate", "-m", golden_.dir.string(), "-p", in, "-o", out, "-n", std::to_string(golden_.steps()),
+             "--ignore-eos", "--device", "cpu", "-q"},
+            dir.path);
+  const Exit e = run.wait();
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  std::ifstream results(out);
+  std::vector<std::vector<int64_t>> got;
+  for (std::string line; std::getline(results, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.contains("token_ids")) got.push_back(record.at("token_ids").get<std::vector<int64_t>>());
+  }
+  EXPECT_EQ(got, golden_.tokens("tokens_fp32_cpu"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, GoldenTest, ::testing::ValuesIn(golden_case_names()),
