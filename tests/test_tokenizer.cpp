@@ -245,6 +245,19 @@ TEST(MalformedFiles, BadFieldsNameTheField) {
   b.write("tokenizer.json", broken.dump());
   expect_load_error(b.path, {"model.vocab.Ġ", "integer"});
 
+  // An id far beyond the vocabulary (found by fuzz_tokenizer: the id tables took
+  // gigabytes) is refused by name, in the vocabulary and among the added tokens.
+  broken = json;
+  broken["model"]["vocab"]["Ġ"] = 1 << 30;
+  test::TempDir huge{"tiergen-tok"};
+  huge.write("tokenizer.json", broken.dump());
+  expect_load_error(huge.path, {"tokenizer.json", "token id 1073741824", "far beyond"});
+  broken = json;
+  broken["added_tokens"].push_back({{"id", 2000000000}, {"content", "<far>"}, {"special", true}});
+  test::TempDir far{"tiergen-tok"};
+  far.write("tokenizer.json", broken.dump());
+  expect_load_error(far.path, {"tokenizer.json", "token id 2000000000", "far beyond"});
+
   broken = json;
   broken["normalizer"] = {{"type", "NFKC"}};
   test::TempDir c{"tiergen-tok"};

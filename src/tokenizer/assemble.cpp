@@ -51,6 +51,13 @@ std::string token_bytes(const std::string& spelling, const DecoderSpec& decoder)
 void build_vocabulary(const TokenizerFiles& files, const std::vector<AddedToken>& added, Tokenizer::Impl& impl) {
   int64_t limit = impl.model->id_limit();
   for (const auto& token : added) limit = std::max<int64_t>(limit, int64_t{token.id} + 1);
+  // Ids index dense tables (spelling, bytes, special). Real vocabularies are dense, a
+  // few holes are harmless; an id far beyond the tokens a file defines is a broken file
+  // whose tables would take gigabytes.
+  const auto defined = static_cast<int64_t>(files.bpe.vocab.size() + added.size());
+  const int64_t allowed = std::max<int64_t>(2 * defined, defined + (int64_t{1} << 16));
+  TG_CHECK(limit <= allowed, "{}: token id {} is far beyond the {} tokens the files define (ids must stay below {})",
+           files.source, limit - 1, defined, allowed);
   impl.spelling.assign(static_cast<std::size_t>(limit), std::string());
   impl.bytes.assign(static_cast<std::size_t>(limit), std::string());
   impl.special.assign(static_cast<std::size_t>(limit), 0);
