@@ -145,35 +145,47 @@ double bmm_flops(const Device& d, int64_t batch, int64_t m, int64_t k, int64_t n
 // positions of 32 heads of 128 make 16 KiB per position, so the quick shapes read
 // 128 MiB and the full ones 512 MiB per call: far more than a last-level cache holds,
 // as a real decode's cache is (a cache-resident measurement overstated the rate 7x on
-// one host).
-double cpu_attention_bandwidth(int64_t batch, int64_t context, int reps) {
-  const int64_t heads = 32, d = 128;
-  const at::Tensor k = at::randn({batch, heads, context, d}).to(at::kHalf);
-  const at::Tensor v = at::randn({batch, heads, context, d}).to(at::kHalf);
-  const at::Tensor q = at::randn({batch, heads, d});
-  at::Tensor out = at::empty({batch, heads, d});
-  kernels::DecodeAttentionArgs args;
-  args.q = q.data_ptr<float>();
-  args.out = out.data_ptr<float>();
-  args.batch = batch;
-  args.num_heads = args.num_kv_heads = heads;
-  args.head_dim = d;
-  args.max_len = args.seq_len = context;
-  args.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  args.k = kernels::KvView::dense(k.data_ptr(), kernels::ElemType::F16);
-  args.v = kernels::KvView::dense(v.data_ptr(), kernels::ElemType::F16);
-  args.num_threads = at::get_num_threads();
-  const double seconds = median_seconds(reps, [&] { kernels::decode_attention(args); });
-  return static_cast<double>(kernels::decode_attention_kv_bytes(args)) / seconds;
-}
+// one host). Built once, timed at each thread count.
+class CpuAttentionProbe {
+ public:
+  CpuAttentionProbe(int64_t batch, int64_t context)
+      : k_(at::randn({batch, kHeads, context, kHeadDim}).to(at::kHalf)),
+        v_(at::randn({batch, kHeads, context, kHeadDim}).to(at::kHalf)),
+        q_(at::randn({batch, kHeads, kHeadDim})),
+        out_(at::empty({batch, kHeads, kHeadDim})) {
+    args_.q = q_.data_ptr<float>();
+    args_.out = out_.data_ptr<float>();
+    args_.batch = batch;
+    args_.num_heads = args_.num_kv_heads = kHeads;
+    args_.head_dim = kHeadDim;
+    args_.max_len = args_.seq_len = context;
+    args_.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    args_.k = kernels::KvView::dense(k_.data_ptr(), kernels::ElemType::F16);
+    args_.v = kernels::KvView::dense(v_.data_ptr(), kernels::ElemType::F16);
+  }
 
-std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick, const Recorder& record) {
+  // At the calling thread's current LibTorch thread count.
+  double bandwidth(int reps) const {
+    kernels::DecodeAttentionArgs args = args_;
+    args.num_threads = at::get_num_threads();
+    const double seconds = median_seconds(reps, [&] { kernels::decode_attention(args); });
+    return static_cast<double>(kernels::decode_attention_kv_bytes(args)) / seconds;
+  }
+
+ private:
+  static constexpr int64_t kHeads = 32, kHeadDim = 128;
+  at::Tensor k_, v_, q_, out_;
+  kernels::DecodeAttentionArgs args_;
+};
+
+std::vector<std::pair<int, double>> thread_scaling(const CpuAttentionProbe& probe, int max_threads, bool quick,
+                                                   const Recorder& record) {
   std::vector<std::pair<int, double>> scaling;
   const int previous = at::get_num_threads();
   double single = 0;
   for (int t = 1; t <= max_threads; t = quick || (t < max_threads && t * 2 > max_threads) ? max_threads : t * 2) {
     at::set_num_threads(t);
-    const double rate = cpu_attention_bandwidth(quick ? 8 : 16, quick ? 1024 : 2048, quick ? 3 : 7);
+    const double rate = probe.bandwidth(quick ? 3 : 7);
     if (t == 1) single = rate;
     scaling.emplace_back(t, rate / single);
     record(fmt::format("cpu attention, {} thread{}", t, t == 1 ? "" : "s"), rate, "B/s");
@@ -184,10 +196,11 @@ std::vector<std::pair<int, double>> thread_scaling(int max_threads, bool quick, 
 }
 
 // The thread scaling, measured again (up to twice) while it is implausible.
-std::vector<std::pair<int, double>> plausible_thread_scaling(int max_threads, bool quick, const Recorder& record) {
+std::vector<std::pair<int, double>> plausible_thread_scaling(const CpuAttentionProbe& probe, int max_threads, bool quick,
+                                                             const Recorder& record) {
   std::string why;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto scaling = thread_scaling(max_threads, quick, record);
+    auto scaling = thread_scaling(probe, max_threads, quick, record);
     why = implausible_thread_scaling(scaling);
     if (why.empty()) return scaling;
     spdlog::warn("profiler: {}; measuring again", why);
@@ -286,10 +299,12 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   p.mm_flops_decode = record("matmul, decode shape", matmul_flops(device, 32, h, h, reps), "FLOP/s");
   p.bmm_flops_prefill = record("bmm, prefill shape", bmm_flops(device, small ? 8 : 32, small ? 128 : 512, 128, small ? 128 : 512, reps), "FLOP/s");
   p.bmm_flops_decode = record("bmm, decode shape", bmm_flops(device, small ? 64 : 256, 1, 128, small ? 256 : 2048, reps), "FLOP/s");
-  p.cpu_attention_bandwidth =
-      record("cpu attention", cpu_attention_bandwidth(o.quick ? 8 : 16, o.quick ? 1024 : 2048, reps), "B/s");
-  const int scaling_threads = o.max_threads > 0 ? std::min(o.max_threads, p.cpu_threads) : p.cpu_threads;
-  p.cpu_thread_scaling = plausible_thread_scaling(scaling_threads, o.quick, record);
+  {
+    const CpuAttentionProbe attention(o.quick ? 8 : 16, o.quick ? 1024 : 2048);
+    p.cpu_attention_bandwidth = record("cpu attention", attention.bandwidth(reps), "B/s");
+    const int scaling_threads = o.max_threads > 0 ? std::min(o.max_threads, p.cpu_threads) : p.cpu_threads;
+    p.cpu_thread_scaling = plausible_thread_scaling(attention, scaling_threads, o.quick, record);
+  }
   compression_rates(p, o.quick, record);
   // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
   // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per

@@ -137,7 +137,8 @@ ThreadSearchInput thread_input_for(const model::Spec& spec, const runtime::Polic
   if (hw.gpu_is_host) {
     // --device cpu: the layer's matmuls run on the same intra-op threads (profiled at
     // all of them), after attention.
-    const std::vector<int> after = in.compute_ops.empty() ? std::vector<int>{} : std::vector<int>{1};
+    const auto last = static_cast<int>(in.compute_ops.size()) - 1;
+    const std::vector<int> after = last < 0 ? std::vector<int>{} : std::vector<int>{last};
     in.compute_ops.push_back({"layer_matmuls", task(Task::Compute) * hw.thread_speedup(hw.cpu_threads), after});
   } else {
     in.other_compute_seconds = task(Task::Compute);

@@ -63,18 +63,6 @@ std::vector<std::string> devices() {
   return d;
 }
 
-// Every weight layer in float32 on `device`.
-std::vector<model::LayerWeights> layers_on(const GoldenCase& c, const at::Device& device) {
-  std::vector<model::LayerWeights> layers;
-  const auto weight_layers = c.spec.weight_layers();
-  for (size_t i = 0; i < weight_layers.size(); ++i) {
-    model::LayerWeights w(model::layer_prefix(c.spec, static_cast<int64_t>(i)));
-    for (const auto& t : weight_layers[i].tensors) w.set(t.name, c.weights->read(t, at::kFloat).to(device));
-    layers.push_back(std::move(w));
-  }
-  return layers;
-}
-
 // Logits [steps, vocab] at the positions where transformers chose each greedy token:
 // one full forward over the prompt followed by transformers' own tokens.
 at::Tensor step_logits(const GoldenCase& c, const std::vector<model::LayerWeights>& layers, const at::Device& device,
@@ -147,7 +135,7 @@ TEST_P(GoldenTest, Fp32LogitsMatchTransformers) {
   const auto tokens = golden_.tokens("tokens_fp32_cpu");
   for (const auto& device_name : devices()) {
     const at::Device device(device_name);
-    const auto layers = layers_on(golden_, device);
+    const auto layers = load_all_layers(golden_.spec, *golden_.weights, at::kFloat, device);
     for (size_t r = 0; r < prompts.size(); ++r) {
       const at::Tensor engine = step_logits(golden_, layers, device, prompts[r], tokens[r]);
       const at::Tensor expected = golden_.logits[static_cast<int64_t>(r)];

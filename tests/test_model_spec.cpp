@@ -612,6 +612,11 @@ TEST(ModelSpecConfig, Transformers5RopeParametersAndDtype) {
   EXPECT_DOUBLE_EQ(plain.rope_theta, 1000000.0);
   EXPECT_EQ(plain.rope_scaling.type, "");
 
+  // The legacy form may say "default" too.
+  json legacy = json::parse(kLlama2_7b);
+  legacy["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(spec_from_config(legacy, "legacy config").rope_scaling.type, "");
+
   // Any other rope type is refused by name, as in the legacy form.
   c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
   expect_error(c, {"rope_parameters", "yarn", "not supported"});

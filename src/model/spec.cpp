@@ -170,7 +170,7 @@ void read_rope(Spec& s, const json& c, const std::string& source) {
   const json& r = c.at(key);
   const std::string where = source + " " + key;
   const std::string type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "", where), where);
-  if (v5 && type == "default") return;
+  if (type == "default") return;  // plain rotary embeddings
   TG_CHECK(type == "llama3", "{}: rope type '{}' is not supported (supported: default, llama3)", where, type);
   s.rope_scaling.type = type;
   s.rope_scaling.factor = get<double>(r, "factor", where);

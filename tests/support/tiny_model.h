@@ -201,14 +201,15 @@ class NoFileWeights final : public model::WeightSource {
 
 // ---- A plain forward pass through model::forward.h (no runtime, no cache tiers).
 
-// Every weight layer's tensors on the CPU in `dtype`.
+// Every weight layer's tensors in `dtype` on `device`.
 inline std::vector<model::LayerWeights> load_all_layers(const model::Spec& spec, const model::WeightSource& source,
-                                                        at::ScalarType dtype = at::kFloat) {
+                                                        at::ScalarType dtype = at::kFloat,
+                                                        const at::Device& device = at::kCPU) {
   std::vector<model::LayerWeights> layers;
   const auto weight_layers = spec.weight_layers();
   for (size_t i = 0; i < weight_layers.size(); ++i) {
     model::LayerWeights w(model::layer_prefix(spec, static_cast<int64_t>(i)));
-    for (const auto& t : weight_layers[i].tensors) w.set(t.name, source.read(t, dtype));
+    for (const auto& t : weight_layers[i].tensors) w.set(t.name, source.read(t, dtype).to(device));
     layers.push_back(std::move(w));
   }
   return layers;
