@@ -39,9 +39,11 @@ std::string short_line(const char* tier, const std::string& component, uint64_t 
 }  // namespace
 
 std::string explain_infeasible(const InfeasibleInput& in) {
-  runtime::MemoryPlan plan = runtime::plan_memory(*in.spec, least_demanding(in, false), in.workload, in.dtype_bytes);
+  runtime::MemoryPlan plan = runtime::plan_memory(*in.spec, least_demanding(in, false), in.workload, in.dtype_bytes,
+                                                 runtime::StageShape{{}, in.groups});
   if (in.allow_cpu_attention) {
-    const auto cpu_attention = runtime::plan_memory(*in.spec, least_demanding(in, true), in.workload, in.dtype_bytes);
+    const auto cpu_attention = runtime::plan_memory(*in.spec, least_demanding(in, true), in.workload, in.dtype_bytes,
+                                                     runtime::StageShape{{}, in.groups});
     if (cpu_attention.working[Tier::Gpu] < plan.working[Tier::Gpu]) plan = cpu_attention;
   }
   const auto cap = [&](uint64_t budget) { return static_cast<uint64_t>(double(budget) * in.memory_cap_fraction); };

@@ -20,6 +20,7 @@ struct InfeasibleInput {
   runtime::CompressionConfig compression{true, 4, 64};
   bool allow_cpu_attention = true;
   double memory_cap_fraction = 0.8;  // the planner's share of each budget
+  int64_t groups = 1;                // blocks resident at once (SearchOptions::groups)
 };
 
 // One paragraph: "<tier> tier: <component> needs X, budget Y (short by Z)" and what to change.

@@ -29,7 +29,8 @@ void add_kv_cache(const ModelSizes& sizes, const runtime::Policy& policy, const 
   const double positions = double(w.prompt_len + w.gen_len);
   const double stored_token = sizes.kv_stored_bytes_per_token(policy.compress_cache);
   const double dense_token = sizes.kv_bytes_per_token();
-  const double total = double(sizes.num_layers()) * double(policy.block_size()) * positions * stored_token;
+  const double total =
+      double(sizes.groups()) * double(sizes.num_layers()) * double(policy.block_size()) * positions * stored_token;
   at(m, Tier::Gpu) += Linear::sum(total, {kCg});
   at(m, Tier::Cpu) += Linear::sum(total, {kCc});
   at(m, Tier::Disk) += Linear::sum(total, {kCn});
@@ -47,7 +48,7 @@ void add_kv_cache(const ModelSizes& sizes, const runtime::Policy& policy, const 
 void add_activations(const ModelSizes& sizes, const runtime::Policy& policy, const runtime::Workload& w,
                      MemoryModel& m) {
   const double row = double(w.prompt_len) * sizes.hidden_bytes_per_token();
-  const double block = double(policy.block_size()) * row;
+  const double block = double(sizes.groups()) * double(policy.block_size()) * row;
   const double batch = double(policy.gpu_batch_size) * row;
   at(m, Tier::Gpu) += Linear::sum(block, {kHg}) + Linear::of(4 * batch);
   at(m, Tier::Cpu) += Linear::sum(block, {kHc}) + Linear::sum(4 * batch, {kHn});

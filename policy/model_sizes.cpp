@@ -7,8 +7,10 @@
 
 namespace tiergen::policy {
 
-ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes) : spec_(spec), dtype_bytes_(dtype_bytes) {
+ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
+    : spec_(spec), dtype_bytes_(dtype_bytes), groups_(groups) {
   TG_CHECK(dtype_bytes == 2 || dtype_bytes == 4, "dtype size must be 2 or 4 bytes, got {}", dtype_bytes);
+  TG_CHECK(groups >= 1, "internal: {} groups of blocks", groups);
   auto layers = spec.weight_layers();
   TG_CHECK(layers.size() >= 3, "{}: a model needs an embedding, decoder layers and a head", spec.name);
   embedding_ = layers.front();

@@ -5,17 +5,23 @@
 #include <cstdint>
 
 #include "tiergen/model/spec.h"
+#include "tiergen/runtime/placement.h"
 #include "tiergen/runtime/policy.h"
 
 namespace tiergen::policy {
 
 class ModelSizes {
  public:
-  ModelSizes(const model::Spec& spec, int dtype_bytes);
+  // `groups`: blocks resident at once, each with its own KV cache and activations (a
+  // pipeline stage holds one per stage; a single process one).
+  ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups = 1);
 
   const model::Spec& spec() const { return spec_; }
   int dtype_bytes() const { return dtype_bytes_; }
   int64_t num_layers() const { return spec_.num_layers; }
+  int64_t groups() const { return groups_; }
+  // What the runtime's exact accounting (runtime::plan_memory) is told about groups.
+  runtime::StageShape stage_shape() const { return runtime::StageShape{runtime::StageLayers{}, groups_}; }
 
   // Bytes one decoder layer's weights occupy at home / dense on the compute device.
   double layer_weight_bytes(const runtime::CompressionConfig& compress) const;
@@ -50,6 +56,7 @@ class ModelSizes {
 
   model::Spec spec_;
   int dtype_bytes_;
+  int64_t groups_ = 1;
   model::WeightLayer embedding_, decoder_, head_;
   double layer_dense_ = 0;
   double linear_flops_ = 0;

@@ -99,7 +99,7 @@ std::optional<runtime::Policy> round_to_executable(const ModelSizes& sizes, cons
   round_triple(f[kHg], f[kHc], p.act_gpu_percent, p.act_cpu_percent);
   constexpr int kMaxSteps = 400;
   for (int step = 0; step < kMaxSteps; ++step) {
-    const auto plan = runtime::plan_memory(sizes.spec(), p, workload, sizes.dtype_bytes());
+    const auto plan = runtime::plan_memory(sizes.spec(), p, workload, sizes.dtype_bytes(), sizes.stage_shape());
     const auto over = first_over(plan, budgets);
     if (!over) return p;
     if (!relieve(sizes, plan, *over, p)) return std::nullopt;

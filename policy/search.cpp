@@ -106,7 +106,9 @@ std::vector<Candidate> solve_all(const ModelSizes& sizes, const runtime::Workloa
   std::vector<Candidate> out;
   for (const Variant& v : variants(o)) {
     for (int64_t gbs : gpu_batch_sizes_for(o, w.num_sequences)) {
-      for (int64_t ngb : num_gpu_batch_choices(max_num_gpu_batches_for(o, gbs, w.num_sequences))) {
+      const auto ngb_choices = o.num_gpu_batches > 0 ? std::vector<int64_t>{o.num_gpu_batches}
+                                                     : num_gpu_batch_choices(max_num_gpu_batches_for(o, gbs, w.num_sequences));
+      for (int64_t ngb : ngb_choices) {
         const runtime::Policy shape = make_shape(gbs, ngb, v, o);
         auto answer = solve_placement_lp(build_cost_model(sizes, shape, w, hw), build_memory_model(sizes, shape, w),
                                          caps, o.tie_break);
@@ -160,6 +162,7 @@ SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie, do
   in.compression = o.compression_config;
   in.allow_cpu_attention = o.allow_cpu_attention;
   in.memory_cap_fraction = o.memory_cap_fraction;
+  in.groups = o.groups;
   throw InfeasibleError(fmt::format("no placement of {} fits the memory budgets (gpu {}, cpu {}, disk {}) for prompts "
                                     "of {} and {} new tokens: {}",
                                     spec.name, format_bytes(budgets.gpu), format_bytes(budgets.cpu),
@@ -174,7 +177,7 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
   const auto started = std::chrono::steady_clock::now();
   TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "policy search: prompt and generation lengths must be positive");
   TG_CHECK(o.memory_cap_fraction > 0 && o.memory_cap_fraction <= 1, "policy search: memory cap fraction must be in (0, 1]");
-  const ModelSizes sizes(spec, o.dtype_bytes);
+  const ModelSizes sizes(spec, o.dtype_bytes, o.groups);
   const std::array<double, runtime::kNumTiers> caps = {double(budgets.gpu) * o.memory_cap_fraction,
                                                        double(budgets.cpu) * o.memory_cap_fraction,
                                                        double(budgets.disk) * o.memory_cap_fraction};
@@ -199,7 +202,7 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
     SearchResult r;
     r.policy = *policy;
     r.prediction = predict(spec, *policy, workload, hw, o.dtype_bytes);
-    r.memory = runtime::plan_memory(spec, *policy, workload, o.dtype_bytes);
+    r.memory = runtime::plan_memory(spec, *policy, workload, o.dtype_bytes, sizes.stage_shape());
     r.lp_fractions = c.answer.fractions;
     r.lp_throughput = double(workload.gen_len) / c.answer.seconds_per_token;
     accepted.push_back(r);
@@ -210,7 +213,7 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
       whole.cache_cpu_percent = 100;
       whole.cache_gpu_percent = 0;
       SearchResult w;
-      w.memory = runtime::plan_memory(spec, whole, workload, o.dtype_bytes);
+      w.memory = runtime::plan_memory(spec, whole, workload, o.dtype_bytes, sizes.stage_shape());
       if (w.memory.over_budget(budgets).empty()) {
         w.policy = whole;
         w.prediction = predict(spec, whole, workload, hw, o.dtype_bytes);
@@ -227,7 +230,7 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
   best.lp_solved = static_cast<int>(candidates.size());
   apply_threads(choose_threads(thread_input_for(spec, best.policy, workload, best.prediction, hw), hw), best.policy);
   best.prediction = predict(spec, best.policy, workload, hw, o.dtype_bytes);  // at the chosen threads
-  best.memory = runtime::plan_memory(spec, best.policy, workload, o.dtype_bytes);
+  best.memory = runtime::plan_memory(spec, best.policy, workload, o.dtype_bytes, sizes.stage_shape());
   TG_CHECK(best.memory.over_budget(budgets).empty(), "policy search: internal error, chosen policy over budget: {}",
            best.memory.over_budget(budgets));
   best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

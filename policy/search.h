@@ -41,6 +41,10 @@ struct SearchOptions {
   // more sequences than the job has.
   std::vector<int64_t> gpu_batch_sizes;
   int64_t max_num_gpu_batches = 256;
+  int64_t num_gpu_batches = 0;  // > 0: only this many (a pipeline's stages share one block shape)
+  // Blocks resident at once (a pipeline stage holds one per stage): the KV cache and
+  // activations are counted this many times.
+  int64_t groups = 1;
   int exact_checks = 8;  // best LP answers rounded and checked exactly
   // Weight of the sum of all lane times in the objective, breaking ties between
   // placements of equal T/bls in favour of less traffic.

@@ -58,6 +58,14 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
   c->add_option("--compress-group-size", f.compress_group_size, "Elements per quantization group")->capture_default_str();
   add_flexgen_flags(c, f);
+  c->add_option("--world-size", f.launch.world_size, "Processes in a pipeline job, one per stage (default: the "
+                "launcher's WORLD_SIZE or OMPI_COMM_WORLD_SIZE, else 1)")->check(CLI::PositiveNumber);
+  c->add_option("--rank", f.launch.rank, "This process's stage, 0 to --world-size - 1 (default: RANK or "
+                "OMPI_COMM_WORLD_RANK)")->check(CLI::NonNegativeNumber);
+  c->add_option("--dist-init", f.launch.init, "Rendezvous of a pipeline job: file:PATH (one host; the file must not "
+                "exist before the job) or tcp://HOST:PORT (rank 0 serves it); default: MASTER_ADDR and MASTER_PORT");
+  c->add_option("--dist-timeout", f.launch.timeout_seconds, "Seconds a rank waits for another before the job fails")
+      ->capture_default_str()->check(CLI::PositiveNumber);
 }
 
 void prepare_engine_flags(EngineFlags& f) {
@@ -168,6 +176,13 @@ runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext
 
 runtime::EngineOptions make_engine_options(const EngineFlags& f) {
   runtime::EngineOptions o;
+  const dist::Launch launch = dist::resolve_launch(f.launch);
+  if (launch.distributed()) {
+    spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}/{}] [%^%l%$] %v", launch.rank, launch.world_size));
+    TG_CHECK(f.policy_file != "auto", "--policy auto with {} ranks: the search plans one process for the whole model; "
+             "give each stage a policy with --percent, -b and --num-gpu-batches, or --policy FILE", launch.world_size);
+    o.link = dist::connect(launch);
+  }
   o.device = make_device(f);
   o.budgets = make_budgets(f, o.device);
   o.offload_dir = f.offload_dir;

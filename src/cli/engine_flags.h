@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tiergen/dist/launch.h"
 #include "tiergen/model/spec.h"
 #include "tiergen/model/weight_source.h"
 #include "tiergen/runtime/engine.h"
@@ -39,6 +40,8 @@ struct EngineFlags {
   std::string compress = "off";  // what --policy auto may choose: off, auto or on
   bool compress_weight = false, compress_cache = false;
   int compress_bits = 4, compress_group_size = 64;
+  // A pipeline of one process per stage (tiergen/dist/launch.h).
+  dist::LaunchFlags launch;
 };
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size);
@@ -56,6 +59,8 @@ runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size
 runtime::DeviceContext make_device(const EngineFlags& flags);
 
 runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device);
+// Joins the pipeline when the flags or the launcher's environment say there is more
+// than one rank (EngineOptions::link), and prefixes every log line with the rank.
 runtime::EngineOptions make_engine_options(const EngineFlags& flags);
 
 }  // namespace tiergen::cli

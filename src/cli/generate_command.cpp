@@ -167,9 +167,24 @@ void run_generate(GenerateFlags& f) {
     ids.push_back(format == io::ResultFormat::OpenAi ? p.custom_id.value_or(p.id) : p.id);
     file_options.prompt_texts.push_back(p.text);
   }
-  auto writer = io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, ids, f.overwrite,
-                                       file_options);
-  if (writer.done_count() > 0) spdlog::info("resuming: {} of {} prompts already done in {}", writer.done_count(), prompts.size(), f.out);
+  // In a pipeline only the last stage samples, so it alone writes results; the others
+  // take from it where a resumed job starts.
+  runtime::StageLink* link = options.link.get();
+  const bool writes_results = link == nullptr || link->is_last();
+  std::optional<io::ResultWriter> writer;
+  int64_t done_before = 0;
+  if (writes_results) {
+    writer.emplace(io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, ids, f.overwrite,
+                                          file_options));
+    done_before = writer->done_count();
+    if (link) link->set("resume_from", std::to_string(done_before));
+  } else {
+    done_before = std::stoll(link->get("resume_from"));
+  }
+  if (done_before > 0) spdlog::info("resuming: {} of {} prompts already done in {}", done_before, prompts.size(), f.out);
+  const auto submit = [&](io::ResultRecord r) {
+    if (writer) writer->submit(std::move(r));
+  };
 
   const std::string job_model = std::filesystem::path(f.engine.model).filename().string().empty()
                                     ? f.engine.model : std::filesystem::path(f.engine.model).filename().string();
@@ -178,7 +193,7 @@ void run_generate(GenerateFlags& f) {
   std::vector<runtime::SequenceRequest> requests;
   std::vector<std::pair<size_t, size_t>> request_job;  // request -> (job, sample)
   runtime::Workload max_workload{1, 1};
-  for (size_t i = static_cast<size_t>(writer.done_count()); i < prompts.size(); ++i) {
+  for (size_t i = static_cast<size_t>(done_before); i < prompts.size(); ++i) {
     const auto& p = prompts[i];
     std::string chat_error;
     const auto chat_prompt = render_chat_prompt(p, chat ? &*chat : nullptr, chat_error);
@@ -193,7 +208,7 @@ void run_generate(GenerateFlags& f) {
       spdlog::error("request \"{}\" failed: {}", p.id, message);
       io::ResultRecord r = base_record(p, job_model);
       r.error = message;
-      writer.submit(std::move(r));
+      submit(std::move(r));
       ++failed;
       continue;
     }
@@ -228,9 +243,10 @@ void run_generate(GenerateFlags& f) {
     int64_t token_budget = 0;
     for (const auto& r : requests) token_budget += r.max_new_tokens;
     ProgressBar progress(static_cast<int64_t>(jobs.size()), token_budget,
-                         !f.quiet && ProgressBar::stderr_is_terminal());
+                         writes_results && !f.quiet && ProgressBar::stderr_is_terminal());
     const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
     engine->generate(requests, [&](size_t i, const runtime::SequenceResult& result) {
+      if (!writes_results) return;
       const auto [j, s] = request_job[i];
       PromptJob& job = jobs[j];
       job.samples[s] = result;
@@ -248,29 +264,34 @@ void run_generate(GenerateFlags& f) {
       }
       prompt_tokens += r.num_prompt_tokens;
       output_tokens += r.num_output_tokens;
-      writer.submit(std::move(r));
+      submit(std::move(r));
       job.samples.clear();
       ++done;
       progress.end_item();
     }, on_token);
     progress.finish();
   }
-  writer.finish();
+  if (writer) writer->finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("{} requests: {} completed, {} failed; {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} "
-               "generated tokens/s", done + failed, done, failed, prompt_tokens, output_tokens, seconds,
-               seconds > 0 ? output_tokens / seconds : 0.0);
+  if (writes_results) {
+    spdlog::info("{} requests: {} completed, {} failed; {} prompt tokens, {} generated tokens in {:.2f} s: {:.2f} "
+                 "generated tokens/s", done + failed, done, failed, prompt_tokens, output_tokens, seconds,
+                 seconds > 0 ? output_tokens / seconds : 0.0);
+  } else {
+    spdlog::info("stage {} done in {:.2f} s; the last rank wrote the results", link->rank(), seconds);
+  }
   if (engine) {
     spdlog::info("{}", engine->stats().report());
     if (!policy->exact()) spdlog::warn("{}", policy->exactness());
     // The results are complete: nothing about the prediction may fail the run now.
-    const auto profile = profile_for_prediction(f.engine.hw);
+    // The prediction is of one process running the whole model.
+    const auto profile = link ? std::optional<policy::HardwareProfile>() : profile_for_prediction(f.engine.hw);
     std::optional<policy::Prediction> predicted;
     if (profile) predicted = policy::predict(spec, *policy, max_workload, *profile, options.device.dtype_bytes());
     const PredictionScale scale{spec.num_layers, max_workload.gen_len,
                                 (static_cast<int64_t>(requests.size()) + policy->block_size() - 1) / policy->block_size()};
     if (predicted) spdlog::info("{}", predicted_vs_measured(*predicted, engine->stats(), scale));
-    if (!f.stats_json.empty()) {
+    if (!f.stats_json.empty() && writes_results) {
       nlohmann::json j = engine->stats().to_json();
       j["policy"] = runtime::policy_to_json(*policy);
       j["exact"] = policy->exact();

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "policy/pipeline_report.h"
 #include "policy/report.h"
 #include "policy/search.h"
 #include "src/cli/command.h"
@@ -39,6 +40,8 @@ struct PolicyOptions {
   std::string compress = "off";
   bool no_cpu_attention = false;
   std::string json_path;
+  int64_t stages = 1;
+  double link_gbytes = 1.25;  // GB/s between pipeline stages (10 Gbit/s Ethernet)
 };
 
 // The workload of a prompts file: how many prompts, the longest after tokenization, and
@@ -113,6 +116,40 @@ Target target_of(const PolicyOptions& o) {
   return t;
 }
 
+void write_policy_file(const std::string& path, const policy::SearchResult& result,
+                       const policy::ReportContext& context) {
+  std::ofstream out(path);
+  TG_CHECK(out.good(), "{}: cannot write the policy file", path);
+  out << policy::report_json(result, context).dump(2) << "\n";
+  TG_CHECK(out.good(), "{}: writing the policy file failed", path);
+  spdlog::info("policy written to {}", path);
+}
+
+// --stages N: each stage's policy for its slice, and the pipeline's throughput. With
+// --json PATH, stage R's policy goes to PATH with .stageR before its extension.
+void run_pipeline_policy(const PolicyOptions& o, const model::Spec& spec, const runtime::Workload& workload,
+                         const Target& target, const policy::SearchOptions& options,
+                         const policy::ReportContext& context) {
+  const policy::PipelinePlan plan = policy::plan_pipeline(spec, workload, target.budgets, target.hw, options, o.stages,
+                                                          o.link_gbytes * 1e9);
+  std::optional<policy::SearchResult> single;
+  try {
+    single = policy::search_policy(spec, workload, target.budgets, target.hw, options);
+  } catch (const InfeasibleError&) {
+  }
+  std::cout << policy::format_pipeline_report(plan, context, single) << std::flush;
+  if (o.json_path.empty()) return;
+  const std::filesystem::path path = o.json_path;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    std::filesystem::path stage_path = path;
+    stage_path.replace_filename(fmt::format("{}.stage{}{}", path.stem().string(), s, path.extension().string()));
+    policy::ReportContext stage_context = context;
+    const model::Spec slice = policy::stage_slice(spec, plan.stages[s].layers);
+    stage_context.spec = &slice;
+    write_policy_file(stage_path.string(), plan.stages[s].search, stage_context);
+  }
+}
+
 void run_policy(const PolicyOptions& o) {
   const model::Spec spec = model::resolve_spec(o.model);
   const runtime::Workload workload = workload_of(o, spec);
@@ -121,16 +158,14 @@ void run_policy(const PolicyOptions& o) {
   options.compression = policy::compression_mode_from_string(o.compress);
   options.allow_cpu_attention = !o.no_cpu_attention;
   options.dtype_bytes = target.dtype_bytes;
-  const policy::SearchResult result = policy::search_policy(spec, workload, target.budgets, target.hw, options);
   const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
-  std::cout << policy::format_report(result, context) << std::flush;
-  if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    TG_CHECK(out.good(), "{}: cannot write the policy file", o.json_path);
-    out << policy::report_json(result, context).dump(2) << "\n";
-    TG_CHECK(out.good(), "{}: writing the policy file failed", o.json_path);
-    spdlog::info("policy written to {}", o.json_path);
+  if (o.stages > 1) {
+    run_pipeline_policy(o, spec, workload, target, options, context);
+    return;
   }
+  const policy::SearchResult result = policy::search_policy(spec, workload, target.budgets, target.hw, options);
+  std::cout << policy::format_report(result, context) << std::flush;
+  if (!o.json_path.empty()) write_policy_file(o.json_path, result, context);
 }
 
 void setup_policy_command(CLI::App& app) {
@@ -167,7 +202,13 @@ void setup_policy_command(CLI::App& app) {
                   "tokens may change) or on")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Never compute decode attention on the CPU");
-  cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here");
+  cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
+                  "stage, named PATH with .stageR before the extension");
+  cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "
+                  "given): each stage's policy and the predicted pipeline throughput")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--link-bandwidth", o->link_gbytes, "GB/s between consecutive pipeline stages (for --stages)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([o] { run_policy(*o); });
 }
 

@@ -11,9 +11,11 @@
 namespace tiergen::runtime {
 
 BlockRunner::BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
-                         const DeviceContext& device, Stats& stats, const ScheduleFaults& faults)
+                         const DeviceContext& device, Stats& stats, const ScheduleFaults& faults,
+                         const PipelineStage& stage)
     : spec_(spec), policy_(policy), weights_(weights), tiers_(tiers), device_(device), stats_(stats), faults_(faults),
-      eos_ids_(spec.eos_token_ids) {
+      eos_ids_(spec.eos_token_ids), stage_(stage) {
+  if (stage_.layers.end == 0) stage_.layers = StageLayers::whole(spec_);
   const DeviceContext worker_device = device_;
   auto give_stream = [worker_device] { worker_device.use_own_stream(); };
   weight_loader_ = std::make_unique<Worker>(policy_.overlap, give_stream);
@@ -81,37 +83,49 @@ std::vector<PrefillRows> prefill_row_groups(const std::vector<int64_t>& lengths,
 }  // namespace
 
 std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token) {
+  auto block_run = start(block, on_token);
+  while (run_token(*block_run)) {
+  }
+  return finish(*block_run);
+}
+
+std::unique_ptr<BlockRun> BlockRunner::start(const std::vector<SequenceRequest>& block, const TokenCallback& on_token,
+                                             int64_t group) {
   const int64_t gbs = policy_.gpu_batch_size, ngb = policy_.num_gpu_batches;
   TG_CHECK(!block.empty() && static_cast<int64_t>(block.size()) <= gbs * ngb, "internal: block of {} sequences for {}x{}",
            block.size(), gbs, ngb);
-  int64_t S = 0, gen_len = 0;
+  auto run = std::make_unique<BlockRun>();
+  run->requests = block;
+  run->on_token = on_token;
+  run->group = group;
+  int64_t S = 0;
   for (const auto& r : block) {
     S = std::max<int64_t>(S, static_cast<int64_t>(r.prompt.size()));
-    gen_len = std::max(gen_len, r.max_new_tokens);
+    run->gen_len = std::max(run->gen_len, r.max_new_tokens);
   }
-  TG_CHECK(S > 0 && gen_len > 0, "internal: empty prompt or no tokens to generate");
+  TG_CHECK(S > 0 && run->gen_len > 0, "internal: empty prompt or no tokens to generate");
 
-  Pending p;
+  Pending& p = run->pending;
   p.S = S;
   p.L = spec_.num_layers;
   p.NL = spec_.num_weight_layers();
-  p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + gen_len);
+  p.cache = std::make_unique<KvCache>(spec_, policy_, tiers_, device_, S + run->gen_len, stage_.layers);
   p.hidden_stored.resize(static_cast<size_t>(ngb));
-  std::vector<std::vector<int64_t>> outputs(block.size());
-  std::vector<bool> finished(block.size(), false);
-  std::vector<std::string> reasons(block.size(), "length");
-  p.outputs = &outputs;
-  p.finished = &finished;
-  p.reasons = &reasons;
-  std::vector<SequenceResult> details(block.size());
-  p.details = &details;
-  p.requests = &block;
-  p.on_token = &on_token;
+  run->outputs.resize(block.size());
+  run->finished.assign(block.size(), false);
+  run->reasons.assign(block.size(), "length");
+  run->details.resize(block.size());
+  p.outputs = &run->outputs;
+  p.finished = &run->finished;
+  p.reasons = &run->reasons;
+  p.details = &run->details;
+  p.requests = &run->requests;
+  p.on_token = &run->on_token;
 
   const auto act_split = split_units(gbs, policy_.act_gpu_percent, policy_.act_cpu_percent);
-  std::vector<BatchState> batches(static_cast<size_t>(ngb));
+  run->batches.resize(static_cast<size_t>(ngb));
   for (int64_t k = 0; k < ngb; ++k) {
-    BatchState& b = batches[static_cast<size_t>(k)];
+    BatchState& b = run->batches[static_cast<size_t>(k)];
     b.prompt_ids = at::zeros({gbs, S}, at::kLong);
     b.pad = at::full({gbs}, S - 1, at::kLong);  // padding rows: one token
     b.next_ids = at::zeros({gbs, 1}, at::kLong);
@@ -135,34 +149,64 @@ std::vector<SequenceResult> BlockRunner::run(const std::vector<SequenceRequest>&
     b.hidden = std::make_unique<SplitTensor>(tiers_, device_, act_split, S, spec_.hidden_size,
                                              fmt::format("activations batch {}", k));
   }
+  return run;
+}
 
+bool BlockRunner::run_token(BlockRun& run) {
+  Pending& p = run.pending;
+  const int64_t i = run.next_token;
+  if (i >= run.gen_len) return false;
+  StageLink* link = stage_.link;
   try {
-    for (int64_t i = 0; i < gen_len; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      start_token(i, batches, p);
-      for (int64_t j = 0; j < p.NL; ++j) {
-        for (size_t n = 0; n < p.order.size(); ++n) run_step(i, j, n, batches, p);
+    // The last token's sends are out before this token reuses what they read.
+    for (auto& wait : run.sends) wait();
+    run.sends.clear();
+    run.send_buffers.clear();
+    if (i > 0) {
+      if (link && !link->is_last()) receive_feedback(run);
+      // The same test on every stage, on the same state: all leave the block together.
+      if (std::all_of(run.finished.begin(), run.finished.end(), [](bool f) { return f; })) {
+        run.next_token = run.gen_len;
+        return false;
       }
-      // Flush what the last step owes before the next token reads it.
-      submit_owed_stores(p);
-      for (auto& wait : p.in_flight) wait();
-      p.in_flight.clear();
-      p.cache->check_quantization();
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      (i == 0 ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
-      if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
     }
+    const auto start = std::chrono::steady_clock::now();
+    start_token(i, run.batches, p);
+    if (link && !link->is_first()) receive_hidden(run);
+    for (int64_t j = stage_.layers.first; j < stage_.layers.end; ++j) {
+      for (size_t n = 0; n < p.order.size(); ++n) run_step(i, j, n, run.batches, p);
+    }
+    // Flush what the last step owes before the next token reads it.
+    submit_owed_stores(p);
+    for (auto& wait : p.in_flight) wait();
+    p.in_flight.clear();
+    p.cache->check_quantization();
+    if (link) {
+      // The next block of this stage must not find this one's weights still held.
+      p.weights.reset();
+      p.weights_layer = -1;
+      if (!link->is_last()) send_hidden(run);
+      else if (i + 1 < run.gen_len) send_feedback(run);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (i == 0 ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
   } catch (...) {
     // Let queued tasks finish before the buffers they reference go away.
     drain_workers();
     throw;
   }
+  run.next_token = i + 1;
+  return true;
+}
 
-  std::vector<SequenceResult> results(block.size());
-  for (size_t s = 0; s < block.size(); ++s) {
-    results[s] = std::move(details[s]);
-    results[s].tokens = std::move(outputs[s]);
-    results[s].finish_reason = reasons[s];
+std::vector<SequenceResult> BlockRunner::finish(BlockRun& run) {
+  for (auto& wait : run.sends) wait();
+  run.sends.clear();
+  std::vector<SequenceResult> results(run.requests.size());
+  for (size_t s = 0; s < results.size(); ++s) {
+    results[s] = std::move(run.details[s]);
+    results[s].tokens = std::move(run.outputs[s]);
+    results[s].finish_reason = run.reasons[s];
   }
   return results;
 }
@@ -248,8 +292,8 @@ void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchStat
 
   // Weights of the next layer, once per layer (on its first gpu batch), on their own
   // worker and stream: they have as many steps to arrive as batches run.
-  if (first_batch && p.NL > 1) {
-    const int64_t next = (j + 1) % p.NL;
+  const int64_t next = next_weight_layer(j);
+  if (first_batch && next >= 0) {
     p.next_weights_layer = next;
     p.next_weights = weight_loader_->submit([this, next, prefill] {
       ScopedTimer timer(stats_, Task::LoadWeight, prefill);
@@ -265,6 +309,15 @@ void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchStat
   p.in_flight.clear();
 }
 
+int64_t BlockRunner::next_weight_layer(int64_t layer) const {
+  if (layer + 1 < stage_.layers.end) return layer + 1;
+  // A single stage prefetches its first layer for the next token. A pipeline stage
+  // does not: the next block of its groups runs first, and the layer would be held
+  // across it.
+  if (stage_.link || stage_.layers.end - stage_.layers.first < 2) return -1;
+  return stage_.layers.first;
+}
+
 // Inputs of the next gpu batch that runs (same layer, or the first of the next layer).
 // With one batch running the next layer's hidden state is what this step computes, so
 // only its KV cache can be prefetched (as FlexGen does).
@@ -276,7 +329,7 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vecto
     next = 0;
     nj = j + 1;
   }
-  if (nj >= p.NL) return;
+  if (nj >= stage_.layers.end) return;
   const int64_t nk = p.order[next];
   if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
     const int64_t pos = p.S + i - 1;

@@ -67,4 +67,25 @@ struct BlockRunner::Pending {
   const TokenCallback* on_token = nullptr;
 };
 
+// One block between BlockRunner::start and finish: what the caller handed in (owned,
+// so the block may outlive the caller's vector), the per-sequence results, and the
+// schedule's state between tokens.
+struct BlockRun {
+  std::vector<SequenceRequest> requests;
+  TokenCallback on_token;
+  int64_t group = 0;
+  int64_t gen_len = 0;
+  int64_t next_token = 0;
+  std::vector<std::vector<int64_t>> outputs;
+  std::vector<bool> finished;
+  std::vector<std::string> reasons;
+  std::vector<SequenceResult> details;
+  std::vector<BlockRunner::BatchState> batches;
+  BlockRunner::Pending pending;
+  // Pipeline sends of the last token still in flight: waited for before the next
+  // token of this block (their buffers are these tensors).
+  std::vector<std::function<void()>> sends;
+  std::vector<at::Tensor> send_buffers;
+};
+
 }  // namespace tiergen::runtime

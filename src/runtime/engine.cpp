@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 
 #include "tiergen/common/bytes.h"
+#include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::runtime {
@@ -56,7 +57,14 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
                const EngineOptions& options, const Workload& max_workload)
     : spec_(spec), policy_(policy), options_(options) {
   policy_.validate();
-  plan_ = plan_memory(spec_, policy_, max_workload, options_.device.dtype_bytes());
+  stage_.layers = StageLayers::whole(spec_);
+  if (options_.link) {
+    const StageLink& link = *options_.link;
+    stage_.layers = split_stages(spec_, link.world_size())[static_cast<size_t>(link.rank())];
+    stage_.groups = link.world_size();
+    spdlog::info("pipeline stage {} of {}: {}", link.rank(), link.world_size(), stage_.layers.describe(spec_));
+  }
+  plan_ = plan_memory(spec_, policy_, max_workload, options_.device.dtype_bytes(), stage_);
   const std::string over = plan_.over_budget(options_.budgets);
   if (!over.empty()) {
     throw InfeasibleError(fmt::format(
@@ -76,7 +84,10 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
                format_bytes(plan_.weights[Tier::Gpu]), format_bytes(plan_.weights[Tier::Cpu]),
                format_bytes(plan_.weights[Tier::Disk]));
   weights_ = std::make_unique<WeightStore>(spec_, policy_, source, *tiers_, options_.device,
-                                           options_.device.compute.is_cpu() && !options_.dequantize_weights_on_cpu);
+                                           options_.device.compute.is_cpu() && !options_.dequantize_weights_on_cpu,
+                                           stage_.layers);
+  runner_ = std::make_unique<BlockRunner>(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults,
+                                          pipeline_stage());
 }
 
 Engine::~Engine() = default;
@@ -107,46 +118,76 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
   return blocks;
 }
 
-void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
-                      const TokenCallback& on_token) {
-  BlockRunner runner(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults);
-  // A block with fewer sequences than the policy's (the job's last one) runs at its
-  // own size rather than padded to the full block: same placement, fewer rows.
-  Policy partial_policy;
-  std::unique_ptr<BlockRunner> partial_runner;
-  auto runner_for = [&](size_t sequences) -> BlockRunner& {
-    const Policy fitted = policy_.fitted_to(static_cast<int64_t>(sequences));
-    if (fitted.block_size() == policy_.block_size()) return runner;
-    if (!partial_runner || partial_policy.gpu_batch_size != fitted.gpu_batch_size ||
-        partial_policy.num_gpu_batches != fitted.num_gpu_batches) {
-      partial_runner.reset();
-      partial_policy = fitted;
-      partial_runner = std::make_unique<BlockRunner>(spec_, partial_policy, *weights_, *tiers_, options_.device, stats_,
-                                                     options_.faults);
-      spdlog::debug("block of {} sequences runs as {} x {}", sequences, fitted.gpu_batch_size, fitted.num_gpu_batches);
-    }
-    return *partial_runner;
-  };
-  for (const auto& indices : make_blocks(requests)) {
-    std::vector<SequenceRequest> block;
+PipelineStage Engine::pipeline_stage() const { return PipelineStage{stage_.layers, options_.link.get()}; }
+
+// A block with fewer sequences than the policy's (the job's last one) runs at its own
+// size rather than padded to the full block: same placement, fewer rows.
+BlockRunner& Engine::runner_for(size_t sequences) {
+  const Policy fitted = policy_.fitted_to(static_cast<int64_t>(sequences));
+  if (fitted.block_size() == policy_.block_size()) return *runner_;
+  if (!partial_runner_ || partial_policy_.gpu_batch_size != fitted.gpu_batch_size ||
+      partial_policy_.num_gpu_batches != fitted.num_gpu_batches) {
+    partial_runner_.reset();
+    partial_policy_ = fitted;
+    partial_runner_ = std::make_unique<BlockRunner>(spec_, partial_policy_, *weights_, *tiers_, options_.device, stats_,
+                                                    options_.faults, pipeline_stage());
+    spdlog::debug("block of {} sequences runs as {} x {}", sequences, fitted.gpu_batch_size, fitted.num_gpu_batches);
+  }
+  return *partial_runner_;
+}
+
+void Engine::run_blocks(const std::vector<std::vector<size_t>>& blocks, size_t begin, size_t end,
+                        const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+                        const TokenCallback& on_token) {
+  struct Active {
+    const std::vector<size_t>* indices;
+    BlockRunner* runner;
+    std::unique_ptr<BlockRun> run;
+    TokenCallback on_token;
     int64_t padded_len = 0;
-    for (size_t i : indices) {
+  };
+  const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
+  std::vector<Active> active;
+  for (size_t b = begin; b < end; ++b) {
+    Active a;
+    a.indices = &blocks[b];
+    std::vector<SequenceRequest> block;
+    for (size_t i : blocks[b]) {
       block.push_back(requests[i]);
-      padded_len = std::max<int64_t>(padded_len, static_cast<int64_t>(requests[i].prompt.size()));
+      a.padded_len = std::max<int64_t>(a.padded_len, static_cast<int64_t>(requests[i].prompt.size()));
     }
-    const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
-    TokenCallback block_on_token;  // the runner's block slot -> the request's index
-    if (on_token) block_on_token = [&](size_t slot, int64_t token) { on_token(indices[slot], token); };
-    const auto results = runner_for(block.size()).run(block, block_on_token);
-    if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
-    for (size_t s = 0; s < indices.size(); ++s) {
+    // The runner's block slot -> the request's index.
+    if (on_token) a.on_token = [&on_token, indices = a.indices](size_t slot, int64_t token) { on_token((*indices)[slot], token); };
+    a.runner = &runner_for(block.size());
+    a.run = a.runner->start(block, a.on_token, static_cast<int64_t>(b - begin));
+    active.push_back(std::move(a));
+  }
+  // Every stage takes the blocks in the same order, so their messages match.
+  for (bool running = true; running;) {
+    running = false;
+    for (Active& a : active) running = a.runner->run_token(*a.run) || running;
+  }
+  for (Active& a : active) {
+    const auto results = a.runner->finish(*a.run);
+    for (size_t s = 0; s < a.indices->size(); ++s) {
       stats_.sequences += 1;
-      stats_.prompt_tokens += padded_len;
+      stats_.prompt_tokens += a.padded_len;
       const auto n = static_cast<int64_t>(results[s].tokens.size());
       stats_.generated_tokens += n;
       stats_.decode_tokens += std::max<int64_t>(0, n - 1);
-      on_result(indices[s], results[s]);
+      on_result((*a.indices)[s], results[s]);
     }
+  }
+  active.clear();  // the blocks' caches go before their disk space is reused
+  if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
+}
+
+void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+                      const TokenCallback& on_token) {
+  const auto blocks = make_blocks(requests);
+  const auto groups = static_cast<size_t>(stage_.groups);
+  for (size_t b = 0; b < blocks.size(); b += groups) {
+    run_blocks(blocks, b, std::min(blocks.size(), b + groups), requests, on_result, on_token);
   }
   stats_.peak_bytes = tiers_->peaks();
   stats_.budgets[Tier::Gpu] = options_.budgets.gpu;

@@ -12,8 +12,9 @@
 namespace tiergen::runtime {
 
 KvCache::KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, const DeviceContext& device,
-                 int64_t max_len)
-    : num_batches_(policy.num_gpu_batches),
+                 int64_t max_len, const StageLayers& stage)
+    : first_layer_(stage.first_decoder(spec)),
+      num_batches_(policy.num_gpu_batches),
       kv_heads_(spec.num_kv_heads),
       head_dim_(spec.head_dim),
       cpu_attention_(policy.cpu_cache_compute),
@@ -24,7 +25,7 @@ KvCache::KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, co
   }
   const int64_t units = policy.gpu_batch_size * spec.num_kv_heads;
   const auto split = split_units(units, policy.cache_gpu_percent, policy.cache_cpu_percent);
-  for (int64_t layer = 0; layer < spec.num_layers; ++layer) {
+  for (int64_t layer = first_layer_; layer < first_layer_ + stage.decoder_count(spec); ++layer) {
     for (int64_t batch = 0; batch < num_batches_; ++batch) {
       const std::string where = fmt::format("KV cache layer {} batch {}", layer, batch);
       keys_.push_back(std::make_unique<CacheTensor>(tiers, device, split, max_len, head_dim_, where + " keys",

@@ -123,9 +123,11 @@ namespace {
 // Weight homes, plus double-buffered staging: the gpu holds the current and the next
 // layer's weights that do not live there (dense after dequantization, plus the
 // compressed copy while it is being dequantized); disk weights pass through cpu staging.
-void plan_weights(const model::Spec& spec, const Policy& policy, int b, MemoryPlan& plan) {
+void plan_weights(const model::Spec& spec, const Policy& policy, int b, const StageLayers& stage, MemoryPlan& plan) {
   uint64_t max_gpu_stage = 0, max_cpu_stage = 0;
-  for (const auto& layer : spec.weight_layers()) {
+  const auto layers = spec.weight_layers();
+  for (int64_t index = stage.first; index < stage.end; ++index) {
+    const auto& layer = layers[static_cast<size_t>(index)];
     const auto homes = place_layer_weights(layer, policy);
     uint64_t gpu_stage = 0, cpu_stage = 0;
     for (size_t i = 0; i < layer.tensors.size(); ++i) {
@@ -146,7 +148,7 @@ void plan_weights(const model::Spec& spec, const Policy& policy, int b, MemoryPl
 
 // The KV cache of one gpu batch in one layer is split along (sequence, kv head) units,
 // each unit holding keys and values for all positions.
-void plan_kv_cache(const model::Spec& spec, const Policy& policy, const Workload& w, int b,
+void plan_kv_cache(const model::Spec& spec, const Policy& policy, const Workload& w, int b, const StageShape& stage,
                    MemoryPlan& plan) {
   const int64_t max_len = w.prompt_len + w.gen_len;
   const int64_t units = policy.gpu_batch_size * spec.num_kv_heads;
@@ -155,7 +157,8 @@ void plan_kv_cache(const model::Spec& spec, const Policy& policy, const Workload
                                    ? 2 * quantized_bytes(max_len, spec.head_dim, policy.compress_cache)
                                    : 2 * static_cast<uint64_t>(max_len * spec.head_dim) * b;
   const uint64_t unit_dense = 2 * static_cast<uint64_t>(max_len * spec.head_dim) * b;
-  const uint64_t copies = static_cast<uint64_t>(spec.num_layers * policy.num_gpu_batches);
+  const uint64_t copies =
+      static_cast<uint64_t>(stage.layers.decoder_count(spec) * policy.num_gpu_batches * stage.groups);
   for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
     plan.kv_cache[tier] += copies * split[static_cast<int>(tier)] * unit_stored;
   }
@@ -174,12 +177,12 @@ void plan_kv_cache(const model::Spec& spec, const Policy& policy, const Workload
 // Hidden states of a block between layers: [gpu batch, prompt_len, hidden] at the
 // prefill peak, split along sequences. Each gpu batch's input and output are
 // double-buffered on the gpu while the neighbours' are loaded and stored.
-void plan_activations(const model::Spec& spec, const Policy& policy, const Workload& w, int b,
+void plan_activations(const model::Spec& spec, const Policy& policy, const Workload& w, int b, int64_t groups,
                       MemoryPlan& plan) {
   const uint64_t row = static_cast<uint64_t>(w.prompt_len * std::max(spec.hidden_size, spec.word_embed_proj_dim)) * b;
   const auto split = split_units(policy.gpu_batch_size, policy.act_gpu_percent, policy.act_cpu_percent);
   for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
-    plan.activations[tier] += policy.num_gpu_batches * split[static_cast<int>(tier)] * row;
+    plan.activations[tier] += groups * policy.num_gpu_batches * split[static_cast<int>(tier)] * row;
   }
   plan.working[Tier::Gpu] += 4 * policy.gpu_batch_size * row;
   plan.working[Tier::Cpu] += 4 * split[2] * row;
@@ -213,13 +216,15 @@ uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, co
 }
 
 MemoryPlan plan_memory(const model::Spec& spec, const Policy& policy, const Workload& workload,
-                       int dtype_bytes) {
+                       int dtype_bytes, const StageShape& stage) {
   TG_CHECK(dtype_bytes == 2 || dtype_bytes == 4, "plan_memory: dtype size must be 2 or 4, got {}", dtype_bytes);
   TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "plan_memory: prompt and generation lengths must be positive");
+  StageShape shape = stage;
+  if (shape.layers.end == 0) shape.layers = StageLayers::whole(spec);
   MemoryPlan plan;
-  plan_weights(spec, policy, dtype_bytes, plan);
-  plan_kv_cache(spec, policy, workload, dtype_bytes, plan);
-  plan_activations(spec, policy, workload, dtype_bytes, plan);
+  plan_weights(spec, policy, dtype_bytes, shape.layers, plan);
+  plan_kv_cache(spec, policy, workload, dtype_bytes, shape, plan);
+  plan_activations(spec, policy, workload, dtype_bytes, shape.groups, plan);
   plan.working[Tier::Gpu] += compute_scratch_bytes(spec, policy, workload, dtype_bytes);
   return plan;
 }

@@ -10,7 +10,8 @@ namespace tiergen::runtime {
 
 namespace {
 constexpr Task kAllTasks[] = {Task::LoadWeight, Task::LoadCache,  Task::StoreCache,   Task::LoadHidden,
-                              Task::StoreHidden, Task::Compute, Task::CpuAttention, Task::Sample};
+                              Task::StoreHidden, Task::Compute, Task::CpuAttention, Task::Sample,
+                              Task::StageWait};
 }
 
 std::string task_name(Task task) {
@@ -23,6 +24,7 @@ std::string task_name(Task task) {
     case Task::Compute: return "compute";
     case Task::CpuAttention: return "cpu_attention";
     case Task::Sample: return "sample";
+    case Task::StageWait: return "stage_wait";
   }
   return "?";
 }

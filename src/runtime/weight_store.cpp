@@ -18,12 +18,14 @@ bool same_dtype(model::DType file_dtype, at::ScalarType dtype) {
 }  // namespace
 
 WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source,
-                         Tiers& tiers, const DeviceContext& device, bool quantized_in_place)
+                         Tiers& tiers, const DeviceContext& device, bool quantized_in_place, const StageLayers& stage)
     : tiers_(tiers), device_(device), compression_(policy.compress_weight), pin_weight_(policy.pin_weight) {
   TG_CHECK(!quantized_in_place || device.compute.is_cpu(), "internal: quantized weights are used in place on the CPU only");
   quantized_in_place_ = quantized_in_place;
   const auto weight_layers = spec.weight_layers();
-  for (size_t i = 0; i < weight_layers.size(); ++i) {
+  const StageLayers layers = stage.end == 0 ? StageLayers::whole(spec) : stage;
+  first_layer_ = layers.first;
+  for (auto i = static_cast<size_t>(layers.first); i < static_cast<size_t>(layers.end); ++i) {
     const auto homes = place_layer_weights(weight_layers[i], policy);
     Layer layer{model::layer_prefix(spec, static_cast<int64_t>(i)), {}};
     for (size_t t = 0; t < homes.size(); ++t) {
@@ -174,8 +176,10 @@ model::QuantizedWeight WeightStore::load_quantized(const Home& home, LoadedLayer
 }
 
 std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index) const {
-  TG_CHECK(index >= 0 && index < num_layers(), "internal: weight layer {} out of range", index);
-  const Layer& layer = layers_[static_cast<size_t>(index)];
+  const int64_t local = index - first_layer_;
+  TG_CHECK(local >= 0 && local < static_cast<int64_t>(layers_.size()), "internal: weight layer {} is not in this stage",
+           index);
+  const Layer& layer = layers_[static_cast<size_t>(local)];
   auto loaded = std::make_shared<LoadedLayer>();
   loaded->weights = model::LayerWeights(layer.prefix);
   for (const Home& home : layer.tensors) {

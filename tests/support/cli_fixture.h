@@ -81,6 +81,7 @@ int64_t count_lines(const fs::path& p) {
 
 struct SpawnOptions {
   std::optional<rlim_t> file_size_limit;  // RLIMIT_FSIZE in the child
+  std::vector<std::string> env;           // NAME=VALUE entries added to (or replacing) this process's environment
 };
 
 class Child {
@@ -94,6 +95,18 @@ class Child {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    // The child's environment, built before fork (nothing but async-signal-safe calls after).
+    std::vector<std::string> env_entries = options.env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('=') + 1);
+      const bool replaced = std::any_of(options.env.begin(), options.env.end(),
+                                        [&](const std::string& x) { return x.rfind(name, 0) == 0; });
+      if (!replaced) env_entries.push_back(entry);
+    }
+    std::vector<char*> envp;
+    for (auto& e : env_entries) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const std::string out = out_path_.string(), err = err_path_.string();
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -107,7 +120,7 @@ class Child {
         struct rlimit limit {*options.file_size_limit, *options.file_size_limit};
         ::setrlimit(RLIMIT_FSIZE, &limit);
       }
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
     start_ = std::chrono::steady_clock::now();

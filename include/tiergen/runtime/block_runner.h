@@ -21,6 +21,8 @@
 #include "tiergen/runtime/device_event.h"
 #include "tiergen/runtime/kv_cache.h"
 #include "tiergen/runtime/sampler.h"
+#include "tiergen/runtime/stage.h"
+#include "tiergen/runtime/stage_link.h"
 #include "tiergen/runtime/stats.h"
 #include "tiergen/runtime/weight_store.h"
 #include "tiergen/runtime/worker.h"
@@ -61,10 +63,21 @@ struct ScheduleFaults {
   bool skip_hidden_store_wait = false;
 };
 
+// The part of the model this process computes, and its link to the other stages
+// (none for a single process, which is the one stage holding every layer).
+struct PipelineStage {
+  StageLayers layers;
+  StageLink* link = nullptr;
+};
+
+// One block on its way through the schedule (block_state.h).
+struct BlockRun;
+
 class BlockRunner {
  public:
   BlockRunner(const model::Spec& spec, const Policy& policy, const WeightStore& weights, Tiers& tiers,
-              const DeviceContext& device, Stats& stats, const ScheduleFaults& faults = {});
+              const DeviceContext& device, Stats& stats, const ScheduleFaults& faults = {},
+              const PipelineStage& stage = {});
   ~BlockRunner();
 
   // Runs up to gbs * ngb sequences; a partial block is filled with padding rows.
@@ -74,9 +87,20 @@ class BlockRunner {
   // and the block ends when its last sequence does.
   std::vector<SequenceResult> run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {});
 
+  // The same, a token at a time, so a pipeline stage can interleave the blocks of
+  // several groups: while the next stage computes one group's token, this one computes
+  // the next group's. `group` names the block's messages. `run_token` returns false,
+  // running nothing, once the block is done; `finish` then hands out the results (on a
+  // pipeline, only the last stage's hold tokens).
+  std::unique_ptr<BlockRun> start(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {},
+                                  int64_t group = 0);
+  bool run_token(BlockRun& run);
+  std::vector<SequenceResult> finish(BlockRun& run);
+
  private:
   struct BatchState;
   struct Pending;
+  friend struct BlockRun;
 
   // Marks each gpu batch's live rows for token i and lists the batches that run.
   void start_token(int64_t i, std::vector<BatchState>& batches, Pending& pending);
@@ -89,6 +113,15 @@ class BlockRunner {
                      Pending& pending);
   void prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
   void submit_owed_stores(Pending& pending);
+  // Pipeline messages of one token (stage_link.h): hidden states in from the previous
+  // stage and out to the next; the last stage's sampled tokens and finished rows out
+  // to every other stage, which apply them before their next token.
+  void receive_hidden(BlockRun& run);
+  void send_hidden(BlockRun& run);
+  void send_feedback(BlockRun& run);
+  void receive_feedback(BlockRun& run);
+  // The weight layer to prefetch after `layer`; -1 for none.
+  int64_t next_weight_layer(int64_t layer) const;
   // Orders this thread's stream after a hidden-state store (waits on the host for the
   // store to be queued, then on the device for its copies).
   void wait_for_store(const std::shared_future<DeviceEvent>& stored) const;
@@ -102,6 +135,7 @@ class BlockRunner {
   Stats& stats_;
   ScheduleFaults faults_;
   std::vector<int64_t> eos_ids_;
+  PipelineStage stage_;
   // Kept across blocks (threads and streams are not free to make).
   std::unique_ptr<Worker> weight_loader_, cache_loader_, storer_;
 };

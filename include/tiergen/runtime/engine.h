@@ -25,6 +25,11 @@ struct EngineOptions {
   // as on a GPU, even when the CPU computes (which otherwise reads them in place), so
   // the GPU's weight path runs in CI too.
   bool dequantize_weights_on_cpu = false;
+  // A pipeline of one process per stage (stage_link.h): this process computes the
+  // layers of stage link->rank() of link->world_size() (split_stages) and runs as
+  // many blocks at once as there are stages, so every stage has one to compute.
+  // Null: one process, every layer.
+  std::shared_ptr<StageLink> link;
 };
 
 using ResultCallback = std::function<void(size_t request, const SequenceResult& result)>;
@@ -47,18 +52,30 @@ class Engine {
   const Stats& stats() const { return stats_; }
   const MemoryPlan& memory_plan() const { return plan_; }
   const Policy& policy() const { return policy_; }
+  const StageShape& stage() const { return stage_; }
 
  private:
   std::vector<std::vector<size_t>> make_blocks(const std::vector<SequenceRequest>& requests) const;
+  // The runner for a block of `sequences` (a partial block runs at its own size).
+  BlockRunner& runner_for(size_t sequences);
+  PipelineStage pipeline_stage() const;
+  // Runs blocks [begin, end) of `blocks` at once, token by token in turn (one per
+  // pipeline stage; a single process runs one at a time).
+  void run_blocks(const std::vector<std::vector<size_t>>& blocks, size_t begin, size_t end,
+                  const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+                  const TokenCallback& on_token);
 
   model::Spec spec_;
   Policy policy_;
   EngineOptions options_;
+  StageShape stage_;
   MemoryPlan plan_;
   Stats stats_;
   std::unique_ptr<Tiers> tiers_;
   std::vector<Reservation> scratch_;
   std::unique_ptr<WeightStore> weights_;
+  std::unique_ptr<BlockRunner> runner_, partial_runner_;
+  Policy partial_policy_;
 };
 
 }  // namespace tiergen::runtime

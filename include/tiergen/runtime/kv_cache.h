@@ -7,6 +7,7 @@
 
 #include "tiergen/model/forward.h"
 #include "tiergen/runtime/cache_tensor.h"
+#include "tiergen/runtime/stage.h"
 #include "tiergen/runtime/stats.h"
 
 namespace tiergen::runtime {
@@ -25,7 +26,10 @@ struct CacheLoad {
 
 class KvCache {
  public:
-  KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, const DeviceContext& device, int64_t max_len);
+  // The cache of the decoder layers of `stage` (a pipeline stage holds its own);
+  // `layer` arguments below are the model's decoder layer indices.
+  KvCache(const model::Spec& spec, const Policy& policy, Tiers& tiers, const DeviceContext& device, int64_t max_len,
+          const StageLayers& stage);
 
   CacheTensor& keys(int64_t layer, int64_t batch) { return *keys_[slot(layer, batch)]; }
   CacheTensor& values(int64_t layer, int64_t batch) { return *values_[slot(layer, batch)]; }
@@ -54,11 +58,13 @@ class KvCache {
   void check_quantization();
 
  private:
-  size_t slot(int64_t layer, int64_t batch) const { return static_cast<size_t>(layer * num_batches_ + batch); }
+  size_t slot(int64_t layer, int64_t batch) const {
+    return static_cast<size_t>((layer - first_layer_) * num_batches_ + batch);
+  }
   at::Tensor cpu_kernel_attention(const at::Tensor& q_units, const HostCacheView& keys, const HostCacheView& values,
                                   const at::Tensor& unit_pad, int64_t seq_len);
 
-  int64_t num_batches_, kv_heads_, head_dim_;
+  int64_t first_layer_, num_batches_, kv_heads_, head_dim_;
   bool cpu_attention_;
   DeviceContext device_;
   CompressionConfig compression_;

@@ -11,6 +11,7 @@
 
 #include "tiergen/model/spec.h"
 #include "tiergen/runtime/policy.h"
+#include "tiergen/runtime/stage.h"
 
 namespace tiergen::runtime {
 
@@ -85,9 +86,17 @@ int64_t attention_chunk_sequences(int64_t heads, int64_t queries, int64_t keys);
 uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& workload,
                                int dtype_bytes);
 
+// What one process holds: the weight layers of its pipeline stage (all of them for a
+// single process), and how many blocks are in flight at once (a pipeline stage runs
+// one per stage, each with its own KV cache and activations).
+struct StageShape {
+  StageLayers layers;  // end == 0: the whole model
+  int64_t groups = 1;
+};
+
 // Peak bytes per tier for running `workload` with `policy`; dtype_bytes is the
 // compute dtype's size (2 for fp16/bf16, 4 for fp32).
 MemoryPlan plan_memory(const model::Spec& spec, const Policy& policy, const Workload& workload,
-                       int dtype_bytes);
+                       int dtype_bytes, const StageShape& stage = {});
 
 }  // namespace tiergen::runtime

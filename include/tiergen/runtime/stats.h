@@ -14,7 +14,8 @@
 
 namespace tiergen::runtime {
 
-enum class Task { LoadWeight, LoadCache, StoreCache, LoadHidden, StoreHidden, Compute, CpuAttention, Sample };
+// StageWait: a pipeline stage waiting for the messages of another (stage_link.h).
+enum class Task { LoadWeight, LoadCache, StoreCache, LoadHidden, StoreHidden, Compute, CpuAttention, Sample, StageWait };
 std::string task_name(Task task);
 
 class Stats {

@@ -13,6 +13,7 @@
 #include "tiergen/runtime/device.h"
 #include "tiergen/runtime/device_event.h"
 #include "tiergen/runtime/split_tensor.h"
+#include "tiergen/runtime/stage.h"
 #include "tiergen/runtime/tiers.h"
 
 namespace tiergen::runtime {
@@ -28,10 +29,12 @@ class WeightStore {
  public:
   // `quantized_in_place`: compressed weights reach the (CPU) compute as their quantized
   // parts (model::QuantizedWeight); otherwise each load dequantizes them to a dense copy.
+  // Only the weight layers of `stage` are placed (a pipeline stage reads its own);
+  // by default, all of them.
   WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source, Tiers& tiers,
-              const DeviceContext& device, bool quantized_in_place);
-  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
-  // Brings weight layer `index` (0 = embedding, 1..L decoder, L+1 head) to the device.
+              const DeviceContext& device, bool quantized_in_place, const StageLayers& stage = {});
+  // Brings weight layer `index` (0 = embedding, 1..L decoder, L+1 head; within the
+  // stage) to the device.
   std::shared_ptr<LoadedLayer> load(int64_t index) const;
 
  private:
@@ -65,6 +68,7 @@ class WeightStore {
   CompressionConfig compression_;
   bool quantized_in_place_ = false;
   bool pin_weight_;
+  int64_t first_layer_ = 0;
   std::vector<Layer> layers_;
 };
 

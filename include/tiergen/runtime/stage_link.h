@@ -1,0 +1,51 @@
+#pragma once
+// How a pipeline stage talks to the others: point-to-point messages of host tensors
+// between ranks (rank = stage), and a small key-value store for facts all ranks must
+// agree on. The runtime sees only this interface; src/dist implements it on LibTorch's
+// c10d (a Gloo process group and a file or TCP store).
+//
+// Every message goes out as a header naming what it is (kind, group, token, batch)
+// and how many elements follow, then the payload. The receiver derives the shape it
+// expects and compares the header before the payload arrives: a short message must
+// never complete silently into a longer buffer (Gloo allows that).
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+
+namespace tiergen::runtime {
+
+// What a message carries and where it belongs in the schedule.
+struct MessageLabel {
+  enum Kind : int64_t { Hidden = 1, Feedback = 2 };
+  Kind kind = Hidden;
+  int64_t group = 0, token = 0, batch = 0;
+  std::string describe() const;
+};
+
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  bool is_first() const { return rank() == 0; }
+  bool is_last() const { return rank() == world_size() - 1; }
+
+  // Sends `tensor` (host, contiguous) to `peer`; returns at once. The returned wait
+  // blocks until the tensor may be reused and rethrows a failure naming the peer.
+  std::function<void()> send(const at::Tensor& tensor, int peer, const MessageLabel& label);
+  // Receives into `tensor` (host, contiguous, the shape the schedule derives) from
+  // `peer`; throws, naming the peer and both labels, when the sender's header differs.
+  void recv(at::Tensor& tensor, int peer, const MessageLabel& label);
+
+  // A value every rank reads: `set` by one rank, `get` blocks until it is there.
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  virtual std::string get(const std::string& key) = 0;
+
+ protected:
+  // Transport: tagged messages between two ranks arrive in the order they were sent.
+  virtual std::function<void()> send_raw(const at::Tensor& tensor, int peer, int tag) = 0;
+  virtual void recv_raw(at::Tensor& tensor, int peer, int tag) = 0;
+};
+
+}  // namespace tiergen::runtime

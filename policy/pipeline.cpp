@@ -1,0 +1,87 @@
+#include "policy/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "policy/model_sizes.h"
+#include "tiergen/common/error.h"
+
+namespace tiergen::policy {
+
+model::Spec stage_slice(const model::Spec& spec, const runtime::StageLayers& layers) {
+  model::Spec slice = spec;
+  slice.num_layers = layers.decoder_count(spec);
+  return slice;
+}
+
+PipelinePrediction predict_pipeline(const std::vector<Prediction>& stages, const runtime::Policy& block,
+                                    const runtime::Workload& workload, double hidden_bytes_per_token,
+                                    double link_bytes_per_second) {
+  TG_CHECK(!stages.empty() && link_bytes_per_second > 0 && workload.gen_len >= 1, "internal: pipeline prediction input");
+  PipelinePrediction p;
+  const auto W = static_cast<double>(stages.size());
+  const double bls = static_cast<double>(block.block_size());
+  const double decode_tokens = static_cast<double>(workload.gen_len - 1);
+  p.link_bytes_per_second = link_bytes_per_second;
+  p.prefill_hop_seconds = bls * double(workload.prompt_len) * hidden_bytes_per_token / link_bytes_per_second;
+  p.decode_hop_seconds = bls * hidden_bytes_per_token / link_bytes_per_second;
+  double prefill_round = 0, prefill_slowest = 0, decode_round = 0, decode_slowest = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const double prefill = stages[s].prefill_seconds;
+    const double decode = decode_tokens > 0 ? stages[s].decode_seconds / decode_tokens : 0;
+    prefill_round += prefill + p.prefill_hop_seconds;
+    decode_round += decode + p.decode_hop_seconds;
+    prefill_slowest = std::max(prefill_slowest, prefill);
+    if (decode > decode_slowest) {
+      decode_slowest = decode;
+      p.bottleneck_stage = static_cast<int>(s);
+    }
+  }
+  p.prefill_seconds = prefill_round + (W - 1) * prefill_slowest;
+  p.decode_cycle_seconds = std::max(W * decode_slowest, decode_round);
+  p.wave_seconds = p.prefill_seconds + decode_tokens * p.decode_cycle_seconds;
+  p.sequences_per_wave = static_cast<int64_t>(W * bls);
+  const double decode_seconds = decode_tokens * p.decode_cycle_seconds;
+  p.decode_throughput = decode_seconds > 0 ? W * bls * decode_tokens / decode_seconds : 0;
+  p.total_throughput = W * bls * double(workload.gen_len) / p.wave_seconds;
+  return p;
+}
+
+PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& workload, const runtime::Budgets& budgets,
+                           const HardwareProfile& hw, const SearchOptions& options, int64_t stages,
+                           double link_bytes_per_second) {
+  PipelinePlan plan;
+  const auto layers = runtime::split_stages(spec, stages);
+  // Each group holds one block; the job's sequences are dealt to the W groups.
+  runtime::Workload w = workload;
+  if (w.num_sequences > 0) w.num_sequences = (w.num_sequences + stages - 1) / stages;
+  SearchOptions o = options;
+  o.groups = stages;
+  size_t heaviest = 0;
+  int64_t most = -1;
+  for (size_t s = 0; s < layers.size(); ++s) {
+    int64_t elements = 0;
+    const auto weight_layers = spec.weight_layers();
+    for (int64_t l = layers[s].first; l < layers[s].end; ++l) elements += weight_layers[static_cast<size_t>(l)].numel();
+    if (elements > most) {
+      most = elements;
+      heaviest = s;
+    }
+  }
+  plan.stages.resize(layers.size());
+  for (size_t s = 0; s < layers.size(); ++s) plan.stages[s].layers = layers[s];
+  plan.stages[heaviest].search = search_policy(stage_slice(spec, layers[heaviest]), w, budgets, hw, o);
+  const runtime::Policy& shape = plan.stages[heaviest].search.policy;
+  o.gpu_batch_sizes = {shape.gpu_batch_size};
+  o.num_gpu_batches = shape.num_gpu_batches;
+  std::vector<Prediction> predictions;
+  for (size_t s = 0; s < layers.size(); ++s) {
+    if (s != heaviest) plan.stages[s].search = search_policy(stage_slice(spec, layers[s]), w, budgets, hw, o);
+    predictions.push_back(plan.stages[s].search.prediction);
+  }
+  const ModelSizes sizes(spec, o.dtype_bytes);
+  plan.prediction = predict_pipeline(predictions, shape, w, sizes.hidden_bytes_per_token(), link_bytes_per_second);
+  return plan;
+}
+
+}  // namespace tiergen::policy

@@ -1,0 +1,60 @@
+#pragma once
+// Planning a pipeline of W processes (flexgen.txt section 4.4): the model split into
+// contiguous stages (runtime::split_stages), each stage's policy found by the
+// single-process search for its slice under its own budgets, with W blocks resident
+// at once (one per group in flight). All stages share one block shape, since hidden
+// states pass gpu batch by gpu batch: the stage with the most weight bytes chooses it
+// and the others search their placements for it.
+//
+// The predicted throughput of the ring: W groups of one block each circulate through
+// the stages. A decode token of every group takes one cycle, the longer of W tokens
+// through the slowest stage and one group's way round the ring (every stage plus the
+// hops between them: hidden states on the link, in both phases); the prefill adds the
+// pipeline's fill, W - 1 blocks through the slowest stage after the first went round.
+#include <cstdint>
+#include <vector>
+
+#include "policy/search.h"
+#include "tiergen/runtime/stage.h"
+
+namespace tiergen::policy {
+
+struct StagePlan {
+  runtime::StageLayers layers;
+  SearchResult search;  // of the stage's slice (stage_slice), with W groups resident
+};
+
+struct PipelinePrediction {
+  double link_bytes_per_second = 0;
+  double prefill_hop_seconds = 0, decode_hop_seconds = 0;  // one group's hidden states, one hop
+  double prefill_seconds = 0;     // a wave of W blocks through the prefill, fill included
+  double decode_cycle_seconds = 0;  // one decode token of all W groups
+  double wave_seconds = 0;        // prefill plus n - 1 decode cycles
+  int bottleneck_stage = 0;       // the stage with the longest decode token
+  int64_t sequences_per_wave = 0; // W blocks
+  // FlexGen's definitions over the wave's sequences: decode N·(n−1)/t_decode, total N·n/t.
+  double decode_throughput = 0, total_throughput = 0;
+};
+
+struct PipelinePlan {
+  std::vector<StagePlan> stages;
+  PipelinePrediction prediction;
+};
+
+// The model a stage searches as if it were whole: its decoder layers, with the
+// embedding and head counted too (an upper bound for a middle stage's memory).
+model::Spec stage_slice(const model::Spec& spec, const runtime::StageLayers& layers);
+
+// `budgets`: each process's own. `workload.num_sequences` is the job's; the groups
+// share it, so a block never holds more than its group's share.
+// `link_bytes_per_second`: the bandwidth between consecutive stages.
+PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& workload, const runtime::Budgets& budgets,
+                           const HardwareProfile& hw, const SearchOptions& options, int64_t stages,
+                           double link_bytes_per_second);
+
+// The ring's throughput for stage predictions already made (exposed for tests).
+PipelinePrediction predict_pipeline(const std::vector<Prediction>& stages, const runtime::Policy& block,
+                                    const runtime::Workload& workload, double hidden_bytes_per_token,
+                                    double link_bytes_per_second);
+
+}  // namespace tiergen::policy

@@ -1,0 +1,178 @@
+// runtime::StageLink on LibTorch's c10d: a Gloo process group over a file or TCP store.
+// Built when CMake finds Gloo's headers (TIERGEN_HAVE_GLOO); otherwise `connect`
+// refuses a multi-process job with what to install.
+#include "tiergen/dist/launch.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "tiergen/common/error.h"
+
+#ifdef TIERGEN_HAVE_GLOO
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO  // ProcessGroupGloo.hpp is empty without it (TorchConfig does not set it)
+#endif
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+
+namespace tiergen::dist {
+
+#ifdef TIERGEN_HAVE_GLOO
+
+namespace {
+
+struct TcpAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+TcpAddress parse_tcp(const std::string& init) {
+  const std::string rest = init.substr(6);
+  const auto colon = rest.rfind(':');
+  TcpAddress a;
+  a.host = rest.substr(0, colon);
+  int port = 0;
+  try {
+    port = std::stoi(rest.substr(colon + 1));
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  TG_CHECK(!a.host.empty() && port > 0 && port < 65536, "rendezvous '{}': expected tcp://HOST:PORT with a port in 1-65535",
+           init);
+  a.port = static_cast<uint16_t>(port);
+  return a;
+}
+
+bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0; }
+
+// c10d's errors carry a C++ backtrace in what(); users get the message.
+std::string message_of(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+std::string file_store_path(const Launch& l) { return l.init.rfind("file:", 0) == 0 ? l.init.substr(5) : std::string(); }
+
+c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
+  if (!file_store_path(l).empty()) return c10::make_intrusive<::c10d::FileStore>(file_store_path(l), l.world_size);
+  const TcpAddress a = parse_tcp(l.init);
+  ::c10d::TCPStoreOptions o;
+  o.port = a.port;
+  o.isServer = l.rank == 0 && !l.agent_store;
+  o.numWorkers = static_cast<size_t>(l.world_size);
+  o.waitWorkers = false;
+  o.timeout = l.timeout;
+  return c10::make_intrusive<::c10d::TCPStore>(a.host, o);
+}
+
+// The address Gloo's pairs listen on: loopback for a single host (a file store or a
+// loopback master), the interface GLOO_SOCKET_IFNAME names (as torch reads it), or
+// this host's name.
+std::shared_ptr<::gloo::transport::Device> make_device(const Launch& l) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0') {
+    return ::c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  if (l.init.rfind("file:", 0) == 0 || is_loopback(parse_tcp(l.init).host)) {
+    return ::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  return ::c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+class GlooStageLink final : public runtime::StageLink {
+ public:
+  explicit GlooStageLink(const Launch& l)
+      : rank_(l.rank), world_size_(l.world_size), timeout_(l.timeout), store_file_(file_store_path(l)) {
+    try {
+      store_ = make_store(l);
+      store_->setTimeout(timeout_);
+      auto options = ::c10d::ProcessGroupGloo::Options::create(timeout_);
+      options->devices.push_back(make_device(l));
+      group_ = c10::make_intrusive<::c10d::ProcessGroupGloo>(store_, rank_, world_size_, options);
+    } catch (const std::exception& e) {
+      remove_store_file();
+      TG_THROW("rank {} of {} could not join the job at {} within {} s (are all {} ranks started, with the same "
+               "rendezvous?): {}", rank_, world_size_, l.init, l.timeout.count(), world_size_, message_of(e));
+    }
+  }
+
+  // A job that failed leaves its file store behind (a dead rank never signs off);
+  // the next job at the same path would read this one's addresses.
+  ~GlooStageLink() override {
+    if (failed_) remove_store_file();
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+
+  void set(const std::string& key, const std::string& value) override {
+    guarded([&] { store_->set("tiergen/" + key, std::vector<uint8_t>(value.begin(), value.end())); });
+  }
+  std::string get(const std::string& key) override {
+    std::vector<uint8_t> bytes;
+    guarded([&] { bytes = store_->get("tiergen/" + key); });
+    return std::string(bytes.begin(), bytes.end());
+  }
+
+ protected:
+  std::function<void()> send_raw(const at::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10::intrusive_ptr<::c10d::Work> work;
+    guarded([&] { work = group_->send(tensors, peer, tag); });
+    return [this, work, tensors] { guarded([&] { work->wait(timeout_); }); };
+  }
+  void recv_raw(at::Tensor& tensor, int peer, int tag) override {
+    std::vector<at::Tensor> tensors{tensor};
+    guarded([&] { group_->recv(tensors, peer, tag)->wait(timeout_); });
+  }
+
+ private:
+  // Runs a c10d call; a failure marks the job failed and comes out as a plain message.
+  template <typename F>
+  void guarded(F&& call) {
+    try {
+      call();
+    } catch (const std::exception& e) {
+      failed_ = true;
+      throw std::runtime_error(message_of(e));
+    }
+  }
+
+  void remove_store_file() const {
+    if (!store_file_.empty()) ::unlink(store_file_.c_str());
+  }
+
+  int rank_, world_size_;
+  std::chrono::milliseconds timeout_;
+  std::string store_file_;
+  std::atomic<bool> failed_{false};
+  c10::intrusive_ptr<::c10d::Store> store_;
+  c10::intrusive_ptr<::c10d::ProcessGroupGloo> group_;
+};
+
+}  // namespace
+
+bool have_c10d() { return true; }
+
+std::shared_ptr<runtime::StageLink> connect(const Launch& launch) {
+  TG_CHECK(launch.distributed(), "internal: connect() for a single process");
+  spdlog::info("joining {} ranks at {} ({}; timeout {} s)", launch.world_size, launch.init, launch.launcher,
+               launch.timeout.count());
+  return std::make_shared<GlooStageLink>(launch);
+}
+
+#else
+
+bool have_c10d() { return false; }
+
+std::shared_ptr<runtime::StageLink> connect(const Launch& launch) {
+  TG_THROW("{} ranks asked for ({}), but this build of tiergen has no multi-process support: it needs LibTorch's "
+           "c10d with Gloo (on Debian, install libgloo-dev and rebuild)", launch.world_size, launch.launcher);
+}
+
+#endif
+
+}  // namespace tiergen::dist

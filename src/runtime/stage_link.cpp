@@ -1,0 +1,85 @@
+#include "tiergen/runtime/stage_link.h"
+
+#include <fmt/format.h>
+
+#include "tiergen/common/error.h"
+
+namespace tiergen::runtime {
+
+namespace {
+
+constexpr int64_t kHeaderSize = 6;
+constexpr int64_t kMagic = 0x7469657267656e;  // "tiergen": a message from this protocol
+
+// One tag per (group, kind): the messages of one tag between two ranks stay in order.
+int tag_of(const MessageLabel& label) { return static_cast<int>(label.group * 2 + (label.kind == MessageLabel::Feedback)); }
+
+at::Tensor header_of(const MessageLabel& label, int64_t numel) {
+  at::Tensor h = at::empty({kHeaderSize}, at::kLong);
+  auto* v = h.data_ptr<int64_t>();
+  v[0] = kMagic;
+  v[1] = label.kind;
+  v[2] = label.group;
+  v[3] = label.token;
+  v[4] = label.batch;
+  v[5] = numel;
+  return h;
+}
+
+std::string kind_name(int64_t kind) {
+  if (kind == MessageLabel::Hidden) return "hidden states";
+  if (kind == MessageLabel::Feedback) return "sampled tokens";
+  return fmt::format("unknown message kind {}", kind);
+}
+
+}  // namespace
+
+std::string MessageLabel::describe() const {
+  return kind == Hidden ? fmt::format("hidden states of group {} token {} batch {}", group, token, batch)
+                        : fmt::format("sampled tokens of group {} token {}", group, token);
+}
+
+std::function<void()> StageLink::send(const at::Tensor& tensor, int peer, const MessageLabel& label) {
+  TG_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "internal: pipeline messages are contiguous host tensors");
+  const int tag = tag_of(label);
+  auto header_sent = send_raw(header_of(label, tensor.numel()), peer, tag);
+  auto payload_sent = send_raw(tensor, peer, tag);
+  return [header_sent, payload_sent, peer, label, self = rank()] {
+    try {
+      header_sent();
+      payload_sent();
+    } catch (const std::exception& e) {
+      TG_THROW("rank {}: sending {} to rank {} failed: {}", self, label.describe(), peer, e.what());
+    }
+  };
+}
+
+void StageLink::recv(at::Tensor& tensor, int peer, const MessageLabel& label) {
+  TG_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "internal: pipeline messages are contiguous host tensors");
+  const int tag = tag_of(label);
+  at::Tensor header = at::zeros({kHeaderSize}, at::kLong);
+  try {
+    recv_raw(header, peer, tag);
+  } catch (const std::exception& e) {
+    TG_THROW("rank {}: receiving {} from rank {} failed (did rank {} exit?): {}", rank(), label.describe(), peer, peer,
+             e.what());
+  }
+  const auto* h = header.data_ptr<int64_t>();
+  TG_CHECK(h[0] == kMagic, "rank {}: rank {} sent a message that is not a tiergen pipeline message where {} was expected",
+           rank(), peer, label.describe());
+  const MessageLabel got{static_cast<MessageLabel::Kind>(h[1]), h[2], h[3], h[4]};
+  const bool same = got.kind == label.kind && got.group == label.group && got.token == label.token &&
+                    got.batch == label.batch && h[5] == tensor.numel();
+  TG_CHECK(same, "rank {}: expected {} ({} values) from rank {}, but it sent {} ({} values, {}): the ranks disagree on "
+           "the schedule (different prompts, flags or model?)", rank(), label.describe(), tensor.numel(), peer,
+           got.kind == MessageLabel::Hidden || got.kind == MessageLabel::Feedback ? got.describe() : kind_name(got.kind),
+           h[5], kind_name(got.kind));
+  try {
+    recv_raw(tensor, peer, tag);
+  } catch (const std::exception& e) {
+    TG_THROW("rank {}: receiving {} from rank {} failed (did rank {} exit?): {}", rank(), label.describe(), peer, peer,
+             e.what());
+  }
+}
+
+}  // namespace tiergen::runtime

@@ -1,0 +1,141 @@
+// `tiergen generate` as a pipeline of processes, launched as a user would: a shell
+// loop with --rank/--world-size and a file store, or torchrun's environment (RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT). The last rank writes the results, which are
+// those of one process; a rank that dies ends the job with an error naming it, and
+// --resume finishes the job.
+#include <gtest/gtest.h>
+
+#include "tests/support/cli_fixture.h"
+#include "tiergen/dist/launch.h"
+
+namespace {
+
+class CliPipeline : public CliReliability {
+ protected:
+  void SetUp() override {
+    if (!tiergen::dist::have_c10d()) GTEST_SKIP() << "built without c10d/Gloo";
+    CliReliability::SetUp();
+  }
+
+  // OPT with 4 decoder layers (so up to 4 stages), the byte-level tokenizer.
+  static fs::path four_layer_model() {
+    return shared_tiny_model("tiny-opt-4-layers", {"--arch", "opt", "--seed", "9", "--layers", "4", "--tokenizer", kTokenizer});
+  }
+
+  // One rank of `world` through flags and a file store in this test's directory.
+  std::vector<std::string> rank_args(std::vector<std::string> args, int rank, int world) const {
+    args.insert(args.end(), {"--rank", std::to_string(rank), "--world-size", std::to_string(world), "--dist-init",
+                             "file:" + (dir_ / "store").string(), "--dist-timeout", "60"});
+    return args;
+  }
+
+  // Starts every rank (one core each, as 4 ranks share 2 cores), waits for all.
+  std::vector<Exit> run_ranks(const std::vector<std::vector<std::string>>& per_rank,
+                              const std::vector<std::vector<std::string>>& env = {}) {
+    std::vector<std::unique_ptr<Child>> children;
+    for (size_t r = 0; r < per_rank.size(); ++r) {
+      SpawnOptions o;
+      o.env = {"OMP_NUM_THREADS=1"};
+      if (r < env.size()) o.env.insert(o.env.end(), env[r].begin(), env[r].end());
+      children.push_back(std::make_unique<Child>(per_rank[r], dir_, o));
+    }
+    std::vector<Exit> exits;
+    for (auto& c : children) exits.push_back(c->wait(std::chrono::seconds(240)));
+    return exits;
+  }
+};
+
+TEST_F(CliPipeline, TwoRanksFromAShellLoopWriteTheSingleProcessResults) {
+  const fs::path prompts = prompt_file("prompts.txt", 13);
+  const std::vector<std::string> flags = {"-b", "2", "--num-gpu-batches", "2", "--max-new-tokens", "9"};
+  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
+  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
+
+  // Every rank is given the same command line, -o included: only the last writes.
+  const fs::path out = dir_ / "pipeline.jsonl";
+  const auto exits = run_ranks({rank_args(generate_args(prompts, out, flags), 0, 2),
+                                rank_args(generate_args(prompts, out, flags), 1, 2)});
+  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+  EXPECT_NE(exits[0].err.find("[rank 0/2]"), std::string::npos) << exits[0].describe();
+  EXPECT_NE(exits[0].err.find("pipeline stage 0 of 2: embedding, decoder layer 0"), std::string::npos) << exits[0].describe();
+  EXPECT_NE(exits[0].err.find("the last rank wrote the results"), std::string::npos) << exits[0].describe();
+  EXPECT_NE(exits[1].err.find("13 requests: 13 completed"), std::string::npos) << exits[1].describe();
+  EXPECT_FALSE(fs::exists(dir_ / "store")) << "the file store outlived a finished job";
+}
+
+TEST_F(CliPipeline, FourRanksFromATorchrunEnvironmentWithWeightsAndCacheOffloaded) {
+  const fs::path model = four_layer_model();
+  const fs::path prompts = prompt_file("prompts.txt", 9);
+  const std::vector<std::string> flags = {"-b", "2", "--num-gpu-batches", "1", "--max-new-tokens", "7",
+                                          "--percent", "20", "40", "30", "40", "100", "0", "--cpu-attention"};
+  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags, model));
+  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
+  const fs::path out = dir_ / "pipeline.jsonl";
+  const std::string port = std::to_string(20000 + (::getpid() % 20000));
+  std::vector<std::vector<std::string>> args, env;
+  for (int r = 0; r < 4; ++r) {
+    args.push_back(generate_args(prompts, out, flags, model));
+    env.push_back({"RANK=" + std::to_string(r), "WORLD_SIZE=4", "LOCAL_RANK=" + std::to_string(r),
+                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port});
+  }
+  const auto exits = run_ranks(args, env);
+  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+  EXPECT_NE(exits[3].err.find("pipeline stage 3 of 4: decoder layer 3, head"), std::string::npos) << exits[3].describe();
+  EXPECT_NE(exits[2].err.find("torchrun environment"), std::string::npos) << exits[2].describe();
+}
+
+TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
+  const fs::path prompts = prompt_file("prompts.txt", 120);
+  const std::vector<std::string> flags = {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"};
+  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
+  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
+
+  const fs::path out = dir_ / "pipeline.jsonl";
+  SpawnOptions o;
+  o.env = {"OMP_NUM_THREADS=1"};
+  Child first(rank_args(generate_args(prompts, out, flags), 0, 2), dir_, o);
+  Child last(rank_args(generate_args(prompts, out, flags), 1, 2), dir_, o);
+  // Once the last rank has written a result, the job is under way: kill it.
+  const auto start = std::chrono::steady_clock::now();
+  while (count_lines(out) < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(count_lines(out), 1) << "no result within 120 s";
+  ::kill(last.pid(), SIGKILL);
+  const Exit killed = last.wait();
+  EXPECT_FALSE(killed.exited);
+  const Exit e = first.wait(std::chrono::seconds(60));
+  EXPECT_FALSE(e.timed_out) << "rank 0 did not notice its peer's death within 60 s: " << e.describe();
+  expect_clear_failure(e, {"rank 0:", "from rank 1", "did rank 1 exit?"});
+  expect_results_not_complete(out, 120);
+  EXPECT_FALSE(fs::exists(dir_ / "store")) << "a failed job left its file store for the next one to trip on";
+
+  std::vector<std::string> resume = flags;
+  resume.push_back("--resume");
+  const auto exits = run_ranks({rank_args(generate_args(prompts, out, resume), 0, 2),
+                                rank_args(generate_args(prompts, out, resume), 1, 2)});
+  for (const Exit& r : exits) ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_NE(exits[0].err.find("resuming:"), std::string::npos) << exits[0].describe();
+  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+}
+
+TEST_F(CliPipeline, ARankWhosePeersNeverComeFailsAfterTheTimeout) {
+  const fs::path prompts = prompt_file("prompts.txt", 2);
+  std::vector<std::string> args = rank_args(generate_args(prompts, dir_ / "out.jsonl"), 0, 3);
+  args.back() = "2";  // --dist-timeout 2
+  const Exit e = run(args);
+  expect_clear_failure(e, {"rank 0 of 3 could not join the job", "within 2 s"});
+  EXPECT_EQ(e.err.find("frame #"), std::string::npos) << "a backtrace reached the user: " << e.describe();
+  EXPECT_FALSE(fs::exists(dir_ / "out.jsonl"));
+  EXPECT_FALSE(fs::exists(dir_ / "store"));
+}
+
+TEST_F(CliPipeline, PolicyAutoIsRefusedForAPipeline) {
+  const fs::path prompts = prompt_file("prompts.txt", 2);
+  const Exit e = run(rank_args(generate_args(prompts, dir_ / "out.jsonl", {"--policy", "auto"}), 0, 2));
+  expect_clear_failure(e, {"--policy auto with 2 ranks"});
+}
+
+}  // namespace
