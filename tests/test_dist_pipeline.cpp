@@ -26,31 +26,32 @@ namespace {
 
 // ---- Stages.
 
-TEST(StageSplit, ContiguousStagesEachWithADecoderLayerAndBalancedBytes) {
+TEST(StageSplit, ContiguousStagesEachWithADecoderLayerAndBalancedBytesAndCompute) {
   const model::Spec spec = *model::find_preset("opt-1.3b");
-  const auto layers = spec.weight_layers();
+  const auto shares = runtime::stage_balance_weights(spec);
+  const double largest_share = *std::max_element(shares.begin(), shares.end());
   for (int64_t w : std::vector<int64_t>{1, 2, 3, 4, 8, spec.num_layers}) {
     const auto stages = runtime::split_stages(spec, w);
     ASSERT_EQ(static_cast<int64_t>(stages.size()), w);
     EXPECT_EQ(stages.front().first, 0);
     EXPECT_TRUE(stages.front().embeds());
     EXPECT_TRUE(stages.back().samples(spec));
-    double largest = 0, total = 0;
+    EXPECT_EQ(stages.back().end, spec.num_weight_layers());
+    double largest = 0;
     for (size_t s = 0; s < stages.size(); ++s) {
       EXPECT_GE(stages[s].decoder_count(spec), 1) << "stage " << s << " of " << w;
       if (s > 0) EXPECT_EQ(stages[s].first, stages[s - 1].end) << "stage " << s << " of " << w;
-      double bytes = 0;
-      for (int64_t l = stages[s].first; l < stages[s].end; ++l) bytes += static_cast<double>(layers[static_cast<size_t>(l)].numel());
-      largest = std::max(largest, bytes);
-      total += bytes;
+      double share = 0;
+      for (int64_t l = stages[s].first; l < stages[s].end; ++l) share += shares[static_cast<size_t>(l)];
+      largest = std::max(largest, share);
     }
-    // No stage is more than one layer (the largest, the embedding) above an even share.
-    const double biggest_layer = static_cast<double>(layers.front().numel());
-    EXPECT_LE(largest, total / static_cast<double>(w) + biggest_layer) << w << " stages";
+    // No stage is more than one layer's share above an even split.
+    EXPECT_LE(largest, 1.0 / static_cast<double>(w) + largest_share) << w << " stages";
   }
-  // 24 decoder layers and a head the size of the embedding: two stages of 12 would put
-  // the embedding in one and the head in the other; the split is by bytes.
+  // Two stages: the head's matmul weighs more than the embedding's lookup, so the
+  // first stage takes more decoder layers than the second.
   const auto two = runtime::split_stages(spec, 2);
+  EXPECT_GT(two[0].decoder_count(spec), two[1].decoder_count(spec));
   EXPECT_EQ(two[0].decoder_count(spec) + two[1].decoder_count(spec), spec.num_layers);
   EXPECT_EQ(two[0].describe(spec), fmt::format("embedding, decoder layers 0-{}", two[0].decoder_count(spec) - 1));
 }

@@ -27,16 +27,34 @@ std::string StageLayers::describe(const model::Spec& spec) const {
   return parts;
 }
 
+std::vector<double> stage_balance_weights(const model::Spec& spec) {
+  const auto layers = spec.weight_layers();
+  std::vector<double> bytes, compute;
+  double total_bytes = 0, total_compute = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto elements = static_cast<double>(layers[i].numel());
+    bytes.push_back(elements);
+    // The embedding is a lookup: bytes to hold and move, next to no compute.
+    compute.push_back(i == 0 ? 0.0 : elements);
+    total_bytes += bytes.back();
+    total_compute += compute.back();
+  }
+  std::vector<double> weights;
+  for (size_t i = 0; i < layers.size(); ++i) weights.push_back(0.5 * bytes[i] / total_bytes + 0.5 * compute[i] / total_compute);
+  return weights;
+}
+
 std::vector<StageLayers> split_stages(const model::Spec& spec, int64_t stages) {
   TG_CHECK(stages >= 1, "a pipeline needs at least one stage, got {}", stages);
   TG_CHECK(stages <= spec.num_layers, "{} pipeline stages for a model of {} decoder layers: every stage needs at "
            "least one decoder layer; use at most {} processes", stages, spec.num_layers, spec.num_layers);
   const auto layers = spec.weight_layers();
   const auto n = static_cast<int64_t>(layers.size());
-  // prefix[i]: elements of weight layers [0, i).
+  const std::vector<double> shares = stage_balance_weights(spec);
+  // prefix[i]: the balance weight of weight layers [0, i).
   std::vector<double> prefix(static_cast<size_t>(n + 1), 0.0);
   for (int64_t i = 0; i < n; ++i) {
-    prefix[static_cast<size_t>(i + 1)] = prefix[static_cast<size_t>(i)] + static_cast<double>(layers[static_cast<size_t>(i)].numel());
+    prefix[static_cast<size_t>(i + 1)] = prefix[static_cast<size_t>(i)] + shares[static_cast<size_t>(i)];
   }
   const auto weight = [&](int64_t a, int64_t b) { return prefix[static_cast<size_t>(b)] - prefix[static_cast<size_t>(a)]; };
   // best[s][e]: the smallest largest stage when layers [0, e) form s stages; a stage

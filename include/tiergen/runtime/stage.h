@@ -25,10 +25,15 @@ struct StageLayers {
   std::string describe(const model::Spec& spec) const;
 };
 
+// Each weight layer's share of the model, half by weight bytes (what an offloaded
+// stage moves) and half by matmul work (what a resident one computes; the embedding
+// is a lookup): the two costs a stage's time follows. The shares sum to 1.
+std::vector<double> stage_balance_weights(const model::Spec& spec);
+
 // Splits the model into `stages` contiguous stages, each with at least one decoder
-// layer, minimising the largest stage's weight bytes (which also balances compute:
-// decoder layers are alike, and the embedding and head weigh what they compute).
-// Refuses more stages than decoder layers.
+// layer, minimising the largest stage's share (stage_balance_weights). Deterministic
+// in the spec, so every rank derives the same split. Refuses more stages than decoder
+// layers.
 std::vector<StageLayers> split_stages(const model::Spec& spec, int64_t stages);
 
 }  // namespace tiergen::runtime
