@@ -27,7 +27,8 @@ prepare_only=0
 [ "${1:-}" = --prepare-only ] && prepare_only=1
 
 packages=(libtorch-cuda-dev nvidia-cuda-toolkit g++ cmake ninja-build binutils
-  libglpk-dev libcli11-dev libspdlog-dev libgtest-dev nlohmann-json3-dev libpcre2-dev libgloo-dev)
+  libglpk-dev libcli11-dev libspdlog-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
+  libgloo-cuda-dev)  # c10d's Gloo headers; libgloo-dev conflicts with the CUDA LibTorch's libgloo-cuda-0
 libdir=/usr/lib/x86_64-linux-gnu
 
 export TRIXIE_TIMINGS
