@@ -132,10 +132,13 @@ TEST_F(CliPipeline, ARankWhosePeersNeverComeFailsAfterTheTimeout) {
   EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 
-TEST_F(CliPipeline, PolicyAutoIsRefusedForAPipeline) {
+TEST_F(CliPipeline, PolicyAutoAndBenchAreRefusedForAPipeline) {
   const fs::path prompts = prompt_file("prompts.txt", 2);
-  const Exit e = run(rank_args(generate_args(prompts, dir_ / "out.jsonl", {"--policy", "auto"}), 0, 2));
+  Exit e = run(rank_args(generate_args(prompts, dir_ / "out.jsonl", {"--policy", "auto"}), 0, 2));
   expect_clear_failure(e, {"--policy auto with 2 ranks"});
+  e = run(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "2"}, 0, 2));
+  expect_clear_failure(e, {"tiergen bench runs one process", "run tiergen generate on every rank"});
+  EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 
 }  // namespace

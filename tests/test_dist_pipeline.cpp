@@ -151,6 +151,10 @@ TEST(Launch, ReadsTorchrunMpirunAndFlagsInThatPrecedence) {
   EXPECT_EQ(by_flags.rank, 0);
   EXPECT_EQ(by_flags.world_size, 3);
   EXPECT_EQ(by_flags.init, "file:/tmp/x");
+  EXPECT_EQ(by_flags.local_world_size, 3);  // a file store: one host
+  EXPECT_EQ(torchrun.local_world_size, 1);
+  EXPECT_EQ(dist::resolve_launch({}, env_of({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"},
+                                             {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}})).local_world_size, 2);
 
   const auto single = dist::resolve_launch({}, env_of({}));
   EXPECT_FALSE(single.distributed());

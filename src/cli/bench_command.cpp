@@ -130,6 +130,10 @@ void run_bench(BenchFlags& f) {
            "prompt length {} plus {} new tokens exceeds the model's {} positions", f.prompt_len, f.gen_len,
            spec.max_positions);
   const runtime::Workload workload{f.prompt_len, f.gen_len};
+  // Its report is one process's; a pipeline's throughput is what generate's last rank reports.
+  const dist::Launch launch = dist::resolve_launch(f.engine.launch);
+  TG_CHECK(!launch.distributed(), "tiergen bench runs one process; for a pipeline of {} ranks ({}), run tiergen "
+           "generate on every rank (the last one reports the throughput)", launch.world_size, launch.launcher);
   const runtime::EngineOptions options = make_engine_options(f.engine);
   const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options);
   const int64_t num_prompts = policy.block_size();

@@ -158,11 +158,15 @@ uint64_t free_disk_bytes(const std::string& dir) {
 
 }  // namespace
 
-runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext& device) {
-  const runtime::HostMemory host{runtime::physical_memory_bytes(), runtime::process_rss_bytes(),
+runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext& device, int local_ranks) {
+  const auto share = static_cast<uint64_t>(std::max(1, local_ranks));
+  const runtime::HostMemory host{runtime::physical_memory_bytes() / share, runtime::process_rss_bytes(),
                                  runtime::cuda_free_bytes(device)};
-  const runtime::Budgets b = runtime::resolve_budgets({f.gpu_mem, f.cpu_mem, f.disk_mem, free_disk_bytes(f.offload_dir)},
-                                                      device.is_cuda(), host);
+  const runtime::Budgets b = runtime::resolve_budgets(
+      {f.gpu_mem, f.cpu_mem, f.disk_mem, free_disk_bytes(f.offload_dir) / share}, device.is_cuda(), host);
+  if (share > 1) {
+    spdlog::info("{} ranks on this host: default host budgets are this rank's 1/{} of its RAM and free disk", share, share);
+  }
   spdlog::info("budgets: gpu {}{}, cpu {}{}, disk {}{}; RAM {}, of which this process already uses {} (outside the "
                "tiers)", format_bytes(b.gpu), f.gpu_mem.empty() ? (device.is_cuda() ? " (device free - headroom)" : " (default)") : "",
                format_bytes(b.cpu), f.cpu_mem.empty() ? " (default)" : "", format_bytes(b.disk),
@@ -181,12 +185,12 @@ runtime::EngineOptions make_engine_options(const EngineFlags& f) {
     spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}/{}] [%^%l%$] %v", launch.rank, launch.world_size));
     TG_CHECK(f.policy_file != "auto", "--policy auto with {} ranks: the search plans one process for the whole model; "
              "give each stage a policy with --percent, -b and --num-gpu-batches, or --policy FILE", launch.world_size);
-    o.link = dist::connect(launch);
   }
   o.device = make_device(f);
-  o.budgets = make_budgets(f, o.device);
+  o.budgets = make_budgets(f, o.device, launch.local_world_size);
   o.offload_dir = f.offload_dir;
   o.io_threads = f.io_threads;
+  if (launch.distributed()) o.link = dist::connect(launch);
   return o;
 }
 

@@ -58,7 +58,9 @@ runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size
                             const runtime::Workload& workload, const runtime::EngineOptions& options);
 runtime::DeviceContext make_device(const EngineFlags& flags);
 
-runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device);
+// `local_ranks`: processes of one pipeline on this host; the default host budgets
+// (RAM, and free disk) are their shares of it.
+runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device, int local_ranks = 1);
 // Joins the pipeline when the flags or the launcher's environment say there is more
 // than one rank (EngineOptions::link), and prefixes every log line with the rank.
 runtime::EngineOptions make_engine_options(const EngineFlags& flags);

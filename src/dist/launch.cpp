@@ -81,6 +81,10 @@ Launch resolve_launch(const LaunchFlags& flags, const GetEnv& getenv) {
   TG_CHECK(!l.init.empty(), "{} ranks ({}) but no rendezvous: pass --dist-init file:PATH or tcp://HOST:PORT, or set "
            "MASTER_ADDR and MASTER_PORT", l.world_size, l.launcher);
   check_init(l.init);
+  const int fallback = l.init.rfind("file:", 0) == 0 ? l.world_size : 1;
+  l.local_world_size = env_int(getenv, "LOCAL_WORLD_SIZE", env_int(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE", fallback));
+  TG_CHECK(l.local_world_size >= 1 && l.local_world_size <= l.world_size, "{} ranks on this host of a world of {}",
+           l.local_world_size, l.world_size);
   return l;
 }
 

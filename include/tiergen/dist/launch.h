@@ -24,6 +24,10 @@ struct LaunchFlags {
 
 struct Launch {
   int rank = 0, world_size = 1, local_rank = 0;
+  // Ranks on this host, which share its RAM and disk: LOCAL_WORLD_SIZE (torchrun),
+  // OMPI_COMM_WORLD_LOCAL_SIZE (mpirun), else every rank for a file store (one
+  // host), else 1.
+  int local_world_size = 1;
   std::string init;            // file:PATH or tcp://HOST:PORT
   bool agent_store = false;    // torchrun's agent serves the TCP store: every rank is a client
   std::string launcher;        // what said so: "flags", "torchrun environment", "mpirun environment"
