@@ -316,21 +316,20 @@ void expect_pipeline_matches_single_process(const TinyModelOptions& model_option
   }
 }
 
-TEST_P(PipelineEngine, TwoRanksGiveTheSingleProcessTokens) {
-  TinyModelOptions opt = tiny_opt(71);
-  opt.layers = 2;
-  expect_pipeline_matches_single_process(opt, GetParam(), 2);
-  TinyModelOptions llama = tiny_llama(72);
-  llama.layers = 3;
-  expect_pipeline_matches_single_process(llama, GetParam(), 2);
+TinyModelOptions with_layers(TinyModelOptions o, int64_t layers) {
+  o.layers = layers;
+  return o;
 }
 
+TEST_P(PipelineEngine, TwoRanksGiveTheSingleProcessTokens) {
+  expect_pipeline_matches_single_process(with_layers(tiny_opt(71), 2), GetParam(), 2);
+  expect_pipeline_matches_single_process(with_layers(tiny_llama(72), 3), GetParam(), 2);
+}
+
+// Five LLaMA layers over four stages (one stage holds two), with a tied head.
 TEST_P(PipelineEngine, FourRanksGiveTheSingleProcessTokens) {
-  TinyModelOptions opt = tiny_opt(73);
-  opt.layers = 4;
-  expect_pipeline_matches_single_process(opt, GetParam(), 4);
-  TinyModelOptions llama = tiny_llama(74);
-  llama.layers = 5;
+  expect_pipeline_matches_single_process(with_layers(tiny_opt(73), 4), GetParam(), 4);
+  TinyModelOptions llama = with_layers(tiny_llama(74), 5);
   llama.tie = true;
   expect_pipeline_matches_single_process(llama, GetParam(), 4);
 }

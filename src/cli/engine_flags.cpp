@@ -178,6 +178,18 @@ runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext
   return b;
 }
 
+namespace {
+
+// Ranks of one host each take their own GPU (cuda:LOCAL_RANK), as torchrun and
+// mpirun users expect, unless --device names one.
+std::string rank_device(const std::string& device, const dist::Launch& launch) {
+  if (!launch.distributed() || launch.local_world_size < 2) return device;
+  if (device == "cuda" || (device == "auto" && runtime::cuda_available())) return fmt::format("cuda:{}", launch.local_rank);
+  return device;
+}
+
+}  // namespace
+
 runtime::EngineOptions make_engine_options(const EngineFlags& f) {
   runtime::EngineOptions o;
   const dist::Launch launch = dist::resolve_launch(f.launch);
@@ -186,8 +198,10 @@ runtime::EngineOptions make_engine_options(const EngineFlags& f) {
     TG_CHECK(f.policy_file != "auto", "--policy auto with {} ranks: the search plans one process for the whole model; "
              "give each stage a policy with --percent, -b and --num-gpu-batches, or --policy FILE", launch.world_size);
   }
-  o.device = make_device(f);
-  o.budgets = make_budgets(f, o.device, launch.local_world_size);
+  EngineFlags on_this_rank = f;
+  on_this_rank.device = rank_device(f.device, launch);
+  o.device = make_device(on_this_rank);
+  o.budgets = make_budgets(on_this_rank, o.device, launch.local_world_size);
   o.offload_dir = f.offload_dir;
   o.io_threads = f.io_threads;
   if (launch.distributed()) o.link = dist::connect(launch);

@@ -57,6 +57,15 @@ std::string message_of(const std::exception& e) {
 
 std::string file_store_path(const Launch& l) { return l.init.rfind("file:", 0) == 0 ? l.init.substr(5) : std::string(); }
 
+// LibTorch 2.x's TCPStoreOptions::useLibUV (on by default) asks for a server backend
+// that builds without libuv (Debian's among them) lack; the classic one is in all.
+template <typename Options>
+auto use_classic_tcp_backend(Options& o, int) -> decltype(o.useLibUV = false, void()) {
+  o.useLibUV = false;
+}
+template <typename Options>
+void use_classic_tcp_backend(Options&, long) {}
+
 c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
   if (!file_store_path(l).empty()) return c10::make_intrusive<::c10d::FileStore>(file_store_path(l), l.world_size);
   const TcpAddress a = parse_tcp(l.init);
@@ -66,6 +75,7 @@ c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
   o.numWorkers = static_cast<size_t>(l.world_size);
   o.waitWorkers = false;
   o.timeout = l.timeout;
+  use_classic_tcp_backend(o, 0);
   return c10::make_intrusive<::c10d::TCPStore>(a.host, o);
 }
 

@@ -49,7 +49,8 @@ std::function<void()> StageLink::send(const at::Tensor& tensor, int peer, const 
       header_sent();
       payload_sent();
     } catch (const std::exception& e) {
-      TG_THROW("rank {}: sending {} to rank {} failed: {}", self, label.describe(), peer, e.what());
+      TG_THROW("rank {}: sending {} to rank {} failed (did rank {} exit?): {}", self, label.describe(), peer, peer,
+               e.what());
     }
   };
 }
