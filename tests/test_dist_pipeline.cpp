@@ -292,22 +292,30 @@ class PipelineEngine : public ::testing::TestWithParam<PipelineCase> {
   }
 };
 
-// Ragged prompts, different max_tokens, an end-of-sequence token met on the way, and
-// more blocks than stages (the last one partial).
+// Ragged prompts, different max_tokens, an end-of-sequence token and a stop token met
+// on the way, and more blocks than stages (the last one partial).
 void expect_pipeline_matches_single_process(const TinyModelOptions& model_options, const PipelineCase& c, int world) {
-  const TinyModel m = make_tiny_model(model_options);
-  auto requests = greedy_requests(make_prompts({3, 9, 5, 12, 4, 7, 6, 10, 2, 8, 11}, m.spec.vocab_size, 17),
-                                  {6, 3, 9, 1, 7, 5});
+  auto requests = greedy_requests(make_prompts({3, 9, 5, 12, 4, 7, 6, 10, 2, 8, 11}, 128, 17), {6, 3, 9, 1, 7, 5});
   const runtime::Policy policy = make_policy(c.gbs, c.ngb, c.percent, c.cpu_attention);
-  TempDir offload("offload-single");
-  const auto single = tokens_of(runtime::Engine(m.spec, *m.weights, policy, cpu_engine_options(offload.path),
-                                                workload_of(requests)).generate(requests));
+  // The model's end-of-sequence token: request 5's second token (the same seed gives
+  // the same weights with and without it).
+  std::vector<std::vector<int64_t>> plain;
+  {
+    const TinyModel probe = make_tiny_model(model_options);
+    TempDir offload("offload-probe");
+    plain = engine_tokens(probe.spec, *probe.weights, policy, cpu_engine_options(offload.path), requests);
+  }
+  TinyModelOptions with_eos = model_options;
+  with_eos.eos = plain[5][1];
+  const TinyModel m = make_tiny_model(with_eos);
+  ASSERT_EQ(m.spec.vocab_size, 128);
   // Request 2 stops at its second token: its row leaves every stage's batch.
-  requests[2].stop_token_ids = {single[2][1]};
-  TempDir offload2("offload-single-stop");
-  const auto expected = runtime::Engine(m.spec, *m.weights, policy, cpu_engine_options(offload2.path),
+  requests[2].stop_token_ids = {plain[2][1]};
+  TempDir offload("offload-single");
+  const auto expected = runtime::Engine(m.spec, *m.weights, policy, cpu_engine_options(offload.path),
                                         workload_of(requests)).generate(requests);
   ASSERT_EQ(expected[2].finish_reason, "stop");
+  ASSERT_EQ(expected[5].finish_reason, "stop");
   const auto got = pipeline_results(m, policy, world, requests);
   ASSERT_EQ(got.size(), expected.size());
   for (size_t r = 0; r < got.size(); ++r) {
