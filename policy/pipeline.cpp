@@ -47,40 +47,57 @@ PipelinePrediction predict_pipeline(const std::vector<Prediction>& stages, const
   return p;
 }
 
-PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& workload, const runtime::Budgets& budgets,
-                           const HardwareProfile& hw, const SearchOptions& options, int64_t stages,
-                           double link_bytes_per_second) {
-  PipelinePlan plan;
-  const auto layers = runtime::split_stages(spec, stages);
-  // Each group holds one block; the job's sequences are dealt to the W groups.
-  runtime::Workload w = workload;
-  if (w.num_sequences > 0) w.num_sequences = (w.num_sequences + stages - 1) / stages;
-  SearchOptions o = options;
-  o.groups = stages;
+size_t heaviest_stage(const model::Spec& spec, const std::vector<runtime::StageLayers>& stages) {
+  const auto weight_layers = spec.weight_layers();
   size_t heaviest = 0;
   int64_t most = -1;
-  for (size_t s = 0; s < layers.size(); ++s) {
+  for (size_t s = 0; s < stages.size(); ++s) {
     int64_t elements = 0;
-    const auto weight_layers = spec.weight_layers();
-    for (int64_t l = layers[s].first; l < layers[s].end; ++l) elements += weight_layers[static_cast<size_t>(l)].numel();
+    for (int64_t l = stages[s].first; l < stages[s].end; ++l) elements += weight_layers[static_cast<size_t>(l)].numel();
     if (elements > most) {
       most = elements;
       heaviest = s;
     }
   }
+  return heaviest;
+}
+
+SearchResult search_stage(const model::Spec& spec, const std::vector<runtime::StageLayers>& stages, size_t stage,
+                          const runtime::Workload& workload, const runtime::Budgets& budgets, const HardwareProfile& hw,
+                          const SearchOptions& options, const std::optional<BlockShape>& shape) {
+  const auto W = static_cast<int64_t>(stages.size());
+  // Each group holds one block; the job's sequences are dealt to the W groups.
+  runtime::Workload w = workload;
+  if (w.num_sequences > 0) w.num_sequences = (w.num_sequences + W - 1) / W;
+  SearchOptions o = options;
+  o.groups = W;
+  if (shape) {
+    o.gpu_batch_sizes = {shape->gpu_batch_size};
+    o.num_gpu_batches = shape->num_gpu_batches;
+  }
+  return search_policy(stage_slice(spec, stages[stage]), w, budgets, hw, o);
+}
+
+PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& workload, const runtime::Budgets& budgets,
+                           const HardwareProfile& hw, const SearchOptions& options, int64_t stages,
+                           double link_bytes_per_second) {
+  PipelinePlan plan;
+  const auto layers = runtime::split_stages(spec, stages);
+  const size_t heaviest = heaviest_stage(spec, layers);
   plan.stages.resize(layers.size());
   for (size_t s = 0; s < layers.size(); ++s) plan.stages[s].layers = layers[s];
-  plan.stages[heaviest].search = search_policy(stage_slice(spec, layers[heaviest]), w, budgets, hw, o);
-  const runtime::Policy& shape = plan.stages[heaviest].search.policy;
-  o.gpu_batch_sizes = {shape.gpu_batch_size};
-  o.num_gpu_batches = shape.num_gpu_batches;
+  plan.stages[heaviest].search = search_stage(spec, layers, heaviest, workload, budgets, hw, options, std::nullopt);
+  const runtime::Policy& chosen = plan.stages[heaviest].search.policy;
+  const BlockShape shape{chosen.gpu_batch_size, chosen.num_gpu_batches};
   std::vector<Prediction> predictions;
   for (size_t s = 0; s < layers.size(); ++s) {
-    if (s != heaviest) plan.stages[s].search = search_policy(stage_slice(spec, layers[s]), w, budgets, hw, o);
+    if (s != heaviest) plan.stages[s].search = search_stage(spec, layers, s, workload, budgets, hw, options, shape);
     predictions.push_back(plan.stages[s].search.prediction);
   }
-  const ModelSizes sizes(spec, o.dtype_bytes);
-  plan.prediction = predict_pipeline(predictions, shape, w, sizes.hidden_bytes_per_token(), link_bytes_per_second);
+  runtime::Workload w = workload;
+  if (w.num_sequences > 0) w.num_sequences = (w.num_sequences + stages - 1) / stages;
+  const ModelSizes sizes(spec, options.dtype_bytes);
+  plan.prediction = predict_pipeline(predictions, chosen, w, sizes.hidden_bytes_per_token(), link_bytes_per_second);
   return plan;
 }
 

@@ -12,6 +12,7 @@
 // hops between them: hidden states on the link, in both phases); the prefill adds the
 // pipeline's fill, W - 1 blocks through the slowest stage after the first went round.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "policy/search.h"
@@ -44,6 +45,21 @@ struct PipelinePlan {
 // The model a stage searches as if it were whole: its decoder layers, with the
 // embedding and head counted too (an upper bound for a middle stage's memory).
 model::Spec stage_slice(const model::Spec& spec, const runtime::StageLayers& layers);
+
+// The block shape all stages run: gpu batch size and number of gpu batches.
+struct BlockShape {
+  int64_t gpu_batch_size = 0, num_gpu_batches = 0;
+};
+
+// The stage with the most weight bytes: it chooses the block shape.
+size_t heaviest_stage(const model::Spec& spec, const std::vector<runtime::StageLayers>& stages);
+
+// The search for stage `stage` of `stages` alone (what each rank of `generate --policy
+// auto` runs for itself): its slice, one block resident per stage, the job's sequences
+// shared by the groups; with `shape`, only that block shape (the heaviest stage's).
+SearchResult search_stage(const model::Spec& spec, const std::vector<runtime::StageLayers>& stages, size_t stage,
+                          const runtime::Workload& workload, const runtime::Budgets& budgets, const HardwareProfile& hw,
+                          const SearchOptions& options, const std::optional<BlockShape>& shape);
 
 // `budgets`: each process's own. `workload.num_sequences` is the job's; the groups
 // share it, so a block never holds more than its group's share.

@@ -160,11 +160,27 @@ TEST_F(CliPipeline, ARankWhosePeersNeverComeFailsAfterTheTimeout) {
   EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 
-TEST_F(CliPipeline, PolicyAutoAndBenchAreRefusedForAPipeline) {
-  const fs::path prompts = prompt_file("prompts.txt", 2);
-  Exit e = run(rank_args(generate_args(prompts, dir_ / "out.jsonl", {"--policy", "auto"}), 0, 2));
-  expect_clear_failure(e, {"--policy auto with 2 ranks"});
-  e = run(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "2"}, 0, 2));
+// --policy auto: each rank searches its own stage, the block shape from the heaviest.
+TEST_F(CliPipeline, PolicyAutoPlansEachStageOnItsRank) {
+  const fs::path prompts = prompt_file("prompts.txt", 11);
+  const std::vector<std::string> flags = {"--max-new-tokens", "5", "--policy", "auto", "--hw", "t4-flexgen",
+                                          "--gpu-mem", "64MiB", "--cpu-mem", "1GiB"};
+  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
+  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
+  const fs::path out = dir_ / "pipeline.jsonl";
+  const auto exits = run_ranks({rank_args(generate_args(prompts, out, flags), 0, 2),
+                                rank_args(generate_args(prompts, out, flags), 1, 2)});
+  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+  // The tiny model's embedding and head weigh alike: the first stage is the heaviest
+  // (it holds the positions too) and chooses the shape.
+  const bool first_chose = exits[1].err.find("block shape") != std::string::npos;
+  const bool last_chose = exits[0].err.find("block shape") != std::string::npos;
+  EXPECT_NE(first_chose, last_chose) << exits[0].describe() << exits[1].describe();
+}
+
+TEST_F(CliPipeline, BenchIsRefusedForAPipeline) {
+  const Exit e = run(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "2"}, 0, 2));
   expect_clear_failure(e, {"tiergen bench runs one process", "run tiergen generate on every rank"});
   EXPECT_FALSE(fs::exists(dir_ / "store"));
 }

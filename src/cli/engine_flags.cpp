@@ -11,6 +11,7 @@
 #include "policy/search.h"
 #include "src/cli/flexgen_flags.h"
 #include "src/cli/host_profile.h"
+#include "src/cli/stage_policy.h"
 #include "src/cli/suggest.h"
 #include "tiergen/runtime/default_budgets.h"
 #include "tiergen/runtime/host_memory.h"
@@ -107,7 +108,9 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     search.dtype_bytes = options.device.dtype_bytes();
     search.compression = policy::compression_mode_from_string(f.compress);
     if (f.compress_weight || f.compress_cache) search.compression = policy::CompressionMode::On;
-    p = policy::search_policy(spec, workload, options.budgets, profile_for_planning(f.hw), search).policy;
+    const policy::HardwareProfile hw = profile_for_planning(f.hw);
+    p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
+                     : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   } else if (!f.policy_file.empty()) {
     p = runtime::policy_from_file(f.policy_file);
   } else {
@@ -195,8 +198,6 @@ runtime::EngineOptions make_engine_options(const EngineFlags& f) {
   const dist::Launch launch = dist::resolve_launch(f.launch);
   if (launch.distributed()) {
     spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}/{}] [%^%l%$] %v", launch.rank, launch.world_size));
-    TG_CHECK(f.policy_file != "auto", "--policy auto with {} ranks: the search plans one process for the whole model; "
-             "give each stage a policy with --percent, -b and --num-gpu-batches, or --policy FILE", launch.world_size);
   }
   EngineFlags on_this_rank = f;
   on_this_rank.device = rank_device(f.device, launch);
