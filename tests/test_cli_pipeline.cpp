@@ -179,6 +179,16 @@ TEST_F(CliPipeline, PolicyAutoPlansEachStageOnItsRank) {
   EXPECT_NE(first_chose, last_chose) << exits[0].describe() << exits[1].describe();
 }
 
+TEST_F(CliPipeline, RanksGivenDifferentJobsAreRefusedBeforeAnyWork) {
+  const fs::path prompts = prompt_file("prompts.txt", 3);
+  const fs::path out = dir_ / "out.jsonl";
+  const auto exits = run_ranks({rank_args(generate_args(prompts, out, {"--max-new-tokens", "4"}), 0, 2),
+                                rank_args(generate_args(prompts, out, {"--max-new-tokens", "5"}), 1, 2)});
+  for (const Exit& e : exits) expect_clear_failure(e, {"were given different jobs: max_tokens is"});
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(dir_ / "store"));
+}
+
 TEST_F(CliPipeline, BenchIsRefusedForAPipeline) {
   const Exit e = run(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "2"}, 0, 2));
   expect_clear_failure(e, {"tiergen bench runs one process", "run tiergen generate on every rank"});

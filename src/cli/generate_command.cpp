@@ -101,6 +101,24 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   return j;
 }
 
+// Every rank of a pipeline must run the same job (prompts, shape, sampling): ranks that
+// disagree would mismatch at their first message, or not at all and write wrong
+// results. Each publishes its job record; each compares the others' with its own. The
+// model's path may differ from host to host and is left out.
+void check_ranks_run_one_job(runtime::StageLink& link, nlohmann::ordered_json job) {
+  job.erase("model");
+  link.set(fmt::format("job/{}", link.rank()), job.dump());
+  for (int r = 0; r < link.world_size(); ++r) {
+    if (r == link.rank()) continue;
+    const auto other = nlohmann::ordered_json::parse(link.get(fmt::format("job/{}", r)));
+    for (const auto& [key, value] : job.items()) {
+      TG_CHECK(other.contains(key) && other.at(key) == value, "rank {} and rank {} were given different jobs: {} is "
+               "{} here and {} there; give every rank the same prompts and flags", link.rank(), r, key, value.dump(),
+               other.contains(key) ? other.at(key).dump() : "absent");
+    }
+  }
+}
+
 // One prompt on its way through the engine: its n samples arrive one by one.
 struct PromptJob {
   size_t prompt = 0;  // index into the prompts
@@ -170,6 +188,7 @@ void run_generate(GenerateFlags& f) {
   // In a pipeline only the last stage samples, so it alone writes results; the others
   // take from it where a resumed job starts.
   runtime::StageLink* link = options.link.get();
+  if (link) check_ranks_run_one_job(*link, file_options.job);
   const bool writes_results = link == nullptr || link->is_last();
   std::optional<io::ResultWriter> writer;
   int64_t done_before = 0;
