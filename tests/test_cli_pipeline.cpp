@@ -29,6 +29,21 @@ class CliPipeline : public CliReliability {
     return args;
   }
 
+  // One process's results, then `world` ranks' (shell-loop flags, same command line);
+  // the two results files must be byte-identical. Returns the ranks' exits.
+  std::vector<Exit> expect_ranks_write_one_process_results(const fs::path& prompts,
+                                                           const std::vector<std::string>& flags, int world) {
+    const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
+    EXPECT_TRUE(single.exited && single.code == 0) << single.describe();
+    const fs::path out = dir_ / "pipeline.jsonl";
+    std::vector<std::vector<std::string>> args;
+    for (int r = 0; r < world; ++r) args.push_back(rank_args(generate_args(prompts, out, flags), r, world));
+    const auto exits = run_ranks(args);
+    for (const Exit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+    EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+    return exits;
+  }
+
   // Starts every rank (one core each, as 4 ranks share 2 cores), waits for all.
   std::vector<Exit> run_ranks(const std::vector<std::vector<std::string>>& per_rank,
                               const std::vector<std::vector<std::string>>& env = {}) {
@@ -46,17 +61,10 @@ class CliPipeline : public CliReliability {
 };
 
 TEST_F(CliPipeline, TwoRanksFromAShellLoopWriteTheSingleProcessResults) {
-  const fs::path prompts = prompt_file("prompts.txt", 13);
-  const std::vector<std::string> flags = {"-b", "2", "--num-gpu-batches", "2", "--max-new-tokens", "9"};
-  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
-  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
-
   // Every rank is given the same command line, -o included: only the last writes.
-  const fs::path out = dir_ / "pipeline.jsonl";
-  const auto exits = run_ranks({rank_args(generate_args(prompts, out, flags), 0, 2),
-                                rank_args(generate_args(prompts, out, flags), 1, 2)});
-  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
-  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+  const auto exits = expect_ranks_write_one_process_results(
+      prompt_file("prompts.txt", 13), {"-b", "2", "--num-gpu-batches", "2", "--max-new-tokens", "9"}, 2);
+  ASSERT_EQ(exits.size(), 2u);
   EXPECT_NE(exits[0].err.find("[rank 0/2]"), std::string::npos) << exits[0].describe();
   EXPECT_NE(exits[0].err.find("pipeline stage 0 of 2: embedding, decoder layer 0"), std::string::npos) << exits[0].describe();
   EXPECT_NE(exits[0].err.find("the last rank wrote the results"), std::string::npos) << exits[0].describe();
@@ -162,16 +170,10 @@ TEST_F(CliPipeline, ARankWhosePeersNeverComeFailsAfterTheTimeout) {
 
 // --policy auto: each rank searches its own stage, the block shape from the heaviest.
 TEST_F(CliPipeline, PolicyAutoPlansEachStageOnItsRank) {
-  const fs::path prompts = prompt_file("prompts.txt", 11);
-  const std::vector<std::string> flags = {"--max-new-tokens", "5", "--policy", "auto", "--hw", "t4-flexgen",
-                                          "--gpu-mem", "64MiB", "--cpu-mem", "1GiB"};
-  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
-  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
-  const fs::path out = dir_ / "pipeline.jsonl";
-  const auto exits = run_ranks({rank_args(generate_args(prompts, out, flags), 0, 2),
-                                rank_args(generate_args(prompts, out, flags), 1, 2)});
-  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
-  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+  const auto exits = expect_ranks_write_one_process_results(
+      prompt_file("prompts.txt", 11),
+      {"--max-new-tokens", "5", "--policy", "auto", "--hw", "t4-flexgen", "--gpu-mem", "64MiB", "--cpu-mem", "1GiB"}, 2);
+  ASSERT_EQ(exits.size(), 2u);
   // The tiny model's embedding and head weigh alike: the first stage is the heaviest
   // (it holds the positions too) and chooses the shape.
   const bool first_chose = exits[1].err.find("block shape") != std::string::npos;
