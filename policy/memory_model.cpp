@@ -53,6 +53,8 @@ void add_activations(const ModelSizes& sizes, const runtime::Policy& policy, con
   at(m, Tier::Gpu) += Linear::sum(block, {kHg}) + Linear::of(4 * batch);
   at(m, Tier::Cpu) += Linear::sum(block, {kHc}) + Linear::sum(4 * batch, {kHn});
   at(m, Tier::Disk) += Linear::sum(block, {kHn});
+  // A pipeline stage's messages in flight: as runtime::plan_memory counts them.
+  if (sizes.groups() > 1) at(m, Tier::Cpu) += Linear::of(block + batch);
 }
 
 // Temporaries of one layer's compute for one gpu batch: exactly the runtime's bound

@@ -189,6 +189,26 @@ TEST_F(CliPipeline, RanksGivenDifferentJobsAreRefusedBeforeAnyWork) {
   for (const Exit& e : exits) expect_clear_failure(e, {"were given different jobs: max_tokens is"});
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(dir_ / "store"));
+
+  // Another block shape: found before the first message (which would hang, not fail).
+  const auto shapes = run_ranks({rank_args(generate_args(prompts, out, {"-b", "2"}), 0, 2),
+                                 rank_args(generate_args(prompts, out, {"-b", "3"}), 1, 2)});
+  for (const Exit& e : shapes) expect_clear_failure(e, {"were given different jobs: gpu_batch_size is"});
+  expect_results_not_complete(out, 3);  // the policy comes after the results file opens, as in one process
+}
+
+// A rank that fails before the job starts (here, its prompt file is missing) ends
+// the others at once, not at --dist-timeout.
+TEST_F(CliPipeline, ARankThatFailsEarlyEndsTheOthersAtOnce) {
+  const fs::path prompts = prompt_file("prompts.txt", 3);
+  const auto start = std::chrono::steady_clock::now();
+  const auto exits = run_ranks({rank_args(generate_args(prompts, dir_ / "out.jsonl"), 0, 2),
+                                rank_args(generate_args(dir_ / "missing.txt", dir_ / "out.jsonl"), 1, 2)});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  expect_clear_failure(exits[1], {"missing.txt"});
+  expect_clear_failure(exits[0], {"rank 1 failed; its log says why"});
+  EXPECT_FALSE(fs::exists(dir_ / "out.jsonl"));
+  EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 
 TEST_F(CliPipeline, BenchIsRefusedForAPipeline) {

@@ -133,6 +133,9 @@ TEST(Launch, ReadsTorchrunMpirunAndFlagsInThatPrecedence) {
   EXPECT_EQ(torchrun.world_size, 4);
   EXPECT_EQ(torchrun.init, "tcp://10.0.0.1:29500");
   EXPECT_TRUE(torchrun.agent_store);
+  EXPECT_EQ(torchrun.restart_count, 0);
+  EXPECT_EQ(dist::resolve_launch({}, env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
+                                             {"MASTER_PORT", "1"}, {"TORCHELASTIC_RESTART_COUNT", "3"}})).restart_count, 3);
   EXPECT_EQ(torchrun.launcher, "torchrun environment");
 
   const auto mpirun = dist::resolve_launch({}, env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
@@ -144,11 +147,12 @@ TEST(Launch, ReadsTorchrunMpirunAndFlagsInThatPrecedence) {
   EXPECT_EQ(mpirun.launcher, "mpirun environment");
 
   dist::LaunchFlags flags;
-  flags.rank = 0;
+  flags.rank = 1;
   flags.world_size = 3;
   flags.init = "file:/tmp/x";
   const auto by_flags = dist::resolve_launch(flags, env_of({{"RANK", "2"}, {"WORLD_SIZE", "4"}}));
-  EXPECT_EQ(by_flags.rank, 0);
+  EXPECT_EQ(by_flags.rank, 1);
+  EXPECT_EQ(by_flags.local_rank, 1);  // one host: each rank its own GPU
   EXPECT_EQ(by_flags.world_size, 3);
   EXPECT_EQ(by_flags.init, "file:/tmp/x");
   EXPECT_EQ(by_flags.local_world_size, 3);  // a file store: one host
@@ -198,6 +202,7 @@ class QueueLink final : public runtime::StageLink {
   int world_size() const override { return world_; }
   void set(const std::string&, const std::string&) override {}
   std::string get(const std::string&) override { return {}; }
+  void abort(const std::string&) override {}
 
  protected:
   std::function<void()> send_raw(const at::Tensor& tensor, int peer, int tag) override {

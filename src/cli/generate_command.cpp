@@ -16,6 +16,7 @@
 #include "src/cli/progress.h"
 #include "src/io/chat_template.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/torch_compat.h"
 #include "tiergen/io/prompts.h"
 #include "tiergen/io/results.h"
 #include "tiergen/runtime/disk_tier.h"
@@ -101,22 +102,28 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   return j;
 }
 
-// Every rank of a pipeline must run the same job (prompts, shape, sampling): ranks that
-// disagree would mismatch at their first message, or not at all and write wrong
-// results. Each publishes its job record; each compares the others' with its own. The
-// model's path may differ from host to host and is left out.
-void check_ranks_run_one_job(runtime::StageLink& link, nlohmann::ordered_json job) {
-  job.erase("model");
-  link.set(fmt::format("job/{}", link.rank()), job.dump());
+// Every rank of a pipeline must agree on `what` (the job, the block shape): ranks
+// that disagree would mismatch at their first message, or hang until the timeout.
+// Each publishes its view; each compares the others' with its own, naming the field.
+void check_ranks_agree(runtime::StageLink& link, const std::string& topic, const nlohmann::ordered_json& what) {
+  link.set(fmt::format("agree/{}/{}", topic, link.rank()), what.dump());
   for (int r = 0; r < link.world_size(); ++r) {
     if (r == link.rank()) continue;
-    const auto other = nlohmann::ordered_json::parse(link.get(fmt::format("job/{}", r)));
-    for (const auto& [key, value] : job.items()) {
+    const auto other = nlohmann::ordered_json::parse(link.get(fmt::format("agree/{}/{}", topic, r)));
+    for (const auto& [key, value] : what.items()) {
       TG_CHECK(other.contains(key) && other.at(key) == value, "rank {} and rank {} were given different jobs: {} is "
                "{} here and {} there; give every rank the same prompts and flags", link.rank(), r, key, value.dump(),
                other.contains(key) ? other.at(key).dump() : "absent");
     }
   }
+}
+
+// The job as the ranks must share it: its record (the model's path left out, it may
+// differ from host to host) and the dtype the device resolved "auto" to.
+nlohmann::ordered_json pipeline_job(nlohmann::ordered_json job, const runtime::DeviceContext& device) {
+  job.erase("model");
+  job["compute_dtype"] = compat::dtype_name(device.dtype);
+  return job;
 }
 
 // One prompt on its way through the engine: its n samples arrive one by one.
@@ -153,6 +160,19 @@ std::optional<std::string> render_chat_prompt(const io::PromptRecord& p, const i
   }
 }
 
+// A pipeline rank that fails tells the others, who may be waiting on the job's store
+// (the job record, the block shape, where a resumed job starts), so they end now
+// rather than at --dist-timeout.
+struct AbortPipelineOnFailure {
+  runtime::StageLink* link = nullptr;
+  int uncaught = std::uncaught_exceptions();
+  ~AbortPipelineOnFailure() {
+    if (link && std::uncaught_exceptions() > uncaught) {
+      link->abort(fmt::format("rank {} failed; its log says why", link->rank()));
+    }
+  }
+};
+
 void run_generate(GenerateFlags& f) {
   check_refused_flags(f.refused);
   TG_CHECK(f.defaults.max_tokens > 0 || f.defaults.echo,
@@ -163,6 +183,7 @@ void run_generate(GenerateFlags& f) {
   make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
   // Budgets and the offload dir are checked before the results file opens, too.
   const runtime::EngineOptions options = make_engine_options(f.engine);
+  const AbortPipelineOnFailure abort_on_failure{options.link.get()};
   const auto tok = load_tokenizer(f);
   const auto prompts = read_job_prompts(f);
   const std::string source = prompt_source(f);
@@ -188,17 +209,24 @@ void run_generate(GenerateFlags& f) {
   // In a pipeline only the last stage samples, so it alone writes results; the others
   // take from it where a resumed job starts.
   runtime::StageLink* link = options.link.get();
-  if (link) check_ranks_run_one_job(*link, file_options.job);
+  if (link) check_ranks_agree(*link, "job", pipeline_job(file_options.job, options.device));
   const bool writes_results = link == nullptr || link->is_last();
   std::optional<io::ResultWriter> writer;
   int64_t done_before = 0;
   if (writes_results) {
-    writer.emplace(io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, ids, f.overwrite,
-                                          file_options));
+    try {
+      writer.emplace(io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, ids, f.overwrite,
+                                            file_options));
+    } catch (const std::exception& e) {
+      if (link) link->set("resume_from", std::string("error: ") + e.what());  // the others stop waiting
+      throw;
+    }
     done_before = writer->done_count();
     if (link) link->set("resume_from", std::to_string(done_before));
   } else {
-    done_before = std::stoll(link->get("resume_from"));
+    const std::string resume_from = link->get("resume_from");
+    TG_CHECK(resume_from.rfind("error: ", 0) != 0, "the last rank could not open the results: {}", resume_from.substr(7));
+    done_before = std::stoll(resume_from);
   }
   if (done_before > 0) spdlog::info("resuming: {} of {} prompts already done in {}", done_before, prompts.size(), f.out);
   const auto submit = [&](io::ResultRecord r) {
@@ -252,6 +280,11 @@ void run_generate(GenerateFlags& f) {
   std::optional<runtime::Policy> policy;
   if (!requests.empty()) {
     policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options);
+    // Hidden states pass gpu batch by gpu batch: every stage runs the same block shape.
+    if (link) {
+      check_ranks_agree(*link, "block_shape", {{"gpu_batch_size", policy->gpu_batch_size},
+                                               {"num_gpu_batches", policy->num_gpu_batches}});
+    }
     spdlog::info("policy: {}", policy->describe());
     runtime::install_interrupt_handlers(
         f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"

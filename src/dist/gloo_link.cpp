@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
 
 #include "tiergen/common/error.h"
 
@@ -15,6 +16,7 @@
 #define USE_C10D_GLOO  // ProcessGroupGloo.hpp is empty without it (TorchConfig does not set it)
 #endif
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
@@ -66,7 +68,7 @@ auto use_classic_tcp_backend(Options& o, int) -> decltype(o.useLibUV = false, vo
 template <typename Options>
 void use_classic_tcp_backend(Options&, long) {}
 
-c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
+c10::intrusive_ptr<::c10d::Store> base_store(const Launch& l) {
   if (!file_store_path(l).empty()) return c10::make_intrusive<::c10d::FileStore>(file_store_path(l), l.world_size);
   const TcpAddress a = parse_tcp(l.init);
   ::c10d::TCPStoreOptions o;
@@ -77,6 +79,12 @@ c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
   o.timeout = l.timeout;
   use_classic_tcp_backend(o, 0);
   return c10::make_intrusive<::c10d::TCPStore>(a.host, o);
+}
+
+// A restarted torchrun attempt must not read the keys of the one before it (the
+// agent's store outlives attempts), as torch's own rendezvous does.
+c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
+  return c10::make_intrusive<::c10d::PrefixStore>(fmt::format("tiergen/attempt_{}", l.restart_count), base_store(l));
 }
 
 // The address Gloo's pairs listen on: loopback for a single host (a file store or a
@@ -109,8 +117,11 @@ class GlooStageLink final : public runtime::StageLink {
     }
   }
 
-  // A job that failed leaves its file store behind (a dead rank never signs off);
-  // the next job at the same path would read this one's addresses.
+  // A job whose transport failed leaves its file store behind (a dead rank never
+  // signs off), and the next job at the same path would read this one's addresses.
+  // Not after an orderly abort: every rank exits normally, the store removes its file
+  // on the last exit, and a rank still polling it must not find it gone (c10d's file
+  // store retries a missing file until its timeout).
   ~GlooStageLink() override {
     if (failed_) remove_store_file();
   }
@@ -119,12 +130,37 @@ class GlooStageLink final : public runtime::StageLink {
   int world_size() const override { return world_size_; }
 
   void set(const std::string& key, const std::string& value) override {
-    guarded([&] { store_->set("tiergen/" + key, std::vector<uint8_t>(value.begin(), value.end())); });
+    guarded([&] { store_->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
   }
+
+  // Polls for the key or another rank's abort, up to the timeout.
   std::string get(const std::string& key) override {
-    std::vector<uint8_t> bytes;
-    guarded([&] { bytes = store_->get("tiergen/" + key); });
-    return std::string(bytes.begin(), bytes.end());
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      bool have = false, aborted = false;
+      guarded([&] {
+        have = store_->check({key});
+        aborted = !have && store_->check({kAbortKey});
+      });
+      if (have) return text_of(key);
+      // The aborting rank exits normally, and the file store's own count of exits
+      // removes the file once every rank has: this rank leaves it alone.
+      if (aborted) TG_THROW("rank {}: {}", rank_, text_of(kAbortKey));
+      if (std::chrono::steady_clock::now() > deadline) {
+        failed_ = true;
+        TG_THROW("rank {}: waited {} s for '{}' from another rank (--dist-timeout)", rank_,
+                 std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(), key);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void abort(const std::string& why) override {
+    try {
+      store_->set(kAbortKey, std::vector<uint8_t>(why.begin(), why.end()));
+    } catch (const std::exception&) {
+      // The store may be what failed; the others then fail on it too.
+    }
   }
 
  protected:
@@ -149,6 +185,14 @@ class GlooStageLink final : public runtime::StageLink {
       failed_ = true;
       throw std::runtime_error(message_of(e));
     }
+  }
+
+  static constexpr const char* kAbortKey = "abort";
+
+  std::string text_of(const std::string& key) {
+    std::vector<uint8_t> bytes;
+    guarded([&] { bytes = store_->get(key); });
+    return std::string(bytes.begin(), bytes.end());
   }
 
   void remove_store_file() const {

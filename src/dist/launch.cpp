@@ -55,7 +55,7 @@ Launch resolve_launch(const LaunchFlags& flags, const GetEnv& getenv) {
              flags.rank, flags.world_size);
     l.rank = flags.rank;
     l.world_size = flags.world_size;
-    l.local_rank = env_int(getenv, "LOCAL_RANK", env_int(getenv, "OMPI_COMM_WORLD_LOCAL_RANK", 0));
+    l.local_rank = env_int(getenv, "LOCAL_RANK", env_int(getenv, "OMPI_COMM_WORLD_LOCAL_RANK", -1));
     l.launcher = "flags";
   } else if (by_torchrun) {
     TG_CHECK(!env_str(getenv, "WORLD_SIZE").empty() && !env_str(getenv, "RANK").empty(),
@@ -81,8 +81,13 @@ Launch resolve_launch(const LaunchFlags& flags, const GetEnv& getenv) {
   TG_CHECK(!l.init.empty(), "{} ranks ({}) but no rendezvous: pass --dist-init file:PATH or tcp://HOST:PORT, or set "
            "MASTER_ADDR and MASTER_PORT", l.world_size, l.launcher);
   check_init(l.init);
-  const int fallback = l.init.rfind("file:", 0) == 0 ? l.world_size : 1;
-  l.local_world_size = env_int(getenv, "LOCAL_WORLD_SIZE", env_int(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE", fallback));
+  // A file store is one host: every rank is local, and (launched by flags) its local
+  // rank is its rank.
+  const bool one_host = l.init.rfind("file:", 0) == 0;
+  l.local_world_size = env_int(getenv, "LOCAL_WORLD_SIZE", env_int(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                                                   one_host ? l.world_size : 1));
+  if (l.local_rank < 0) l.local_rank = one_host ? l.rank : 0;
+  l.restart_count = env_int(getenv, "TORCHELASTIC_RESTART_COUNT", 0);
   TG_CHECK(l.local_world_size >= 1 && l.local_world_size <= l.world_size, "{} ranks on this host of a world of {}",
            l.local_world_size, l.world_size);
   return l;

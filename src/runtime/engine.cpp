@@ -121,7 +121,9 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
 PipelineStage Engine::pipeline_stage() const { return PipelineStage{stage_.layers, options_.link.get()}; }
 
 // A block with fewer sequences than the policy's (the job's last one) runs at its own
-// size rather than padded to the full block: same placement, fewer rows.
+// size rather than padded to the full block: same placement, fewer rows. At most one
+// block of a job is partial (make_blocks), so replacing the partial runner never drops
+// one that a wave of blocks still runs on.
 BlockRunner& Engine::runner_for(size_t sequences) {
   const Policy fitted = policy_.fitted_to(static_cast<int64_t>(sequences));
   if (fitted.block_size() == policy_.block_size()) return *runner_;

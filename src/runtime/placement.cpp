@@ -186,6 +186,9 @@ void plan_activations(const model::Spec& spec, const Policy& policy, const Workl
   }
   plan.working[Tier::Gpu] += 4 * policy.gpu_batch_size * row;
   plan.working[Tier::Cpu] += 4 * split[2] * row;
+  // A pipeline stage's messages (block_pipeline.cpp): the host copies of every group's
+  // hidden states in flight to the next stage, and one gpu batch's being received.
+  if (groups > 1) plan.working[Tier::Cpu] += (groups * policy.block_size() + policy.gpu_batch_size) * row;
 }
 
 // Upper bound of the temporaries of one layer's compute for one gpu batch at the

@@ -8,13 +8,13 @@ namespace tiergen::runtime {
 
 namespace {
 
-constexpr int64_t kHeaderSize = 6;
+constexpr int64_t kHeaderSize = 7;
 constexpr int64_t kMagic = 0x7469657267656e;  // "tiergen": a message from this protocol
 
 // One tag per (group, kind): the messages of one tag between two ranks stay in order.
 int tag_of(const MessageLabel& label) { return static_cast<int>(label.group * 2 + (label.kind == MessageLabel::Feedback)); }
 
-at::Tensor header_of(const MessageLabel& label, int64_t numel) {
+at::Tensor header_of(const MessageLabel& label, const at::Tensor& payload) {
   at::Tensor h = at::empty({kHeaderSize}, at::kLong);
   auto* v = h.data_ptr<int64_t>();
   v[0] = kMagic;
@@ -22,7 +22,8 @@ at::Tensor header_of(const MessageLabel& label, int64_t numel) {
   v[2] = label.group;
   v[3] = label.token;
   v[4] = label.batch;
-  v[5] = numel;
+  v[5] = payload.numel();
+  v[6] = static_cast<int64_t>(payload.element_size());
   return h;
 }
 
@@ -42,7 +43,7 @@ std::string MessageLabel::describe() const {
 std::function<void()> StageLink::send(const at::Tensor& tensor, int peer, const MessageLabel& label) {
   TG_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "internal: pipeline messages are contiguous host tensors");
   const int tag = tag_of(label);
-  auto header_sent = send_raw(header_of(label, tensor.numel()), peer, tag);
+  auto header_sent = send_raw(header_of(label, tensor), peer, tag);
   auto payload_sent = send_raw(tensor, peer, tag);
   return [header_sent, payload_sent, peer, label, self = rank()] {
     try {
@@ -75,6 +76,9 @@ void StageLink::recv(at::Tensor& tensor, int peer, const MessageLabel& label) {
            "the schedule (different prompts, flags or model?)", rank(), label.describe(), tensor.numel(), peer,
            got.kind == MessageLabel::Hidden || got.kind == MessageLabel::Feedback ? got.describe() : kind_name(got.kind),
            h[5], kind_name(got.kind));
+  TG_CHECK(h[6] == static_cast<int64_t>(tensor.element_size()), "rank {}: rank {} sent {} as {}-byte values where "
+           "{}-byte values were expected: the ranks compute in different dtypes; give every rank the same --dtype",
+           rank(), peer, label.describe(), h[6], tensor.element_size());
   try {
     recv_raw(tensor, peer, tag);
   } catch (const std::exception& e) {

@@ -30,6 +30,7 @@ struct Launch {
   int local_world_size = 1;
   std::string init;            // file:PATH or tcp://HOST:PORT
   bool agent_store = false;    // torchrun's agent serves the TCP store: every rank is a client
+  int restart_count = 0;       // TORCHELASTIC_RESTART_COUNT: each attempt has its own keys in the store
   std::string launcher;        // what said so: "flags", "torchrun environment", "mpirun environment"
   std::chrono::seconds timeout{600};
   bool distributed() const { return world_size > 1; }

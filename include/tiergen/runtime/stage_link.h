@@ -5,7 +5,7 @@
 // c10d (a Gloo process group and a file or TCP store).
 //
 // Every message goes out as a header naming what it is (kind, group, token, batch)
-// and how many elements follow, then the payload. The receiver derives the shape it
+// and how many elements of what size follow, then the payload. The receiver derives the shape it
 // expects and compares the header before the payload arrives: a short message must
 // never complete silently into a longer buffer (Gloo allows that).
 #include <ATen/ATen.h>
@@ -38,9 +38,13 @@ class StageLink {
   // `peer`; throws, naming the peer and both labels, when the sender's header differs.
   void recv(at::Tensor& tensor, int peer, const MessageLabel& label);
 
-  // A value every rank reads: `set` by one rank, `get` blocks until it is there.
+  // A value every rank reads: `set` by one rank, `get` blocks until it is there, or
+  // fails as soon as a rank has called `abort`.
   virtual void set(const std::string& key, const std::string& value) = 0;
   virtual std::string get(const std::string& key) = 0;
+  // This rank is failing: the others' waits on the store end with `why`. (Their
+  // receives from it end when its process exits and its connections close.)
+  virtual void abort(const std::string& why) = 0;
 
  protected:
   // Transport: tagged messages between two ranks arrive in the order they were sent.
