@@ -94,10 +94,9 @@ PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& wor
     if (s != heaviest) plan.stages[s].search = search_stage(spec, layers, s, workload, budgets, hw, options, shape);
     predictions.push_back(plan.stages[s].search.prediction);
   }
-  runtime::Workload w = workload;
-  if (w.num_sequences > 0) w.num_sequences = (w.num_sequences + stages - 1) / stages;
   const ModelSizes sizes(spec, options.dtype_bytes);
-  plan.prediction = predict_pipeline(predictions, chosen, w, sizes.hidden_bytes_per_token(), link_bytes_per_second);
+  plan.prediction =
+      predict_pipeline(predictions, chosen, workload, sizes.hidden_bytes_per_token(), link_bytes_per_second);
   return plan;
 }
 

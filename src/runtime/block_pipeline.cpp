@@ -44,7 +44,6 @@ void BlockRunner::send_hidden(BlockRun& run) {
       host = out.tensor.to(at::kCPU).contiguous();
       if (host.data_ptr() == out.tensor.data_ptr()) host = host.clone();  // the home is reused next token
     }
-    run.send_buffers.push_back(host);
     run.sends.push_back(stage_.link->send(host, stage_.link->rank() + 1, MessageLabel{MessageLabel::Hidden, run.group, i, k}));
   }
 }
@@ -54,16 +53,17 @@ void BlockRunner::send_hidden(BlockRun& run) {
 void BlockRunner::send_feedback(BlockRun& run) {
   const int64_t rows = policy_.gpu_batch_size * policy_.num_gpu_batches;
   at::Tensor feedback = at::empty({2, rows}, at::kLong);
-  auto ids = feedback[0], done = feedback[1];
+  int64_t* ids = feedback.data_ptr<int64_t>();
+  int64_t* done = ids + rows;
   for (size_t k = 0; k < run.batches.size(); ++k) {
     const BatchState& b = run.batches[k];
+    const int64_t* next = b.next_ids.data_ptr<int64_t>();  // [gbs, 1] host
     for (size_t r = 0; r < b.slots.size(); ++r) {
-      const auto row = static_cast<int64_t>(k * b.slots.size() + r);
-      ids[row] = b.next_ids[static_cast<int64_t>(r)][0].item<int64_t>();
+      const size_t row = k * b.slots.size() + r;
+      ids[row] = next[r];
       done[row] = b.slots[r] < 0 || run.finished[static_cast<size_t>(b.slots[r])] ? 1 : 0;
     }
   }
-  run.send_buffers.push_back(feedback);
   for (int peer = 0; peer < stage_.link->world_size() - 1; ++peer) {
     run.sends.push_back(stage_.link->send(feedback, peer, MessageLabel{MessageLabel::Feedback, run.group, run.next_token, 0}));
   }
@@ -77,13 +77,14 @@ void BlockRunner::receive_feedback(BlockRun& run) {
     stage_.link->recv(feedback, stage_.link->world_size() - 1,
                       MessageLabel{MessageLabel::Feedback, run.group, run.next_token - 1, 0});
   }
-  const auto* ids = feedback[0].data_ptr<int64_t>();
-  const auto* done = feedback[1].data_ptr<int64_t>();
+  const int64_t* ids = feedback.data_ptr<int64_t>();
+  const int64_t* done = ids + rows;
   for (size_t k = 0; k < run.batches.size(); ++k) {
     BatchState& b = run.batches[k];
+    int64_t* next = b.next_ids.data_ptr<int64_t>();
     for (size_t r = 0; r < b.slots.size(); ++r) {
       const auto row = k * b.slots.size() + r;
-      b.next_ids[static_cast<int64_t>(r)][0] = ids[row];
+      next[r] = ids[row];
       if (b.slots[r] >= 0) run.finished[static_cast<size_t>(b.slots[r])] = done[row] != 0;
     }
   }

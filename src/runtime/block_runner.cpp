@@ -161,7 +161,6 @@ bool BlockRunner::run_token(BlockRun& run) {
     // The last token's sends are out before this token reuses what they read.
     for (auto& wait : run.sends) wait();
     run.sends.clear();
-    run.send_buffers.clear();
     if (i > 0) {
       if (link && !link->is_last()) receive_feedback(run);
       // The same test on every stage, on the same state: all leave the block together.

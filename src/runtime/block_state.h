@@ -82,10 +82,9 @@ struct BlockRun {
   std::vector<SequenceResult> details;
   std::vector<BlockRunner::BatchState> batches;
   BlockRunner::Pending pending;
-  // Pipeline sends of the last token still in flight: waited for before the next
-  // token of this block (their buffers are these tensors).
+  // Pipeline sends of the last token still in flight (each holds its buffer): waited
+  // for before the next token of this block.
   std::vector<std::function<void()>> sends;
-  std::vector<at::Tensor> send_buffers;
 };
 
 }  // namespace tiergen::runtime

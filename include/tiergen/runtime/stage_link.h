@@ -31,8 +31,9 @@ class StageLink {
   bool is_first() const { return rank() == 0; }
   bool is_last() const { return rank() == world_size() - 1; }
 
-  // Sends `tensor` (host, contiguous) to `peer`; returns at once. The returned wait
-  // blocks until the tensor may be reused and rethrows a failure naming the peer.
+  // Sends `tensor` (host, contiguous) to `peer`; returns at once. The send holds the
+  // tensor until it completes (the caller need not keep it); the returned wait blocks
+  // until then and rethrows a failure naming the peer.
   std::function<void()> send(const at::Tensor& tensor, int peer, const MessageLabel& label);
   // Receives into `tensor` (host, contiguous, the shape the schedule derives) from
   // `peer`; throws, naming the peer and both labels, when the sender's header differs.
@@ -47,7 +48,8 @@ class StageLink {
   virtual void abort(const std::string& why) = 0;
 
  protected:
-  // Transport: tagged messages between two ranks arrive in the order they were sent.
+  // Transport: tagged messages between two ranks arrive in the order they were sent;
+  // the returned wait holds `tensor` (the header is a temporary) until the send is done.
   virtual std::function<void()> send_raw(const at::Tensor& tensor, int peer, int tag) = 0;
   virtual void recv_raw(at::Tensor& tensor, int peer, int tag) = 0;
 };
