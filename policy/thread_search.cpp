@@ -97,8 +97,15 @@ ThreadChoice choose_threads(const ThreadSearchInput& in, const HardwareProfile& 
     if (free_threads < kNumIoTasks) continue;
     const auto io = split_io_threads(free_threads, in.io_bytes);
     const double seconds = std::max(schedule.makespan + in.other_compute_seconds, io_seconds(in, io));
-    // Ties go to fewer compute threads (less pressure on caches and memory bandwidth).
-    if (!best.found || seconds < best.layer_seconds * (1 - 1e-9)) {
+    // Ties go to fewer compute threads (less pressure on caches and memory bandwidth)
+    // when the plan computes on the CPU. A plan that does not (everything on the GPU,
+    // no CPU attention) ties at every count: the compute threads then keep every core
+    // the I/O workers leave, for the host work no operator models (sampling, host-side
+    // preparation of each step; a run on 1 thread was 10x slower than predicted).
+    const bool no_cpu_compute = std::all_of(in.compute_ops.begin(), in.compute_ops.end(),
+                                            [](const Operator& op) { return op.single_thread_seconds <= 0; });
+    const bool tie = best.found && seconds <= best.layer_seconds * (1 + 1e-9);
+    if (!best.found || seconds < best.layer_seconds * (1 - 1e-9) || (no_cpu_compute && tie)) {
       best = ThreadChoice{intra, inter, io, seconds, true};
     }
   }
@@ -130,7 +137,8 @@ ThreadSearchInput thread_input_for(const model::Spec& spec, const runtime::Polic
   // threads. LM-Offload's Figure 6 splits attention into QK^T, softmax and PV operators
   // that inter-op threads overlap, which a fused kernel never does: with that graph the
   // search gave attention 2 of 16 cores, the run took 7.6x the predicted attention time.
-  if (policy.cpu_cache_compute) {
+  // (Only where attention has CPU work: the flag does nothing for a cache on the GPU.)
+  if (policy.cpu_cache_compute && attention > 0) {
     in.compute_ops.push_back({"append_kv", 2 * append, {}});
     in.compute_ops.push_back({"decode_attention", attention, {0}});
   }

@@ -156,10 +156,16 @@ TEST(PolicyWorkload, ThreadSearchNeverReturnsZeroThreads) {
 // 85% of the cache on the cpu), the thread search gives attention most cores and no
 // inter-op split; LM-Offload's unfused graph gave it 2 of 16 and the run's attention
 // took 7.6x the prediction.
-TEST(PolicyWorkload, FusedCpuAttentionGetsMostCores) {
+// The T4 profile on the H100 host's 16 cores (its measured thread scaling).
+policy::HardwareProfile sixteen_core_host() {
   auto hw = t4();
   hw.cpu_threads = 16;
   hw.cpu_thread_scaling = {{1, 1.0}, {16, 7.7}};
+  return hw;
+}
+
+TEST(PolicyWorkload, FusedCpuAttentionGetsMostCores) {
+  const auto hw = sixteen_core_host();
   const model::Spec spec = model::resolve_spec("opt-6.7b");
   using A = std::array<double, 6>;
   const runtime::Policy p = make_policy(64, 1, A{40, 60, 15, 85, 0, 100}, true);
@@ -187,6 +193,24 @@ TEST(PolicyWorkload, FusedCpuAttentionGetsMostCores) {
   const auto host_in = policy::thread_input_for(spec, gpu_tier, w, policy::predict(spec, gpu_tier, w, host), host);
   EXPECT_EQ(host_in.other_compute_seconds, 0.0);
   EXPECT_EQ(policy::choose_threads(host_in, host).compute_intra_op, 16 - policy::kNumIoTasks);
+}
+
+// Everything on the GPU and no CPU attention: the search has no CPU operator to trade
+// threads for, and leaves the host its cores (the search once gave such a plan 1
+// intra-op thread, which made the weights' placement single-threaded).
+TEST(PolicyWorkload, APlanWithoutCpuComputeKeepsTheCoresTheWorkersLeave) {
+  const auto hw = sixteen_core_host();
+  const model::Spec spec = model::resolve_spec("opt-6.7b");
+  const runtime::Workload w{512, 32, 16};
+  using A = std::array<double, 6>;
+  // The cpu-attention flag alone does nothing with the cache on the GPU (the H100
+  // host's auto plan for opt-6.7b at 24 GiB had it set).
+  for (bool cpu_attention_flag : {false, true}) {
+    const runtime::Policy all_gpu = make_policy(16, 1, A{100, 0, 100, 0, 100, 0}, cpu_attention_flag);
+    const auto in = policy::thread_input_for(spec, all_gpu, w, policy::predict(spec, all_gpu, w, hw), hw);
+    EXPECT_TRUE(in.compute_ops.empty()) << cpu_attention_flag;
+    EXPECT_EQ(policy::choose_threads(in, hw).compute_intra_op, 16 - policy::kNumIoTasks) << cpu_attention_flag;
+  }
 }
 
 TEST(PolicyWorkload, ImplausibleThreadScalingIsRefused) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -71,6 +72,42 @@ TEST(EngineThreads, OmpNumThreadsIsLeftToLibTorch) {
   setenv("OMP_NUM_THREADS", "1", 1);
   at::set_num_threads(1);
   EXPECT_EQ(threads_after_engine(kAllGpu), 1);
+}
+
+// The thread count LibTorch (and OpenMP code such as the dummy weights) sees while
+// the weights are read for placement.
+class ThreadCountingWeights final : public model::WeightSource {
+ public:
+  explicit ThreadCountingWeights(const model::WeightSource& inner) : inner_(inner) {}
+  at::Tensor read(const model::TensorSpec& tensor, at::ScalarType dtype) const override {
+    const int threads = at::get_num_threads();
+    int seen = fewest_.load();
+    while (threads < seen && !fewest_.compare_exchange_weak(seen, threads)) {
+    }
+    return inner_.read(tensor, dtype);
+  }
+  std::string describe() const override { return "thread-counting " + inner_.describe(); }
+  int fewest() const { return fewest_.load(); }
+
+ private:
+  const model::WeightSource& inner_;
+  mutable std::atomic<int> fewest_{1 << 30};
+};
+
+TEST(EngineThreads, WeightsArePlacedOnEveryCoreWhateverThePolicyComputesOn) {
+  if (affinity_cores() < 2) GTEST_SKIP() << "one usable core: nothing to tell apart";
+  ThreadState restore;
+  unsetenv("OMP_NUM_THREADS");
+  static const TinyModel model = make_tiny_model(tiny_llama());
+  ThreadCountingWeights weights(*model.weights);
+  runtime::Policy one_thread = kAllGpu;
+  one_thread.threads.compute_intra_op = 1;
+  TempDir offload("offload");
+  const std::vector<runtime::SequenceRequest> requests = greedy_requests({{1, 2, 3}}, {2});
+  at::set_num_threads(1);  // as a previous engine of this process may have left it
+  runtime::Engine engine(model.spec, weights, one_thread, cpu_engine_options(offload.path), workload_of(requests));
+  EXPECT_EQ(weights.fewest(), affinity_cores());
+  EXPECT_EQ(at::get_num_threads(), 1);  // the run computes on the policy's count
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ prepare_only=0
 [ "${1:-}" = --prepare-only ] && prepare_only=1
 
 packages=(g++ cmake ninja-build libtorch-dev libglpk-dev libcli11-dev libspdlog-dev libgtest-dev
-  nlohmann-json3-dev libpcre2-dev libgloo-dev
+  nlohmann-json3-dev libpcre2-dev libgloo-dev python3
   # LibTorch's BLAS through libblas.so.3; without it, netlib's reference sgemm.
   libopenblas0-openmp)
 

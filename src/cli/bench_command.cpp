@@ -163,6 +163,7 @@ void run_bench(BenchFlags& f) {
   std::vector<StatsSnapshot> runs;
   StatsSnapshot measured_sum;
   for (int64_t r = 0; r < f.repetitions; ++r) {
+    if (r + 1 == f.repetitions) engine.clear_trace();  // the trace shows the last measured run
     const StatsSnapshot before = StatsSnapshot::of(engine.stats());
     engine.generate(requests, on_result, on_token);
     progress.end_item();
@@ -176,6 +177,10 @@ void run_bench(BenchFlags& f) {
     measured_sum += run;
   }
   progress.finish();
+  if (!f.engine.trace.empty()) {
+    engine.write_trace(f.engine.trace);
+    spdlog::info("trace of every task in the last measured run: {}", f.engine.trace);
+  }
 
   const BenchSizes sizes = bench_sizes(spec, num_prompts, f.prompt_len, f.gen_len, dtype_bytes);
   const MetricSummaries metrics = MetricSummaries::of(runs);

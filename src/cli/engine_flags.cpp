@@ -34,6 +34,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
   c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (removed after the run)")->capture_default_str();
   c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str();
+  c->add_option("--trace", f.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of every load, store, "
+                "compute and CPU attention task with its token, layer and gpu batch: times on the device's streams "
+                "on CUDA, host times on the CPU; `tools/trace-summary.py` tabulates one token of it");
   auto* policy = c->add_option("--policy", f.policy_file,
                                "Policy JSON (FlexGen's field names; `tiergen policy --json` writes one), or 'auto' to "
                                "search one with the cost model for the budgets");
@@ -72,6 +75,12 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
 void prepare_engine_flags(EngineFlags& f) {
   resolve_flexgen_path(f);
   apply_flexgen_verbosity(f);
+  if (!f.trace.empty()) {
+    // Refused before the run, not after it.
+    const std::filesystem::path dir = std::filesystem::absolute(f.trace).parent_path();
+    TG_CHECK(std::filesystem::is_directory(dir), "--trace {}: the directory {} does not exist", f.trace, dir.string());
+    TG_CHECK(::access(dir.c_str(), W_OK) == 0, "--trace {}: the directory {} is not writable", f.trace, dir.string());
+  }
 }
 
 model::Spec load_spec(const EngineFlags& f) {
@@ -205,6 +214,7 @@ runtime::EngineOptions make_engine_options(const EngineFlags& f) {
   o.budgets = make_budgets(on_this_rank, o.device, launch.local_world_size);
   o.offload_dir = f.offload_dir;
   o.io_threads = f.io_threads;
+  o.keep_trace = !f.trace.empty();
   if (launch.distributed()) o.link = dist::connect(launch);
   return o;
 }

@@ -42,6 +42,7 @@ struct EngineFlags {
   int compress_bits = 4, compress_group_size = 64;
   // A pipeline of one process per stage (tiergen/dist/launch.h).
   dist::LaunchFlags launch;
+  std::string trace;  // a Chrome trace of every task, written here (runtime/task_timeline.h)
 };
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size);

@@ -334,6 +334,12 @@ void run_generate(GenerateFlags& f) {
   }
   if (engine) {
     spdlog::info("{}", engine->stats().report());
+    if (!f.engine.trace.empty()) {
+      // Each rank of a pipeline traces its own stage.
+      const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;
+      engine->write_trace(path);
+      spdlog::info("trace of every task: {}", path);
+    }
     if (!policy->exact()) spdlog::warn("{}", policy->exactness());
     // The results are complete: nothing about the prediction may fail the run now.
     // The prediction is of one process running the whole model.

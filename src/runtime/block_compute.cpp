@@ -100,7 +100,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       p.hidden_loads.erase(it);
     } else {
       wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
-      ScopedTimer timer(stats_, Task::LoadHidden, prefill);
+      ScopedTimer timer(stats_, Task::LoadHidden, prefill, p.step_id(i, j, k));
       hidden_in = b.hidden->gather_to_compute(prefill ? b.prefill_len : 1);
     }
     hidden = hidden_in.tensor;
@@ -113,7 +113,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       cache_in = it->second.get();
       p.cache_loads.erase(it);
     } else {
-      ScopedTimer timer(stats_, Task::LoadCache, false);
+      ScopedTimer timer(stats_, Task::LoadCache, false, p.step_id(i, j, k));
       cache_in = p.cache->load(j - 1, k, step.past_len);
     }
   }
@@ -136,7 +136,8 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
 
   at::Tensor out, logits;
   {
-    ScopedTimer timer(stats_, Task::Compute, prefill);
+    const StepId id = p.step_id(i, j, k);
+    ScopedTimer timer(stats_, Task::Compute, prefill, id);
     if (prefill && j <= p.L) {
       const int64_t window = b.prefill_len, before = p.S - window;
       const at::Tensor input =
@@ -154,8 +155,8 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
         // computed: written as zeros, so no home of the cache (gpu, cpu, disk,
         // compressed) holds a NaN there for a masked 0 * NaN in softmax-times-V.
         const at::Tensor zeros = before > 0 ? at::zeros({units, before, kn.size(2)}, kn.options()) : at::Tensor();
-        p.owed_stores.push_back([this, keys, values, kn, vn, zeros, before] {
-          ScopedTimer t(stats_, Task::StoreCache, true);
+        p.owed_stores.push_back([this, keys, values, kn, vn, zeros, before, id] {
+          ScopedTimer t(stats_, Task::StoreCache, true, id);
           if (before > 0) {
             keys->write(zeros, 0);
             values->write(zeros, 0);
@@ -172,11 +173,11 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       std::vector<std::function<void()>> cache_stores;
       const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
       const at::Tensor attention =
-          live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_, cache_stores,
+          live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_, id, cache_stores,
                                             b.live.all() ? nullptr : &b.live.indices()));
       for (auto& store : cache_stores) {
-        p.owed_stores.push_back([this, store = std::move(store)] {
-          ScopedTimer t(stats_, Task::StoreCache, false);
+        p.owed_stores.push_back([this, store = std::move(store), id] {
+          ScopedTimer t(stats_, Task::StoreCache, false, id);
           store();
         });
       }
@@ -200,9 +201,9 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   SplitTensor* home = b.hidden.get();
   auto stored = std::make_shared<std::promise<DeviceEvent>>();
   p.hidden_stored[static_cast<size_t>(k)] = stored->get_future().share();
-  p.owed_stores.push_back([this, home, out, prefill, stored] {
+  p.owed_stores.push_back([this, home, out, prefill, stored, id = p.step_id(i, j, k)] {
     try {
-      ScopedTimer timer(stats_, Task::StoreHidden, prefill);
+      ScopedTimer timer(stats_, Task::StoreHidden, prefill, id);
       home->write(out, 0);
       // Readers' streams wait on this, not just on the store having been queued.
       stored->set_value(DeviceEvent::record(device_));

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <map>
 
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/task_timeline.h"
 #include "tiergen/model/forward.h"
 
 namespace tiergen::runtime {
@@ -106,6 +108,8 @@ std::unique_ptr<BlockRun> BlockRunner::start(const std::vector<SequenceRequest>&
   TG_CHECK(S > 0 && run->gen_len > 0, "internal: empty prompt or no tokens to generate");
 
   Pending& p = run->pending;
+  // Spans of this block are placed on the host clock from here (task_timeline.h).
+  if (TaskTimeline* timeline = stats_.timeline()) p.trace_block = timeline->mark_base();
   p.S = S;
   p.L = spec_.num_layers;
   p.NL = spec_.num_weight_layers();
@@ -189,6 +193,8 @@ bool BlockRunner::run_token(BlockRun& run) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     (i == 0 ? stats_.prefill_seconds : stats_.decode_seconds) += seconds;
+    // Spans whose work is done free their events (the rest wait for the next token).
+    if (TaskTimeline* timeline = stats_.timeline()) timeline->collect(stats_, false);
   } catch (...) {
     // Let queued tasks finish before the buffers they reference go away.
     drain_workers();
@@ -201,6 +207,12 @@ bool BlockRunner::run_token(BlockRun& run) {
 std::vector<SequenceResult> BlockRunner::finish(BlockRun& run) {
   for (auto& wait : run.sends) wait();
   run.sends.clear();
+  // The last token's prefetch of the first layer is not needed: let it end before the
+  // block's memory goes (a failure there is the next block's to meet, when it loads
+  // that layer itself).
+  if (run.pending.next_weights.valid()) run.pending.next_weights.wait();
+  run.pending.next_weights = {};
+  if (TaskTimeline* timeline = stats_.timeline()) timeline->collect(stats_, true);
   std::vector<SequenceResult> results(run.requests.size());
   for (size_t s = 0; s < results.size(); ++s) {
     results[s] = std::move(run.details[s]);
@@ -278,7 +290,7 @@ void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchStat
     if (p.next_weights_layer == j && p.next_weights.valid()) {
       p.weights = p.next_weights.get();
     } else {
-      ScopedTimer timer(stats_, Task::LoadWeight, prefill);
+      ScopedTimer timer(stats_, Task::LoadWeight, prefill, p.step_id(i, j, -1));
       p.weights = weights_.load(j);
     }
     p.next_weights = {};
@@ -290,15 +302,24 @@ void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchStat
   prefetch_next_batch(i, j, n, batches, p);
 
   // Weights of the next layer, once per layer (on its first gpu batch), on their own
-  // worker and stream: they have as many steps to arrive as batches run.
+  // worker and stream: they have as many steps to arrive as batches run. Unlike the
+  // step's other loads they are not waited for at the step's end (FlexGen's sync()
+  // does): only the next layer's first step takes them. Their task lasts as long as
+  // their transfer (a disk read, the CPU stand-in's copy, chunked CUDA copies:
+  // DeviceContext::to_compute_in_chunks); waited for at the first batch's step end,
+  // they would leave the other batches nothing to overlap.
   const int64_t next = next_weight_layer(j);
   if (first_batch && next >= 0) {
     p.next_weights_layer = next;
-    p.next_weights = weight_loader_->submit([this, next, prefill] {
-      ScopedTimer timer(stats_, Task::LoadWeight, prefill);
+    // A layer prefetched across the token boundary is the next token's (a decode one).
+    const StepId loads = p.step_id(next > j ? i : i + 1, next, -1);
+    p.next_weights = weight_loader_->submit([this, loads, next] {
+      ScopedTimer timer(stats_, Task::LoadWeight, loads.token == 0, loads);
+      if (faults_.slow_weight_loads_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_weight_loads_ms));
+      }
       return weights_.load(next);
     });
-    p.in_flight.push_back([f = p.next_weights] { f.get(); });
   }
 
   compute_step(i, j, k, batches, p);
@@ -332,8 +353,8 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vecto
   const int64_t nk = p.order[next];
   if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
     const int64_t pos = p.S + i - 1;
-    p.cache_loads[{nj, nk}] = cache_loader_->submit([this, &p, nj, nk, pos] {
-      ScopedTimer timer(stats_, Task::LoadCache, false);
+    p.cache_loads[{nj, nk}] = cache_loader_->submit([this, &p, id = p.step_id(i, nj, nk), nj, nk, pos] {
+      ScopedTimer timer(stats_, Task::LoadCache, false, id);
       return p.cache->load(nj - 1, nk, pos);
     });
   }
@@ -342,9 +363,9 @@ void BlockRunner::prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vecto
     BatchState& nb = batches[static_cast<size_t>(nk)];
     const int64_t t = prefill ? nb.prefill_len : 1;
     auto stored = p.hidden_stored[static_cast<size_t>(nk)];
-    p.hidden_loads[{nj, nk}] = cache_loader_->submit([this, &nb, t, prefill, stored] {
+    p.hidden_loads[{nj, nk}] = cache_loader_->submit([this, &nb, t, prefill, stored, id = p.step_id(i, nj, nk)] {
       wait_for_store(stored);
-      ScopedTimer timer(stats_, Task::LoadHidden, prefill);
+      ScopedTimer timer(stats_, Task::LoadHidden, prefill, id);
       return nb.hidden->gather_to_compute(t);
     });
   }

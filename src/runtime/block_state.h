@@ -56,6 +56,9 @@ struct BlockRunner::Pending {
   std::vector<std::function<void()>> owed_stores;       // results of the last compute
   std::vector<std::function<void()>> in_flight;         // waits for everything submitted this step
   int64_t S = 0, L = 0, NL = 0;
+  int64_t trace_block = -1;  // the block's number on the task timeline (StepId::block)
+  // The step (i, j, k) of this block, as task spans name it.
+  StepId step_id(int64_t i, int64_t j, int64_t k) const { return {i, j, k, trace_block}; }
   // The gpu batches with a live row at this token, in schedule order: a batch whose
   // sequences have all finished drops out of the zig-zag (no loads, compute, stores).
   std::vector<int64_t> order;

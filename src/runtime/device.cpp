@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "tiergen/common/error.h"
@@ -11,6 +12,7 @@
 #ifdef TIERGEN_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/accumulate.h>
 #include <cuda_runtime_api.h>
@@ -115,6 +117,7 @@ void DeviceContext::copy(const at::Tensor& dst, const at::Tensor& src) const {
 #ifdef TIERGEN_WITH_CUDA
   if (dst.is_cuda() || src.is_cuda()) {
     const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream((dst.is_cuda() ? dst : src).device().index());
+    const c10::cuda::CUDAGuard guard(stream.device_index());  // the default stream's handle is the current device's
     if (copy_rows_2d(dst, src, stream.stream())) {
       // A host destination is read by the host next: complete it as copy_ would.
       if (!dst.is_cuda()) stream.synchronize();
@@ -133,9 +136,65 @@ at::Tensor DeviceContext::to_compute(const at::Tensor& tensor) const {
   return out;
 }
 
+#ifdef TIERGEN_WITH_CUDA
+namespace {
+
+// Two events the host can sleep on (not spin: the cores belong to CPU attention).
+struct ChunkEvents {
+  ChunkEvents() {
+    for (cudaEvent_t& e : events) C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventBlockingSync | cudaEventDisableTiming));
+  }
+  ~ChunkEvents() {
+    for (cudaEvent_t e : events) {
+      if (e) cudaEventDestroy(e);  // released once complete; no throw from a destructor
+    }
+  }
+  ChunkEvents(const ChunkEvents&) = delete;
+  ChunkEvents& operator=(const ChunkEvents&) = delete;
+  cudaEvent_t events[2] = {nullptr, nullptr};
+};
+
+}  // namespace
+#endif
+
+at::Tensor DeviceContext::to_compute_in_chunks(const at::Tensor& tensor, uint64_t chunk_bytes) const {
+#ifdef TIERGEN_WITH_CUDA
+  const auto bytes = static_cast<uint64_t>(tensor.nbytes());
+  if (is_cuda() && !emulation && chunk_bytes > 0 && bytes > chunk_bytes && tensor.is_cpu() && tensor.is_contiguous() &&
+      tensor.is_pinned()) {
+    at::Tensor out = at::empty(tensor.sizes(), tensor.options().device(compute).pinned_memory(false));
+    const c10::cuda::CUDAGuard guard(cuda_index());
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(cuda_index()).stream();
+    const auto* src = static_cast<const uint8_t*>(tensor.data_ptr());
+    auto* dst = static_cast<uint8_t*>(out.data_ptr());
+    ChunkEvents done;
+    int64_t n = 0;
+    for (uint64_t offset = 0; offset < bytes; offset += chunk_bytes, ++n) {
+      cudaEvent_t slot = done.events[n % 2];
+      if (n >= 2) C10_CUDA_CHECK(cudaEventSynchronize(slot));  // chunk n - 2 has landed
+      const uint64_t len = std::min(chunk_bytes, bytes - offset);
+      C10_CUDA_CHECK(cudaMemcpyAsync(dst + offset, src + offset, len, cudaMemcpyHostToDevice, stream));
+      C10_CUDA_CHECK(cudaEventRecord(slot, stream));
+    }
+    return out;
+  }
+#else
+  (void)chunk_bytes;
+#endif
+  return to_compute(tensor);
+}
+
 at::Tensor DeviceContext::to_host_now(const at::Tensor& tensor) const {
   synchronize();
   return tensor.to(at::kCPU);  // blocking and ordered after this stream's work on a GPU
+}
+
+c10::DeviceIndex DeviceContext::cuda_index() const {
+#ifdef TIERGEN_WITH_CUDA
+  if (is_cuda()) return compute.has_index() ? compute.index() : c10::cuda::current_device();
+#endif
+  TG_CHECK(false, "internal: {} is not a CUDA device", compute.str());
+  return -1;
 }
 
 void DeviceContext::synchronize() const {
@@ -156,7 +215,7 @@ void DeviceContext::use_own_stream() const {
 #ifdef TIERGEN_WITH_CUDA
   if (is_cuda()) {
     // Worker threads start on device 0; kernels and events must use the compute device.
-    const c10::DeviceIndex index = compute.has_index() ? compute.index() : c10::cuda::current_device();
+    const c10::DeviceIndex index = cuda_index();
     c10::cuda::set_device(index);
     c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, index));
   }

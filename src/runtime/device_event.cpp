@@ -15,11 +15,6 @@ namespace tiergen::runtime {
 
 namespace {
 
-// "cuda" without an index means the current device.
-c10::DeviceIndex device_index(const DeviceContext& device) {
-  return device.compute.has_index() ? device.compute.index() : c10::cuda::current_device();
-}
-
 // Owns one cudaEvent_t created on the compute device; timing is disabled, which makes
 // recording and waiting cheaper.
 struct CudaEvent {
@@ -61,8 +56,9 @@ DeviceEvent DeviceEvent::record(const DeviceContext& device) {
 #ifdef TIERGEN_WITH_CUDA
   if (!device.is_cuda()) return out;
   out.handle_ = std::make_shared<Handle>();
-  out.handle_->cuda = std::make_unique<CudaEvent>(device_index(device));
+  out.handle_->cuda = std::make_unique<CudaEvent>(device.cuda_index());
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(out.handle_->cuda->device);
+  c10::cuda::CUDAGuard guard(out.handle_->cuda->device);  // a thread that never chose a device is on 0
   C10_CUDA_CHECK(cudaEventRecord(out.handle_->cuda->event, stream.stream()));
 #endif
   return out;
@@ -80,7 +76,8 @@ void DeviceEvent::make_current_stream_wait(const DeviceContext& device) const {
   }
 #ifdef TIERGEN_WITH_CUDA
   if (handle_->cuda) {
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_index(device));
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.cuda_index());
+    c10::cuda::CUDAGuard guard(device.cuda_index());  // the default stream's handle means the current device's
     C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), handle_->cuda->event, 0));
   }
 #endif

@@ -13,6 +13,7 @@
 #include "tiergen/common/bytes.h"
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/task_timeline.h"
 
 namespace tiergen::runtime {
 
@@ -73,7 +74,15 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
         "`tiergen policy` searches for one that fits",
         max_workload.prompt_len, max_workload.gen_len, over));
   }
-  apply_threads(policy_.threads);
+  // Placing the weights (reading, converting, generating dummy ones) uses every core;
+  // the policy's compute threads apply to the run, from the end of this constructor.
+  apply_threads(ThreadConfig{});
+  // On CUDA a task's host time is its queueing: its stream time is what counts.
+  const bool device_timing = options_.device.is_cuda() && !options_.device.emulation;
+  if (device_timing || options_.keep_trace) {
+    timeline_ = std::make_unique<TaskTimeline>(options_.device, options_.keep_trace);
+    stats_.attach_timeline(timeline_.get(), timeline_->on_device());
+  }
   if (policy_.threads.io_threads > 0) options_.io_threads = policy_.threads.io_threads;
   tiers_ = std::make_unique<Tiers>(options_.budgets, options_.offload_dir, uses_disk(plan_), options_.io_threads);
   // LibTorch allocates compute temporaries itself; the plan's bound for them is held
@@ -88,6 +97,7 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
                                            stage_.layers);
   runner_ = std::make_unique<BlockRunner>(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults,
                                           pipeline_stage());
+  apply_threads(policy_.threads);
 }
 
 Engine::~Engine() = default;
@@ -191,10 +201,20 @@ void Engine::generate(const std::vector<SequenceRequest>& requests, const Result
   for (size_t b = 0; b < blocks.size(); b += groups) {
     run_blocks(blocks, b, std::min(blocks.size(), b + groups), requests, on_result, on_token);
   }
+  if (timeline_) timeline_->collect(stats_, true);
   stats_.peak_bytes = tiers_->peaks();
   stats_.budgets[Tier::Gpu] = options_.budgets.gpu;
   stats_.budgets[Tier::Cpu] = options_.budgets.cpu;
   stats_.budgets[Tier::Disk] = options_.budgets.disk;
+}
+
+void Engine::write_trace(const std::string& path) const {
+  TG_CHECK(timeline_ && timeline_->keeps_trace(), "internal: no trace kept (EngineOptions::keep_trace)");
+  timeline_->write_chrome_trace(path);
+}
+
+void Engine::clear_trace() {
+  if (timeline_) timeline_->clear_trace();
 }
 
 std::vector<SequenceResult> Engine::generate(const std::vector<SequenceRequest>& requests) {

@@ -36,7 +36,7 @@ uint64_t process_rss_bytes() {
 std::optional<uint64_t> cuda_free_bytes(const DeviceContext& device) {
 #ifdef TIERGEN_WITH_CUDA
   if (!device.is_cuda()) return std::nullopt;
-  const c10::DeviceIndex index = device.compute.has_index() ? device.compute.index() : c10::cuda::current_device();
+  const c10::DeviceIndex index = device.cuda_index();
   const c10::cuda::CUDAGuard guard(index);
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {

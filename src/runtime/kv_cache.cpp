@@ -118,7 +118,8 @@ HostCacheView narrow_units(const HostCacheView& view, int64_t begin, int64_t len
 
 at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
                                      const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
-                                     Stats& stats, std::vector<std::function<void()>>& pending_stores,
+                                     Stats& stats, const StepId& step_id,
+                                     std::vector<std::function<void()>>& pending_stores,
                                      const std::vector<int64_t>* live_rows) {
   const int64_t b = qkv.q.size(0), heads = qkv.q.size(1), d = qkv.q.size(3);
   const int64_t groups = heads / kv_heads_, units = b * kv_heads_, pos = step.past_len;
@@ -166,7 +167,7 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
       });
     }
     if (on_cpu) {
-      ScopedTimer timer(stats, Task::CpuAttention, false);
+      ScopedTimer timer(stats, Task::CpuAttention, false, step_id);
       HostCacheView kv = t == Tier::Cpu ? keys_home.host_view(t, pos + 1, pos + 1) : loaded->host_keys[i];
       HostCacheView vv = t == Tier::Cpu ? values_home.host_view(t, pos + 1, pos + 1) : loaded->host_values[i];
       if (t == Tier::Disk) {

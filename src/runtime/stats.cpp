@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tiergen/common/bytes.h"
+#include "tiergen/runtime/task_timeline.h"
 
 namespace tiergen::runtime {
 
@@ -34,10 +35,42 @@ void Stats::add(Task task, bool prefill, double seconds) {
   task_seconds_[{task, prefill}] += seconds;
 }
 
-double Stats::seconds(Task task, bool prefill) const {
+void Stats::add_device(Task task, bool prefill, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_seconds_[{task, prefill}] += seconds;
+}
+
+double Stats::host_seconds(Task task, bool prefill) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = task_seconds_.find({task, prefill});
   return it == task_seconds_.end() ? 0.0 : it->second;
+}
+
+double Stats::seconds(Task task, bool prefill) const {
+  if (!device_timed()) return host_seconds(task, prefill);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = device_seconds_.find({task, prefill});
+  return it == device_seconds_.end() ? 0.0 : it->second;
+}
+
+void Stats::attach_timeline(TaskTimeline* timeline, bool device_timed) {
+  timeline_ = timeline;
+  device_timed_ = device_timed;
+}
+
+ScopedTimer::ScopedTimer(Stats& stats, Task task, bool prefill, const StepId& step)
+    : stats_(stats), task_(task), prefill_(prefill), start_(std::chrono::steady_clock::now()) {
+  if (TaskTimeline* timeline = stats_.timeline()) span_ = timeline->begin(task, prefill, step);
+}
+
+ScopedTimer::~ScopedTimer() {
+  stats_.add(task_, prefill_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  // No throw from a destructor: a failed event record leaves the span open, and the
+  // span's task fails on its own.
+  try {
+    if (span_ >= 0) stats_.timeline()->end(span_);
+  } catch (...) {
+  }
 }
 
 void Stats::count_compute_step(bool prefill, int64_t rows, int64_t prefill_row_positions) {
@@ -69,8 +102,14 @@ std::string Stats::report() const {
       "total latency: {:.3f} s  total throughput: {:.3f} token/s\n",
       prefill_seconds, prefill_throughput(), decode_seconds, decode_throughput(), prefill_seconds + decode_seconds,
       total_throughput());
-  out += "task times (s, prefill / decode):";
+  out += device_timed() ? "task times on the device streams (s, prefill / decode):" : "task times (s, prefill / decode):";
   for (Task t : kAllTasks) out += fmt::format(" {} {:.3f}/{:.3f}", task_name(t), seconds(t, true), seconds(t, false));
+  if (device_timed()) {
+    out += "\ntask times on the host, queueing included (s, prefill / decode):";
+    for (Task t : kAllTasks) {
+      out += fmt::format(" {} {:.3f}/{:.3f}", task_name(t), host_seconds(t, true), host_seconds(t, false));
+    }
+  }
   out += fmt::format("\ncompute steps (prefill / decode): {} / {} over {} / {} rows ({} prefill row-positions)",
                      compute_steps(true), compute_steps(false), computed_rows(true), computed_rows(false),
                      prefill_positions());
@@ -82,8 +121,11 @@ std::string Stats::report() const {
 }
 
 nlohmann::json Stats::to_json() const {
-  nlohmann::json tasks = nlohmann::json::object();
-  for (Task t : kAllTasks) tasks[task_name(t)] = {{"prefill", seconds(t, true)}, {"decode", seconds(t, false)}};
+  nlohmann::json tasks = nlohmann::json::object(), host_tasks = nlohmann::json::object();
+  for (Task t : kAllTasks) {
+    tasks[task_name(t)] = {{"prefill", seconds(t, true)}, {"decode", seconds(t, false)}};
+    host_tasks[task_name(t)] = {{"prefill", host_seconds(t, true)}, {"decode", host_seconds(t, false)}};
+  }
   return {{"sequences", sequences},
           {"prompt_tokens", prompt_tokens},
           {"generated_tokens", generated_tokens},
@@ -94,6 +136,8 @@ nlohmann::json Stats::to_json() const {
           {"decode_throughput", decode_throughput()},
           {"total_throughput", total_throughput()},
           {"task_seconds", tasks},
+          {"task_seconds_timed_on", device_timed() ? "device" : "host"},
+          {"host_task_seconds", host_tasks},
           {"compute_steps", {{"prefill", compute_steps(true)}, {"decode", compute_steps(false)}}},
           {"computed_rows", {{"prefill", computed_rows(true)}, {"decode", computed_rows(false)}}},
           {"prefill_positions", prefill_positions()},

@@ -143,7 +143,7 @@ at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const
     if (home.tier != Tier::Gpu) {
       const CompressedTensor host = home.tier == Tier::Cpu ? home.quantized : read_disk_compressed(home, disk_staging);
       loaded.staging.push_back(tiers_.gpu.reserve(host.nbytes(), "weight load " + home.spec.name));
-      on_device.packed = device_.to_compute(host.packed);
+      on_device.packed = device_.to_compute_in_chunks(host.packed);
       on_device.mins = device_.to_compute(host.mins);
       on_device.scales = device_.to_compute(host.scales);
     }
@@ -156,7 +156,7 @@ at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const
   if (home.tier == Tier::Gpu) return home.resident;
   const at::Tensor host = home.tier == Tier::Cpu ? home.resident : read_disk(home, disk_staging);
   loaded.staging.push_back(tiers_.gpu.reserve(dense_bytes, "weight load " + home.spec.name));
-  return device_.to_compute(host);
+  return device_.to_compute_in_chunks(host);
 }
 
 // CPU compute: the quantized parts as they are (read from disk when they live there),

@@ -61,6 +61,9 @@ struct ScheduleFaults {
   // Readers of a stored hidden state wait for the store task on the host but not for
   // its copies on the storer's stream (the race this schedule once had).
   bool skip_hidden_store_wait = false;
+  // Each weight load on the weight loader's worker takes at least this long (a slow
+  // link), so a test can see what waits for it.
+  int slow_weight_loads_ms = 0;
 };
 
 // The part of the model this process computes, and its link to the other stages

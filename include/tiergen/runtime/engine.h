@@ -30,9 +30,14 @@ struct EngineOptions {
   // many blocks at once as there are stages, so every stage has one to compute.
   // Null: one process, every layer.
   std::shared_ptr<StageLink> link;
+  // Keep every task's span for write_trace (task_timeline.h). On CUDA, tasks are
+  // timed on their streams either way; this only keeps the spans.
+  bool keep_trace = false;
 };
 
 using ResultCallback = std::function<void(size_t request, const SequenceResult& result)>;
+
+class TaskTimeline;
 
 class Engine {
  public:
@@ -54,6 +59,11 @@ class Engine {
   const Policy& policy() const { return policy_; }
   const StageShape& stage() const { return stage_; }
 
+  // The kept task spans (EngineOptions::keep_trace) as a Chrome trace; `clear_trace`
+  // drops those kept so far (bench keeps its last measured run).
+  void write_trace(const std::string& path) const;
+  void clear_trace();
+
  private:
   std::vector<std::vector<size_t>> make_blocks(const std::vector<SequenceRequest>& requests) const;
   // The runner for a block of `sequences` (a partial block runs at its own size).
@@ -71,6 +81,7 @@ class Engine {
   StageShape stage_;
   MemoryPlan plan_;
   Stats stats_;
+  std::unique_ptr<TaskTimeline> timeline_;  // null on the CPU without a trace
   std::unique_ptr<Tiers> tiers_;
   std::vector<Reservation> scratch_;
   std::unique_ptr<WeightStore> weights_;

@@ -50,7 +50,7 @@ class KvCache {
   // others' outputs are zeros (finished sequences, whose entries are never read again).
   at::Tensor decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
                               const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
-                              Stats& stats, std::vector<std::function<void()>>& pending_stores,
+                              Stats& stats, const StepId& step_id, std::vector<std::function<void()>>& pending_stores,
                               const std::vector<int64_t>* live_rows = nullptr);
 
   // Throws if the GPU quantizer met a value it cannot store since the last check

@@ -18,10 +18,30 @@ namespace tiergen::runtime {
 enum class Task { LoadWeight, LoadCache, StoreCache, LoadHidden, StoreHidden, Compute, CpuAttention, Sample, StageWait };
 std::string task_name(Task task);
 
+// Which step of the schedule a task belongs to (-1: not known or not applicable):
+// the token, the weight layer (0 the embedding), the gpu batch, and the block (the
+// timeline numbers the blocks of a run as they start).
+struct StepId {
+  int64_t token = -1, layer = -1, batch = -1, block = -1;
+};
+
+class TaskTimeline;  // task_timeline.h
+
 class Stats {
  public:
+  // Host time: how long the calling thread spent in the task. On CUDA, a task that
+  // queues copies returns before they run, so its host time is the queueing only.
   void add(Task task, bool prefill, double seconds);
+  double host_seconds(Task task, bool prefill) const;
+  // Device time: how long the task's work ran on its stream (task_timeline.h).
+  void add_device(Task task, bool prefill, double seconds);
+  // The task's time: its device time where tasks are timed on a device, else its host time.
   double seconds(Task task, bool prefill) const;
+  bool device_timed() const { return timeline_ != nullptr && device_timed_; }
+
+  // Task timers (ScopedTimer) also open spans on this timeline; null: host times only.
+  void attach_timeline(TaskTimeline* timeline, bool device_timed);
+  TaskTimeline* timeline() const { return timeline_; }
 
   // One (layer, gpu batch) compute step over `rows` rows. Finished sequences and
   // padding rows leave decode steps (live_rows.h), and a gpu batch with no live row
@@ -54,24 +74,27 @@ class Stats {
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<Task, bool>, double> task_seconds_;
+  std::map<std::pair<Task, bool>, double> task_seconds_, device_seconds_;
+  TaskTimeline* timeline_ = nullptr;
+  bool device_timed_ = false;
   std::array<int64_t, 2> compute_steps_{}, computed_rows_{};  // [decode, prefill]
   int64_t prefill_positions_ = 0;
 };
 
-// Adds the lifetime of the scope to a task's time.
+// Adds the lifetime of the scope to a task's host time, and brackets the work the
+// scope queues on this thread's stream with a span of the stats' timeline, if any.
 class ScopedTimer {
  public:
-  ScopedTimer(Stats& stats, Task task, bool prefill)
-      : stats_(stats), task_(task), prefill_(prefill), start_(std::chrono::steady_clock::now()) {}
-  ~ScopedTimer() {
-    stats_.add(task_, prefill_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-  }
+  ScopedTimer(Stats& stats, Task task, bool prefill, const StepId& step = {});
+  ~ScopedTimer();
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
 
  private:
   Stats& stats_;
   Task task_;
   bool prefill_;
+  int64_t span_ = -1;
   std::chrono::steady_clock::time_point start_;
 };
 
