@@ -93,7 +93,9 @@ std::vector<runtime::SequenceRequest> golden_requests(const GoldenCase& c) {
 std::vector<std::pair<std::string, runtime::Policy>> golden_policies() {
   return {{"all on the compute device", make_policy(2, 2, {100, 0, 100, 0, 100, 0}, false)},
           {"weights cpu/disk, cache cpu, cpu attention", make_policy(2, 2, {0, 50, 0, 100, 100, 0}, true)},
-          {"weights disk, cache disk, activations cpu", make_policy(3, 1, {0, 0, 0, 0, 0, 100}, false)}};
+          {"weights disk, cache disk, activations cpu", make_policy(3, 1, {0, 0, 0, 0, 0, 100}, false)},
+          {"weights cpu/disk multiplied where they live", with_cpu_weight_compute(
+               make_policy(2, 2, {0, 50, 100, 0, 100, 0}, false), true, true)}};
 }
 
 double agreement(const std::vector<std::vector<int64_t>>& got, const std::vector<std::vector<int64_t>>& want) {

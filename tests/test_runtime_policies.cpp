@@ -55,6 +55,11 @@ std::vector<PolicyCase> policy_cases() {
       {"all_tiers_no_overlap", make_policy(2, 4, A{20, 30, 25, 25, 0, 50}, true, false), true},
       {"all_disk_1x1_no_overlap", make_policy(1, 1, A{0, 0, 0, 0, 0, 0}, false, false)},
       {"all_disk_8x2_cpu_attention", make_policy(8, 2, A{0, 0, 0, 0, 0, 0}, true)},
+      // Weights multiplied where they live (cpu/disk) instead of loaded, per phase.
+      {"weights_cpu_host_matmul_decode", with_cpu_weight_compute(make_policy(2, 4, A{0, 100, 100, 0, 100, 0}, false), false, true)},
+      {"weights_disk_host_matmul_all", with_cpu_weight_compute(make_policy(2, 4, A{0, 0, 100, 0, 100, 0}, false), true, true)},
+      {"weights_0_50_50_host_matmul_prefill", with_cpu_weight_compute(make_policy(8, 2, A{0, 50, 100, 0, 100, 0}, false), true, false)},
+      {"all_tiers_host_matmul_all", with_cpu_weight_compute(make_policy(2, 4, A{20, 30, 25, 25, 0, 50}, true), true, true), true},
   };
 }
 

@@ -103,15 +103,15 @@ TEST(QuantizedWeights, TheStoreHandsCpuComputeQuantizedPartsFromEveryTier) {
     runtime::Tiers tiers(options.budgets, options.offload_dir, percent[0] + percent[1] < 100, 1);
     runtime::WeightStore store(m.spec, policy, *m.weights, tiers, options.device, /*quantized_in_place=*/true);
     for (int64_t layer = 1; layer <= m.spec.num_layers; ++layer) {
-      const auto loaded = store.load(layer);
+      const auto loaded = store.load(layer, false);
       const model::QuantizedWeight* q = loaded->weights.quantized("self_attn.q_proj.weight");
       ASSERT_NE(q, nullptr) << "layer " << layer;
       EXPECT_EQ(q->rows, m.spec.num_heads * m.spec.head_dim);
       EXPECT_EQ(q->cols, m.spec.hidden_size);
       EXPECT_EQ(loaded->weights.quantized("input_layernorm.weight"), nullptr) << "1-D weights stay dense";
     }
-    EXPECT_NE(store.load(m.spec.num_layers + 1)->weights.quantized("lm_head.weight"), nullptr);
-    EXPECT_EQ(store.load(0)->weights.quantized("embed_tokens.weight"), nullptr) << "the embedding is never compressed";
+    EXPECT_NE(store.load(m.spec.num_layers + 1, false)->weights.quantized("lm_head.weight"), nullptr);
+    EXPECT_EQ(store.load(0, false)->weights.quantized("embed_tokens.weight"), nullptr) << "the embedding is never compressed";
   }
 }
 

@@ -50,6 +50,10 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
       ->check(CLI::PositiveNumber);
   c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)");
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
+  c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
+                 "Phases whose matmuls over cpu/disk-resident decoder weights run on the CPU where the weights "
+                 "live instead of copying them to the device: off, decode, prefill or all (default: the policy's, off)")
+      ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
   c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off (FlexGen's true/false too; default on, "
                 "or the --policy file's)")
       ->check(CLI::IsMember(flexgen_bool_spellings(), CLI::ignore_case));
@@ -138,6 +142,10 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
   if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
   if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
   if (f.cpu_attention) p.cpu_cache_compute = true;
+  if (!f.cpu_weight_compute.empty()) {
+    p.cpu_weight_compute_prefill = f.cpu_weight_compute == "prefill" || f.cpu_weight_compute == "all";
+    p.cpu_weight_compute_decode = f.cpu_weight_compute == "decode" || f.cpu_weight_compute == "all";
+  }
   apply_flexgen_policy_flags(f, p);
   if (f.policy_file != "auto") {
     if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};

@@ -33,6 +33,7 @@ struct EngineFlags {
   int64_t gpu_batch_size = 0;  // -b/--gpu-batch-size; 0: not given (the command's default)
   int64_t num_gpu_batches = 0;
   bool cpu_attention = false;
+  std::string cpu_weight_compute;  // off, decode, prefill or all; empty: the policy's
   std::string overlap;            // on/off, or FlexGen's true/false; empty: the policy's (on)
   std::string sep_layer, pin_weight;  // FlexGen's true/false; empty: the policy's
   double attn_sparsity = 1.0;         // FlexGen's; only 1 (exact attention) is supported

@@ -291,7 +291,7 @@ void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchStat
       p.weights = p.next_weights.get();
     } else {
       ScopedTimer timer(stats_, Task::LoadWeight, prefill, p.step_id(i, j, -1));
-      p.weights = weights_.load(j);
+      p.weights = weights_.load(j, prefill);
     }
     p.next_weights = {};
     p.next_weights_layer = -1;
@@ -318,7 +318,7 @@ void BlockRunner::run_step(int64_t i, int64_t j, size_t n, std::vector<BatchStat
       if (faults_.slow_weight_loads_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_weight_loads_ms));
       }
-      return weights_.load(next);
+      return weights_.load(next, loads.token == 0);
     });
   }
 

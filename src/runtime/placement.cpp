@@ -78,6 +78,12 @@ bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSp
   return compression.enabled && layer.kind != "embedding" && tensor.shape.size() == 2;
 }
 
+bool weight_multiplied_at_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier home,
+                               const Policy& policy, bool prefill) {
+  return policy.cpu_weight_compute(prefill) && home != Tier::Gpu && layer.kind == "decoder" &&
+         tensor.shape.size() == 2;
+}
+
 uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,
                              int dtype_bytes, const CompressionConfig& compression) {
   if (weight_is_compressed(layer, tensor, compression)) {
@@ -122,25 +128,38 @@ namespace {
 
 // Weight homes, plus double-buffered staging: the gpu holds the current and the next
 // layer's weights that do not live there (dense after dequantization, plus the
-// compressed copy while it is being dequantized); disk weights pass through cpu staging.
+// compressed copy while it is being dequantized), except those multiplied at home in
+// that phase; disk weights pass through cpu staging. The larger phase counts.
 void plan_weights(const model::Spec& spec, const Policy& policy, int b, const StageLayers& stage, MemoryPlan& plan) {
   uint64_t max_gpu_stage = 0, max_cpu_stage = 0;
   const auto layers = spec.weight_layers();
   for (int64_t index = stage.first; index < stage.end; ++index) {
     const auto& layer = layers[static_cast<size_t>(index)];
     const auto homes = place_layer_weights(layer, policy);
-    uint64_t gpu_stage = 0, cpu_stage = 0;
+    uint64_t cpu_stage = 0;
     for (size_t i = 0; i < layer.tensors.size(); ++i) {
-      const auto& t = layer.tensors[i];
-      const uint64_t stored = weight_stored_bytes(layer, t, b, policy.compress_weight);
-      const bool compressed = weight_is_compressed(layer, t, policy.compress_weight);
+      const uint64_t stored = weight_stored_bytes(layer, layer.tensors[i], b, policy.compress_weight);
       plan.weights[homes[i]] += stored;
-      if (homes[i] != Tier::Gpu) gpu_stage += stored;
-      if (compressed) gpu_stage += static_cast<uint64_t>(t.numel()) * b;
       if (homes[i] == Tier::Disk) cpu_stage += stored;
     }
-    max_gpu_stage = std::max(max_gpu_stage, gpu_stage);
-    max_cpu_stage = std::max(max_cpu_stage, cpu_stage);
+    for (bool prefill : {true, false}) {
+      // Compressed weights multiplied at home by many rows get a dense host copy
+      // (model::quantized_linear_product) while their layer is loaded.
+      uint64_t gpu_stage = 0, cpu_dense = 0;
+      for (size_t i = 0; i < layer.tensors.size(); ++i) {
+        const auto& t = layer.tensors[i];
+        const bool compressed = weight_is_compressed(layer, t, policy.compress_weight);
+        const uint64_t dense = compressed ? static_cast<uint64_t>(t.numel()) * b : 0;
+        if (weight_multiplied_at_home(layer, t, homes[i], policy, prefill)) {
+          cpu_dense += dense;
+          continue;
+        }
+        if (homes[i] != Tier::Gpu) gpu_stage += weight_stored_bytes(layer, t, b, policy.compress_weight);
+        gpu_stage += dense;
+      }
+      max_gpu_stage = std::max(max_gpu_stage, gpu_stage);
+      max_cpu_stage = std::max(max_cpu_stage, cpu_stage + cpu_dense);
+    }
   }
   plan.working[Tier::Gpu] += 2 * max_gpu_stage;
   plan.working[Tier::Cpu] += 2 * max_cpu_stage;

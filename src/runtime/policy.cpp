@@ -58,6 +58,13 @@ CompressionConfig compression_from_json(const json& j, const json* config, const
   return c;
 }
 
+std::string cpu_weight_compute_phases(const Policy& p) {
+  if (p.cpu_weight_compute_prefill && p.cpu_weight_compute_decode) return "prefill+decode";
+  if (p.cpu_weight_compute_prefill) return "prefill";
+  if (p.cpu_weight_compute_decode) return "decode";
+  return "off";
+}
+
 }  // namespace
 
 void Policy::validate() const {
@@ -95,10 +102,12 @@ std::string Policy::describe() const {
   };
   return fmt::format(
       "gpu batch {} x {} batches; weights gpu/cpu/disk {:g}/{:g}/{:g}%; cache {:g}/{:g}/{:g}%; "
-      "activations {:g}/{:g}/{:g}%; overlap {}; cpu attention {}; compress weight {}, cache {}",
+      "activations {:g}/{:g}/{:g}%; overlap {}; cpu attention {}; cpu weight compute {}; compress weight {}, "
+      "cache {}",
       gpu_batch_size, num_gpu_batches, w_gpu_percent, w_cpu_percent, w_disk_percent(), cache_gpu_percent,
       cache_cpu_percent, cache_disk_percent(), act_gpu_percent, act_cpu_percent, act_disk_percent(),
-      overlap ? "on" : "off", cpu_cache_compute ? "on" : "off", comp(compress_weight), comp(compress_cache));
+      overlap ? "on" : "off", cpu_cache_compute ? "on" : "off", cpu_weight_compute_phases(*this),
+      comp(compress_weight), comp(compress_cache));
 }
 
 json policy_to_json(const Policy& p) {
@@ -114,6 +123,8 @@ json policy_to_json(const Policy& p) {
          {"sep_layer", p.sep_layer},
          {"pin_weight", p.pin_weight},
          {"cpu_cache_compute", p.cpu_cache_compute},
+         {"cpu_weight_compute_prefill", p.cpu_weight_compute_prefill},
+         {"cpu_weight_compute_decode", p.cpu_weight_compute_decode},
          {"attn_sparsity", 1.0},
          {"compress_weight", p.compress_weight.enabled},
          {"comp_weight_config", compression_to_json(p.compress_weight)},
@@ -135,7 +146,7 @@ Policy policy_from_json(const json& input, const std::string& source) {
   static const std::set<std::string> known = {
       "gpu_batch_size", "num_gpu_batches", "w_gpu_percent", "w_cpu_percent", "cache_gpu_percent",
       "cache_cpu_percent", "act_gpu_percent", "act_cpu_percent", "overlap", "sep_layer", "pin_weight",
-      "cpu_cache_compute", "attn_sparsity", "compress_weight", "comp_weight_config", "compress_cache",
+      "cpu_cache_compute", "cpu_weight_compute_prefill", "cpu_weight_compute_decode", "attn_sparsity", "compress_weight", "comp_weight_config", "compress_cache",
       "comp_cache_config", "threads"};
   for (const auto& [key, value] : j.items()) {
     TG_CHECK(known.count(key), "{}: unknown policy field '{}'", source, key);
@@ -153,6 +164,8 @@ Policy policy_from_json(const json& input, const std::string& source) {
     p.sep_layer = j.value("sep_layer", p.sep_layer);
     p.pin_weight = j.value("pin_weight", p.pin_weight);
     p.cpu_cache_compute = j.value("cpu_cache_compute", p.cpu_cache_compute);
+    p.cpu_weight_compute_prefill = j.value("cpu_weight_compute_prefill", p.cpu_weight_compute_prefill);
+    p.cpu_weight_compute_decode = j.value("cpu_weight_compute_decode", p.cpu_weight_compute_decode);
     p.attn_sparsity_enabled = j.value("attn_sparsity", 1.0) < 1.0;
     if (j.contains("compress_weight")) {
       const json* cfg = j.contains("comp_weight_config") ? &j.at("comp_weight_config") : nullptr;

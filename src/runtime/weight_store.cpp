@@ -29,7 +29,11 @@ WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const mo
     const auto homes = place_layer_weights(weight_layers[i], policy);
     Layer layer{model::layer_prefix(spec, static_cast<int64_t>(i)), {}};
     for (size_t t = 0; t < homes.size(); ++t) {
-      layer.tensors.push_back(make_home(weight_layers[i], weight_layers[i].tensors[t], homes[t], source));
+      const model::TensorSpec& tensor = weight_layers[i].tensors[t];
+      Home home = make_home(weight_layers[i], tensor, homes[t], source);
+      home.at_home_in_prefill = weight_multiplied_at_home(weight_layers[i], tensor, homes[t], policy, true);
+      home.at_home_in_decode = weight_multiplied_at_home(weight_layers[i], tensor, homes[t], policy, false);
+      layer.tensors.push_back(std::move(home));
     }
     layers_.push_back(std::move(layer));
   }
@@ -175,7 +179,13 @@ model::QuantizedWeight WeightStore::load_quantized(const Home& home, LoadedLayer
   return q;
 }
 
-std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index) const {
+// A dense weight multiplied at home: the cpu home itself, or a host copy of the disk
+// home that lives (with its cpu staging) as long as the loaded layer.
+at::Tensor WeightStore::load_on_host(const Home& home, LoadedLayer& loaded) const {
+  return home.tier == Tier::Cpu ? home.resident : read_disk(home, loaded.staging);
+}
+
+std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index, bool prefill) const {
   const int64_t local = index - first_layer_;
   TG_CHECK(local >= 0 && local < static_cast<int64_t>(layers_.size()), "internal: weight layer {} is not in this stage",
            index);
@@ -183,7 +193,13 @@ std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index) const {
   auto loaded = std::make_shared<LoadedLayer>();
   loaded->weights = model::LayerWeights(layer.prefix);
   for (const Home& home : layer.tensors) {
-    if (home.compressed && quantized_in_place_) {
+    if (prefill ? home.at_home_in_prefill : home.at_home_in_decode) {
+      if (home.compressed) {
+        loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));
+      } else {
+        loaded->weights.set(home.spec.name, load_on_host(home, *loaded));
+      }
+    } else if (home.compressed && quantized_in_place_) {
       loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));
     } else {
       loaded->weights.set(home.spec.name, load_tensor(home, *loaded));

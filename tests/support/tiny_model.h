@@ -320,6 +320,14 @@ inline runtime::Policy make_policy(int64_t gbs, int64_t ngb, const std::array<do
   return p;
 }
 
+// `policy` with the matmuls of host-resident decoder weights done where they live, in
+// the phases asked for.
+inline runtime::Policy with_cpu_weight_compute(runtime::Policy policy, bool prefill, bool decode) {
+  policy.cpu_weight_compute_prefill = prefill;
+  policy.cpu_weight_compute_decode = decode;
+  return policy;
+}
+
 // Worker streams emulated asynchronously (emulated_stream.h): up to 300 us of delay
 // per queued copy, seeded.
 inline std::shared_ptr<const runtime::AsyncEmulation> emulated_streams(uint64_t seed, int max_delay_us = 300) {

@@ -56,6 +56,12 @@ uint64_t quantized_bytes(int64_t rows, int64_t cols, const CompressionConfig& co
 bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSpec& tensor,
                           const CompressionConfig& compression);
 
+// Whether `tensor` (at home on `home`) is multiplied where it lives in this phase rather
+// than copied to the compute device (Policy::cpu_weight_compute_*): the matrices of
+// decoder layers, which reach the compute only through model::linear, on cpu or disk.
+bool weight_multiplied_at_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier home,
+                               const Policy& policy, bool prefill);
+
 // Bytes a weight occupies at home. Compressed weights are grouped along the output
 // dimension: the [out, in] matrix is stored transposed as [in, out], groups along out.
 uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,

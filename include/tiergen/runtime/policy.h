@@ -35,6 +35,11 @@ struct Policy {
   bool sep_layer = true;
   bool pin_weight = true;
   bool cpu_cache_compute = false;  // CPU attention where the KV cache lives on cpu/disk
+  // In that phase, the matmuls of decoder-layer weights that live on cpu/disk run on
+  // the CPU where the weights are, instead of copying the weights to the compute device
+  // (only activations cross the link). Same results; placement-invariant.
+  bool cpu_weight_compute_prefill = false;
+  bool cpu_weight_compute_decode = false;
   bool attn_sparsity_enabled = false;  // FlexGen field, accepted, must stay off
   CompressionConfig compress_weight;
   CompressionConfig compress_cache;
@@ -44,6 +49,9 @@ struct Policy {
   double cache_disk_percent() const { return 100 - cache_gpu_percent - cache_cpu_percent; }
   double act_disk_percent() const { return 100 - act_gpu_percent - act_cpu_percent; }
   int64_t block_size() const { return gpu_batch_size * num_gpu_batches; }
+  bool cpu_weight_compute(bool prefill) const {
+    return prefill ? cpu_weight_compute_prefill : cpu_weight_compute_decode;
+  }
   // The policy a block of only `sequences` sequences runs with: the fewest gpu batches
   // of at most gpu_batch_size that hold them, batches as even as possible; placement,
   // compression and threads unchanged. Never larger than this policy in either

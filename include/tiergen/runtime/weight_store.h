@@ -34,8 +34,11 @@ class WeightStore {
   WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source, Tiers& tiers,
               const DeviceContext& device, bool quantized_in_place, const StageLayers& stage = {});
   // Brings weight layer `index` (0 = embedding, 1..L decoder, L+1 head; within the
-  // stage) to the device.
-  std::shared_ptr<LoadedLayer> load(int64_t index) const;
+  // stage) to the device for a prefill or a decode step. Weights the policy multiplies
+  // at home in that phase (Policy::cpu_weight_compute_*) stay on the host instead:
+  // their home tensor itself (cpu), a host copy read from disk, or their quantized
+  // parts; model::linear multiplies them there.
+  std::shared_ptr<LoadedLayer> load(int64_t index, bool prefill) const;
 
  private:
   struct Home {
@@ -46,6 +49,8 @@ class WeightStore {
     CompressedTensor quantized;  // gpu or cpu home when compressed ([out, in], grouped along in)
     DiskExtent extent;           // disk home (compressed: packed, mins, scales back to back)
     Reservation reservation;
+    // Multiplied where it lives (host) instead of loaded to the device, per phase.
+    bool at_home_in_prefill = false, at_home_in_decode = false;
   };
   struct Layer {
     std::string prefix;
@@ -58,6 +63,7 @@ class WeightStore {
   CompressedTensor read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const;
   at::Tensor load_tensor(const Home& home, LoadedLayer& loaded) const;
   model::QuantizedWeight load_quantized(const Home& home, LoadedLayer& loaded) const;
+  at::Tensor load_on_host(const Home& home, LoadedLayer& loaded) const;
   // CPU homes are page-locked (at their exact size) with pin_weight on a GPU.
   bool pin_cpu_homes() const;
   at::Tensor cpu_home_copy(const at::Tensor& host) const;

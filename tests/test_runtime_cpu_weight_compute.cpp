@@ -1,0 +1,160 @@
+// Weights multiplied where they live (Policy::cpu_weight_compute_*): the weight store
+// hands the layer the host-resident matrices themselves (no copy to the compute device,
+// no device staging), only in the phases asked for; the memory plan stops counting their
+// device staging; the results are those of loading them (compressed ones included); the
+// policy file carries the choice; and on a GPU a host weight times a device activation
+// equals the product on the device.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_model.h"
+#include "tiergen/common/error.h"
+#include "src/model/model_internal.h"
+#include "tiergen/model/forward.h"
+#include "tiergen/model/presets.h"
+#include "tiergen/runtime/device.h"
+#include "tiergen/runtime/placement.h"
+#include "tiergen/runtime/weight_store.h"
+
+namespace tiergen::test {
+namespace {
+
+using A = std::array<double, 6>;
+
+struct StoreFixture {
+  TempDir offload{"offload"};
+  runtime::EngineOptions options = cpu_engine_options(offload.path);
+  std::unique_ptr<runtime::Tiers> tiers;
+  std::unique_ptr<runtime::WeightStore> store;
+
+  StoreFixture(const TinyModel& m, const runtime::Policy& policy) {
+    tiers = std::make_unique<runtime::Tiers>(options.budgets, options.offload_dir,
+                                             policy.w_disk_percent() > 0, 1);
+    store = std::make_unique<runtime::WeightStore>(m.spec, policy, *m.weights, *tiers, options.device,
+                                                   /*quantized_in_place=*/false);
+  }
+};
+
+TEST(CpuWeightCompute, TheStoreHandsTheCpuHomeItselfOnlyInTheChosenPhase) {
+  const TinyModel m = make_tiny_model(tiny_llama(71));
+  StoreFixture f(m, with_cpu_weight_compute(make_policy(1, 1, A{0, 100, 100, 0, 100, 0}, false), false, true));
+  const uint64_t gpu_before = f.tiers->gpu.used();
+  const auto decode = f.store->load(1, /*prefill=*/false);
+  const auto again = f.store->load(1, /*prefill=*/false);
+  // The cpu home itself, both times: no copy was made.
+  EXPECT_EQ(decode->weights.get("mlp.up_proj.weight").data_ptr(), again->weights.get("mlp.up_proj.weight").data_ptr());
+  // Norms are not matmul weights: they still travel to the compute device.
+  EXPECT_NE(decode->weights.get("input_layernorm.weight").data_ptr(),
+            again->weights.get("input_layernorm.weight").data_ptr());
+  const uint64_t norms = 2 * static_cast<uint64_t>(m.spec.hidden_size) * 4;
+  EXPECT_EQ(f.tiers->gpu.used() - gpu_before, 2 * norms) << "only the norms are staged on the gpu tier";
+
+  const auto prefill = f.store->load(1, /*prefill=*/true);
+  EXPECT_NE(prefill->weights.get("mlp.up_proj.weight").data_ptr(), decode->weights.get("mlp.up_proj.weight").data_ptr())
+      << "prefill was not asked to compute at home: its weights are loaded";
+  // The head and embedding are not decoder layers: always loaded.
+  const auto head = f.store->load(m.spec.num_layers + 1, false);
+  EXPECT_NE(head->weights.get("lm_head.weight").data_ptr(),
+            f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr());
+}
+
+TEST(CpuWeightCompute, DiskWeightsAreReadToTheHostAndCompressedOnesStayQuantized) {
+  const TinyModel m = make_tiny_model(tiny_opt(72));
+  runtime::Policy policy = with_cpu_weight_compute(make_policy(1, 1, A{0, 0, 100, 0, 100, 0}, false), true, true);
+  {
+    StoreFixture f(m, policy);
+    const uint64_t cpu_before = f.tiers->cpu.used();
+    const auto loaded = f.store->load(2, true);
+    const at::Tensor& w = loaded->weights.get("fc1.weight");
+    EXPECT_TRUE(w.is_cpu());
+    EXPECT_EQ(w.sizes(), (std::vector<int64_t>{m.spec.intermediate_size, m.spec.hidden_size}));
+    EXPECT_GT(f.tiers->cpu.used(), cpu_before) << "the host copy of a disk weight is counted while its layer is loaded";
+  }
+  policy.compress_weight = {true, 4, 16};
+  StoreFixture f(m, policy);  // a dense copy per load for the rest, as on a GPU
+  const auto loaded = f.store->load(1, false);
+  EXPECT_NE(loaded->weights.quantized("self_attn.q_proj.weight"), nullptr)
+      << "a compressed weight multiplied at home is used in place, never dequantized for the device";
+  EXPECT_EQ(f.store->load(m.spec.num_layers + 1, false)->weights.quantized("lm_head.weight"), nullptr)
+      << "the head is loaded (dequantized) as before";
+}
+
+// Device staging of weights multiplied at home is not planned; the plan keeps the
+// larger phase, and a compressed weight's dense host copy moves to the cpu tier.
+TEST(CpuWeightCompute, TheMemoryPlanDropsTheirDeviceStaging) {
+  const model::Spec spec = model::resolve_spec("llama-2-7b");
+  const runtime::Workload w{256, 32};
+  const runtime::Policy base = make_policy(4, 2, A{0, 100, 100, 0, 100, 0}, false);
+  const auto gpu_working = [&](const runtime::Policy& p) { return runtime::plan_memory(spec, p, w, 2).working[runtime::Tier::Gpu]; };
+  const uint64_t loaded = gpu_working(base);
+  EXPECT_EQ(gpu_working(with_cpu_weight_compute(base, false, true)), loaded) << "prefill still loads every layer";
+  EXPECT_EQ(gpu_working(with_cpu_weight_compute(base, true, false)), loaded) << "decode still loads every layer";
+  // Double-buffered staging of the largest layer in flight: a decoder layer when
+  // loaded; with its matrices at home, the head (its norms are all a decoder layer
+  // still stages).
+  const auto layers = spec.weight_layers();
+  const auto bytes = [](const model::WeightLayer& l) { return static_cast<uint64_t>(l.numel()) * 2; };
+  const uint64_t decoder_norms = 2 * static_cast<uint64_t>(spec.hidden_size) * 2;
+  ASSERT_GT(bytes(layers[1]), bytes(layers.back()));
+  ASSERT_GT(bytes(layers.back()), decoder_norms);
+  EXPECT_EQ(loaded - gpu_working(with_cpu_weight_compute(base, true, true)), 2 * (bytes(layers[1]) - bytes(layers.back())));
+
+  runtime::Policy compressed = base;
+  compressed.compress_weight = {true, 4, 64};
+  const auto cpu_working = [&](const runtime::Policy& p) { return runtime::plan_memory(spec, p, w, 2).working[runtime::Tier::Cpu]; };
+  EXPECT_GT(cpu_working(with_cpu_weight_compute(compressed, true, true)), cpu_working(compressed))
+      << "the dense host copy many-row products make is counted";
+}
+
+// The same greedy tokens with compressed weights multiplied at home or loaded, on cpu
+// and disk homes (compression is lossy; moving the product must not change it further).
+TEST(CpuWeightCompute, CompressedWeightsGiveTheSameTokensAtHomeAsLoaded) {
+  for (const auto& options : {tiny_opt(73), tiny_llama(74)}) {
+    const TinyModel m = make_tiny_model(options);
+    const auto prompts = make_prompts({6, 2, 9, 4, 7}, m.spec.vocab_size, 7);
+    const auto requests = greedy_requests(prompts, {5, 7});
+    runtime::Policy policy = make_policy(2, 2, A{0, 50, 100, 0, 100, 0}, false);
+    policy.compress_weight = {true, 4, 16};
+    TempDir offload("offload");
+    const auto opts = cpu_engine_options(offload.path);
+    const auto loaded = engine_tokens(m.spec, *m.weights, policy, opts, requests);
+    EXPECT_EQ(engine_tokens(m.spec, *m.weights, with_cpu_weight_compute(policy, true, true), opts, requests), loaded);
+    EXPECT_EQ(engine_tokens(m.spec, *m.weights, with_cpu_weight_compute(policy, false, true), opts, requests), loaded);
+  }
+}
+
+TEST(CpuWeightCompute, PolicyJsonCarriesBothPhasesAndDescribeSaysSo) {
+  runtime::Policy p;
+  p.cpu_weight_compute_decode = true;
+  const runtime::Policy back = runtime::policy_from_json(runtime::policy_to_json(p), "round trip");
+  EXPECT_TRUE(back.cpu_weight_compute_decode);
+  EXPECT_FALSE(back.cpu_weight_compute_prefill);
+  EXPECT_NE(p.describe().find("cpu weight compute decode"), std::string::npos) << p.describe();
+  EXPECT_NE(runtime::Policy{}.describe().find("cpu weight compute off"), std::string::npos);
+  EXPECT_TRUE(p.exact()) << "computing on the CPU is not lossy";
+  EXPECT_THROW(runtime::policy_from_json(nlohmann::json{{"cpu_weight_compute_decode", "yes"}}, "p.json"), Error);
+}
+
+// A GPU build on a GPU host: the cross-device product (host weight, device activation)
+// equals the device's own product, dense and quantized, and comes back on the device.
+TEST(CpuWeightCompute, HostWeightTimesDeviceActivationEqualsTheDeviceProduct) {
+  if (!runtime::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(9);
+  const at::Device cuda(at::kCUDA, 0);
+  const at::Tensor weight = at::randn({48, 64}), bias = at::randn({48});
+  const at::Tensor x = at::randn({3, 5, 64}).to(cuda);
+  model::LayerWeights host("layer."), device("layer.");
+  host.set("layer.proj.weight", weight);
+  host.set("layer.proj.bias", bias.to(cuda));
+  device.set("layer.proj.weight", weight.to(cuda));
+  device.set("layer.proj.bias", bias.to(cuda));
+  const at::Tensor mixed = model::linear(x, host, "proj");
+  const at::Tensor on_device = model::linear(x, device, "proj");
+  EXPECT_EQ(mixed.device(), x.device());
+  EXPECT_LT((mixed - on_device).abs().max().item<double>(), 1e-4 * on_device.abs().max().item<double>());
+}
+
+}  // namespace
+}  // namespace tiergen::test
