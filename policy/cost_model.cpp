@@ -67,6 +67,10 @@ void PhaseModel::add_once(Lane lane, Task task, const Linear& seconds) {
 
 namespace {
 
+// Rows up to which a compressed weight is multiplied in place on the CPU, without a
+// dense copy (model::quantized_linear_product).
+constexpr double kMaxQuantizedInPlaceRows = 8;
+
 // Everything a phase builder needs, with FlexGen's symbols.
 struct Terms {
   const ModelSizes& sizes;
@@ -88,15 +92,52 @@ double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_r
   return std::max(flops / flops_rate, gpu_batches * t.sizes.layer_weight_dense_bytes() / t.hw.gpu_memory_bandwidth);
 }
 
+// The share of the layers whose host-resident weights are multiplied at home in this
+// phase (Policy::cpu_weight_compute_*). The model is of an average layer: with those
+// layers spread evenly and the next layer's weights loaded during this layer's compute,
+// a mix of loaded and at-home layers overlaps the link with the CPU.
+double at_home_share(const runtime::Policy& policy, bool prefill) {
+  return policy.cpu_weight_compute(prefill) ? policy.cpu_weight_compute_layer_percent / 100.0 : 0.0;
+}
+
 // Weights stream from their homes to the gpu every layer, in prefill and decode alike;
-// compressed ones are dequantized on the gpu per use (LM-Offload eq. 4, 16).
-void add_weight_terms(const Terms& t, PhaseModel& phase) {
-  phase.add_once(Lane::CpuToGpu, Task::WeightLoad, Linear::sum(t.w / t.hw.cpu_to_gpu, {kWc, kWn}));
+// compressed ones are dequantized on the gpu per use (LM-Offload eq. 4, 16). Weights
+// multiplied at home (the `at_home` share of the layers) are still read from disk, but
+// neither cross the link nor are dequantized on the gpu.
+void add_weight_terms(const Terms& t, double at_home, PhaseModel& phase) {
+  phase.add_once(Lane::CpuToGpu, Task::WeightLoad, Linear::sum((1 - at_home) * t.w / t.hw.cpu_to_gpu, {kWc, kWn}));
   phase.add_once(Lane::DiskToCpu, Task::WeightLoad, Linear::sum(t.w / t.hw.disk_to_cpu, {kWn}));
   if (t.policy.compress_weight.enabled) {
-    const double dense = t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight);
-    phase.add_once(Lane::CpuToGpu, Task::Dequantize, Linear::of(dense / t.hw.gpu_dequantize));
+    const double dense = t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight) / t.hw.gpu_dequantize;
+    phase.add_once(Lane::CpuToGpu, Task::Dequantize,
+                   Linear::sum(dense, {kWg}) + Linear::sum((1 - at_home) * dense, {kWc, kWn}));
   }
+}
+
+// The layer's matmuls of `tokens` per sequence: on the gpu, or, for the weights
+// multiplied at home (wc + wn, in the `at_home` share of the layers), on the CPU: FLOPs
+// over its GEMM rate, never faster than reading the weights as stored once per gpu
+// batch at its few-row rate, plus the transient dense copy compressed weights get for
+// many rows; every matrix's input goes to the host and its output comes back, inside
+// the compute step.
+void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, double at_home, PhaseModel& phase) {
+  const double on_gpu = linear_seconds(t, tokens, gpu_flops_rate);
+  if (at_home <= 0) {
+    phase.add(Lane::Compute, Task::Compute, Linear::of(on_gpu));
+    return;
+  }
+  phase.add(Lane::Compute, Task::Compute, Linear::sum(on_gpu, {kWg}) + Linear::sum((1 - at_home) * on_gpu, {kWc, kWn}));
+  const double flops = t.bls * tokens * t.sizes.linear_flops_per_token();
+  const double gpu_batches = double(t.policy.num_gpu_batches);
+  double on_cpu = std::max(flops / t.hw.cpu_matmul_rate(), gpu_batches * t.w / t.hw.cpu_gemv_rate());
+  const bool many_rows = double(t.policy.gpu_batch_size) * tokens > kMaxQuantizedInPlaceRows;
+  if (t.policy.compress_weight.enabled && many_rows) {
+    on_cpu += t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight) / t.hw.cpu_dequantize;
+  }
+  const double crossing = t.bls * tokens *
+                          (t.sizes.linear_input_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
+                           t.sizes.linear_output_bytes_per_token() / t.hw.cpu_to_gpu);
+  phase.add(Lane::Compute, Task::Compute, Linear::sum(at_home * (on_cpu + crossing), {kWc, kWn}));
 }
 
 // Hidden states of `tokens` per sequence leave the gpu after a layer and come back
@@ -111,16 +152,17 @@ void add_activation_terms(const Terms& t, double tokens, double cpu_to_disk, Pha
 
 PhaseModel build_prefill(const Terms& t) {
   PhaseModel phase;
-  add_weight_terms(t, phase);
+  const double at_home = at_home_share(t.policy, true);
+  add_weight_terms(t, at_home, phase);
   add_activation_terms(t, t.s, t.hw.cpu_to_disk_hidden_prefill, phase);
   // The prompt's KV cache (FlexGen counts s + 1 positions) goes to its homes.
   const double cache = t.bls * (t.s + 1) * t.kv_home;
   phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(cache / t.hw.cpu_to_disk_cache_prefill, {kCn}));
-  // Prefill always computes on the gpu: matmuls plus s×s attention.
+  // Prefill's s×s attention is on the gpu; its matmuls where the policy puts them.
   const double attention = t.bls * t.s * t.sizes.attention_flops(t.s);
-  phase.add(Lane::Compute, Task::Compute,
-            Linear::of(linear_seconds(t, t.s, t.hw.mm_flops_prefill) + attention / t.hw.bmm_flops_prefill));
+  phase.add(Lane::Compute, Task::Compute, Linear::of(attention / t.hw.bmm_flops_prefill));
+  add_matmul_terms(t, t.s, t.hw.mm_flops_prefill, at_home, phase);
   // LM-Offload eq. 5: the prefilled cache is quantized on the gpu, not overlapped.
   if (t.policy.compress_cache.enabled) {
     phase.serial += Linear::of(t.bls * t.s * t.kv / t.hw.gpu_quantize);
@@ -175,7 +217,8 @@ void add_gpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
 
 PhaseModel build_decode(const Terms& t) {
   PhaseModel phase;
-  add_weight_terms(t, phase);
+  const double at_home = at_home_share(t.policy, false);
+  add_weight_terms(t, at_home, phase);
   add_activation_terms(t, 1, t.hw.cpu_to_disk_decode, phase);
   const double context = t.s + t.n / 2;  // average context over the decode steps
   if (t.policy.cpu_cache_compute) {
@@ -183,7 +226,7 @@ PhaseModel build_decode(const Terms& t) {
   } else {
     add_gpu_attention_terms(t, context, phase);
   }
-  phase.add(Lane::Compute, Task::Compute, Linear::of(linear_seconds(t, 1, t.hw.mm_flops_decode)));
+  add_matmul_terms(t, 1, t.hw.mm_flops_decode, at_home, phase);
   return phase;
 }
 

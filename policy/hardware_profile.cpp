@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <array>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -85,6 +86,12 @@ void read_capacities(HardwareProfile& p, const json& j, const std::string& sourc
   p.disk_memory = static_cast<uint64_t>(number_at(c, "capacity.disk", source));
 }
 
+// Fields a profile may leave out (older profiles, built-ins without a measurement).
+template <class Profile>
+auto optional_cpu_fields(Profile& p) {
+  return std::array{std::pair{"matmul_flops", &p.cpu_matmul_flops}, std::pair{"gemv_bandwidth", &p.cpu_gemv_bandwidth}};
+}
+
 void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string& source) {
   TG_CHECK(cpu.contains("threads") && cpu.at("threads").is_number_integer(),
            "{}: hardware profile field 'cpu.threads' must be an integer", source);
@@ -115,11 +122,27 @@ double HardwareProfile::thread_speedup(int threads) const {
   return s.back().second;  // no gain measured beyond the largest count
 }
 
+// Without measurements, a policy that computes on the CPU is still predicted: the
+// few-row product is memory-bound like decode attention (both read each byte once), and
+// a CPU standing in for the GPU multiplies at its own rate; a real GPU's host gets a
+// GEMM estimate of 4 FLOP per byte of attention bandwidth (a few hundred GFLOP/s on a
+// server), to be replaced by `tiergen profile`.
+double HardwareProfile::cpu_matmul_rate() const {
+  if (cpu_matmul_flops > 0) return cpu_matmul_flops;
+  return gpu_is_host ? mm_flops_prefill : 4 * cpu_attention_bandwidth;
+}
+
+double HardwareProfile::cpu_gemv_rate() const {
+  return cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth : cpu_attention_bandwidth;
+}
+
 void HardwareProfile::validate(const std::string& where) const {
   for (const auto& f : number_fields()) {
     TG_CHECK(this->*f.member > 0, "{}: hardware profile field '{}.{}' must be positive", where, f.group, f.key);
   }
   TG_CHECK(cpu_threads >= 1, "{}: hardware profile field 'cpu.threads' must be at least 1", where);
+  TG_CHECK(cpu_matmul_flops >= 0 && cpu_gemv_bandwidth >= 0,
+           "{}: hardware profile fields 'cpu.matmul_flops' and 'cpu.gemv_bandwidth' must not be negative", where);
   TG_CHECK(gpu_memory > 0 && cpu_memory > 0 && disk_memory > 0,
            "{}: hardware profile capacities must be positive", where);
   for (size_t i = 0; i < cpu_thread_scaling.size(); ++i) {
@@ -139,6 +162,8 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.memory_bandwidth", "bytes/s"},
                 {"cpu.attention_bandwidth", "bytes of fp16 KV cache read by decode attention per second"},
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
+                {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
+                {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
                 {"compression", "bytes of dense fp16 data per second"},
                 {"capacity", "bytes"}};
   j["gpu_is_host"] = p.gpu_is_host;
@@ -147,6 +172,9 @@ json profile_to_json(const HardwareProfile& p) {
   json scaling = json::array();
   for (const auto& [threads, speedup] : p.cpu_thread_scaling) scaling.push_back({threads, speedup});
   j["cpu"]["thread_scaling"] = scaling;
+  for (const auto& [key, value] : optional_cpu_fields(p)) {
+    if (*value > 0) j["cpu"][key] = *value;
+  }
   j["capacity"] = {{"gpu", p.gpu_memory}, {"cpu", p.cpu_memory}, {"disk", p.disk_memory}};
   return j;
 }
@@ -170,6 +198,10 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
     }
   }
   known[2].insert({"threads", "thread_scaling"});
+  for (const auto& [key, value] : optional_cpu_fields(p)) {
+    known[2].insert(key);
+    if (j.at("cpu").contains(key)) *value = number_at(j.at("cpu"), std::string("cpu.") + key, source);
+  }
   for (int g = 0; g < 4; ++g) check_keys(j.at(groups[g]), known[g], std::string(groups[g]) + ".", source);
   read_thread_scaling(p, j.at("cpu"), source);
   read_capacities(p, j, source);

@@ -47,6 +47,11 @@ struct HardwareProfile {
   // (threads, speedup over one thread) of the attention operators, ascending threads.
   std::vector<std::pair<int, double>> cpu_thread_scaling;
   double io_bandwidth_per_thread = 0;  // bytes/s one load/store worker moves
+  // Optional (0: not measured): the CPU's own matmuls over host-resident weights in the
+  // compute dtype, for computing a layer where its weights live. GEMM FLOP/s with many
+  // rows (prefill), and bytes of weights a few-row product (decode) reads per second.
+  double cpu_matmul_flops = 0;
+  double cpu_gemv_bandwidth = 0;
 
   // Group-wise (de)quantization rates, bytes of dense fp16 data per second.
   double gpu_quantize = 0;
@@ -61,6 +66,12 @@ struct HardwareProfile {
 
   // Speedup of the attention operators at `threads` (interpolated, 1 when unknown).
   double thread_speedup(int threads) const;
+  // Whether the CPU matmul rates were measured (or given): the search considers
+  // computing layers on the CPU only then.
+  bool prices_cpu_matmuls() const { return cpu_matmul_flops > 0 && cpu_gemv_bandwidth > 0; }
+  // The rates a prediction uses: the measured ones, else estimates (see the .cpp).
+  double cpu_matmul_rate() const;
+  double cpu_gemv_rate() const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;
 };

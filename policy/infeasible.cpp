@@ -22,6 +22,7 @@ runtime::Policy least_demanding(const InfeasibleInput& in, bool cpu_attention) {
   p.cache_gpu_percent = p.cache_cpu_percent = 0;
   p.act_gpu_percent = p.act_cpu_percent = 0;
   p.cpu_cache_compute = cpu_attention;
+  p.cpu_weight_compute_prefill = p.cpu_weight_compute_decode = in.allow_cpu_weight_compute;
   p.compress_weight = in.compression;
   p.compress_weight.enabled = in.allow_compression;
   p.compress_cache = in.compression;

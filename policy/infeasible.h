@@ -19,6 +19,7 @@ struct InfeasibleInput {
   bool allow_compression = false;
   runtime::CompressionConfig compression{true, 4, 64};
   bool allow_cpu_attention = true;
+  bool allow_cpu_weight_compute = false;  // the search may multiply host weights at home
   double memory_cap_fraction = 0.8;  // the planner's share of each budget
   int64_t groups = 1;                // blocks resident at once (SearchOptions::groups)
 };

@@ -18,7 +18,10 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
   head_ = layers.back();
   layer_dense_ = double(decoder_.numel()) * dtype_bytes;
   for (const auto& t : decoder_.tensors) {
-    if (t.shape.size() == 2) linear_flops_ += 2.0 * double(t.numel());
+    if (t.shape.size() != 2) continue;
+    linear_flops_ += 2.0 * double(t.numel());
+    linear_outputs_ += double(t.shape[0]);
+    linear_inputs_ += double(t.shape[1]);
   }
   query_dim_ = spec.num_heads * spec.head_dim;
   kv_dim_ = spec.kv_dim();
@@ -51,6 +54,10 @@ double ModelSizes::total_weight_bytes(const runtime::CompressionConfig& compress
 
 double ModelSizes::max_layer_weight_bytes(const runtime::CompressionConfig& compress) const {
   return std::max({stored(embedding_, compress), stored(decoder_, compress), stored(head_, compress)});
+}
+
+double ModelSizes::max_outer_layer_weight_bytes(const runtime::CompressionConfig& compress) const {
+  return std::max(stored(embedding_, compress), stored(head_, compress));
 }
 
 double ModelSizes::max_layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {

@@ -37,6 +37,13 @@ class ModelSizes {
 
   // Matmul FLOPs of one decoder layer for one token (2 per weight of every matrix).
   double linear_flops_per_token() const { return linear_flops_; }
+  // Bytes of one token's inputs and outputs of all the decoder layer's matmuls: what
+  // crosses the link when the matrices are multiplied on the host.
+  double linear_input_bytes_per_token() const { return linear_inputs_ * dtype_bytes_; }
+  double linear_output_bytes_per_token() const { return linear_outputs_ * dtype_bytes_; }
+  // Largest embedding or head at home: what still streams to the device when every
+  // decoder matrix is multiplied at home.
+  double max_outer_layer_weight_bytes(const runtime::CompressionConfig& compress) const;
   // Attention FLOPs for one query token against `context` keys (QKᵀ and PV).
   double attention_flops(double context) const { return 4.0 * query_dim_ * context; }
   // KV cache bytes of one token in one layer, dense and as stored.
@@ -60,6 +67,7 @@ class ModelSizes {
   model::WeightLayer embedding_, decoder_, head_;
   double layer_dense_ = 0;
   double linear_flops_ = 0;
+  double linear_inputs_ = 0, linear_outputs_ = 0;
   int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0;
 };
 

@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/quantize.h"
+#include "tiergen/model/linear.h"
 #include "tiergen/common/error.h"
 
 #if defined(TIERGEN_WITH_CUDA)
@@ -227,6 +228,32 @@ void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
   }), "B/s");
 }
 
+// The CPU's own products over host-resident weights in `dtype`, the dtype the weights
+// live in (fp16 on a GPU host): a decode-sized product (4 rows, the runtime's few-row
+// kernel) over a weight larger than the caches, as bytes of weight read per second; and
+// a prefill-sized one as FLOP/s. Left at 0 (not priced: the search then never computes
+// on the CPU) where this LibTorch cannot multiply in that dtype on the CPU.
+void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
+  const auto opts = at::TensorOptions().dtype(dtype);
+  const int64_t k = 4096, elem = int64_t(at::elementSize(dtype));
+  const int64_t n = (quick ? (64ll << 20) : (256ll << 20)) / (k * elem);
+  try {
+    const at::Tensor weight = at::randn({n, k}).to(dtype), x = at::randn({4, k}, opts);
+    p.cpu_gemv_bandwidth = record("cpu few-row matmul", double(weight.nbytes()) / median_seconds(reps, [&] {
+      (void)model::linear_product(x, weight);
+    }), "B/s");
+    const int64_t rows = quick ? 256 : 1024, h = quick ? 1024 : 4096;
+    const at::Tensor a = at::randn({rows, h}, opts), w = at::randn({h, h}, opts);
+    p.cpu_matmul_flops = record("cpu many-row matmul", 2.0 * double(rows * h * h) / median_seconds(reps, [&] {
+      (void)model::linear_product(a, w);
+    }), "FLOP/s");
+  } catch (const c10::Error& e) {
+    p.cpu_gemv_bandwidth = p.cpu_matmul_flops = 0;
+    spdlog::warn("profiler: this LibTorch cannot multiply {} on the CPU ({}); CPU compute of weights is not priced",
+                 c10::toString(dtype), e.what_without_backtrace());
+  }
+}
+
 uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
 
 uint64_t free_disk(const std::string& dir) {
@@ -306,6 +333,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
     p.cpu_thread_scaling = plausible_thread_scaling(attention, scaling_threads, o.quick, record);
   }
   compression_rates(p, o.quick, record);
+  cpu_matmul_rates(p, p.gpu_is_host ? at::kFloat : at::kHalf, o.quick, reps, record);
   // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
   // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per
   // element) from the device bandwidth.
@@ -319,7 +347,8 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              (p.gpu_is_host ? "; no CUDA device: the gpu numbers describe the host standing in for the GPU "
                               "(--device cpu), its capacity a quarter of physical memory"
                             : "; gpu quantize/dequantize estimated from device memory bandwidth") +
-             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu.attention_bandwidth is the engine's decode "
+             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates in the dtype host weights live in "
+             "(fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
              "attention kernel over an fp16 cache larger than the CPU caches; cache-slice link rates equal the bulk "
              "rates";
   p.validate("measured profile");

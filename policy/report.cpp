@@ -74,6 +74,22 @@ nlohmann::json tier_json(const runtime::TierBytes& t) {
   return {{"gpu", t[Tier::Gpu]}, {"cpu", t[Tier::Cpu]}, {"disk", t[Tier::Disk]}};
 }
 
+// Where the matmuls of host-resident weights run, phase by phase.
+std::string matmul_placement_text(const runtime::Policy& p) {
+  if (!p.cpu_weight_compute_prefill && !p.cpu_weight_compute_decode) {
+    return "gpu (host-resident weights are loaded every layer)";
+  }
+  const char* phases = p.cpu_weight_compute_prefill && p.cpu_weight_compute_decode ? "prefill and decode"
+                       : p.cpu_weight_compute_decode                               ? "decode"
+                                                                                   : "prefill";
+  const std::string layers = p.cpu_weight_compute_layer_percent >= 100
+                                 ? std::string("every layer")
+                                 : fmt::format("{:g}% of the layers, spread (the others loaded meanwhile)",
+                                               p.cpu_weight_compute_layer_percent);
+  return fmt::format("cpu in {}, {}, for weights on cpu/disk (multiplied where they live; only activations cross)",
+                     phases, layers);
+}
+
 }  // namespace
 
 std::string format_report(const SearchResult& result, const ReportContext& c) {
@@ -92,6 +108,7 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
                      compression_text(p.compress_cache));
   out += fmt::format("attention     {}\n", p.cpu_cache_compute ? "cpu (decode attention where the KV cache lives)"
                                                                : "gpu (offloaded KV cache is loaded)");
+  out += fmt::format("matmuls       {}\n", matmul_placement_text(p));
   out += fmt::format("threads       compute intra-op {}, inter-op {}; load/store {}\n", p.threads.compute_intra_op,
                      p.threads.compute_inter_op, p.threads.io_threads);
   out += fmt::format("\npredicted throughput (token/s): prefill {:.2f}, decode {:.2f}, total {:.3f}\n",

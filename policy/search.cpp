@@ -47,22 +47,42 @@ std::vector<int64_t> num_gpu_batch_choices(int64_t max) {
   return out;
 }
 
-// (compress weights, compress cache, cpu attention) combinations to try. LM-Offload's
-// observation 1: with CPU attention the KV cache never crosses PCIe, so compressing it
-// only adds work; that combination is left out.
-struct Variant {
-  bool compress_weight, compress_cache, cpu_attention;
+// Where the matmuls of host-resident decoder weights run: loaded to the device, or on
+// the CPU in decode (prefill's many rows favour the device) for a share of the layers
+// (the rest loaded meanwhile), or in both phases for all of them.
+struct WeightCompute {
+  bool prefill = false, decode = false;
+  double layer_percent = 100;
 };
 
-std::vector<Variant> variants(const SearchOptions& o) {
+// (compress weights, compress cache, cpu attention, weight compute) combinations to
+// try. LM-Offload's observation 1: with CPU attention the KV cache never crosses PCIe,
+// so compressing it only adds work; that combination is left out. Computing on the
+// CPU is tried only where the profile measured its matmul rates.
+struct Variant {
+  bool compress_weight, compress_cache, cpu_attention;
+  WeightCompute weight_compute;
+};
+
+std::vector<WeightCompute> weight_compute_choices(const SearchOptions& o, const HardwareProfile& hw) {
+  std::vector<WeightCompute> out{WeightCompute{}};
+  if (!o.allow_cpu_weight_compute || !hw.prices_cpu_matmuls()) return out;
+  for (double percent : {25.0, 50.0, 75.0, 100.0}) out.push_back({false, true, percent});
+  out.push_back({true, true, 100});
+  return out;
+}
+
+std::vector<Variant> variants(const SearchOptions& o, const HardwareProfile& hw) {
   std::vector<Variant> out;
-  for (int w = 0; w < 2; ++w) {
-    for (int c = 0; c < 2; ++c) {
-      const bool any = w || c;
-      if (o.compression == CompressionMode::Off && any) continue;
-      if (o.compression == CompressionMode::On && !any) continue;
-      out.push_back({bool(w), bool(c), false});
-      if (o.allow_cpu_attention && !c) out.push_back({bool(w), bool(c), true});
+  for (WeightCompute where : weight_compute_choices(o, hw)) {
+    for (int w = 0; w < 2; ++w) {
+      for (int c = 0; c < 2; ++c) {
+        const bool any = w || c;
+        if (o.compression == CompressionMode::Off && any) continue;
+        if (o.compression == CompressionMode::On && !any) continue;
+        out.push_back({bool(w), bool(c), false, where});
+        if (o.allow_cpu_attention && !c) out.push_back({bool(w), bool(c), true, where});
+      }
     }
   }
   return out;
@@ -73,6 +93,9 @@ runtime::Policy make_shape(int64_t gbs, int64_t ngb, const Variant& v, const Sea
   p.gpu_batch_size = gbs;
   p.num_gpu_batches = ngb;
   p.cpu_cache_compute = v.cpu_attention;
+  p.cpu_weight_compute_decode = v.weight_compute.decode;
+  p.cpu_weight_compute_prefill = v.weight_compute.prefill;
+  p.cpu_weight_compute_layer_percent = v.weight_compute.layer_percent;
   p.compress_weight = o.compression_config;
   p.compress_weight.enabled = v.compress_weight;
   p.compress_cache = o.compression_config;
@@ -104,7 +127,7 @@ std::vector<Candidate> solve_all(const ModelSizes& sizes, const runtime::Workloa
                                  const std::array<double, runtime::kNumTiers>& caps, const HardwareProfile& hw,
                                  const SearchOptions& o) {
   std::vector<Candidate> out;
-  for (const Variant& v : variants(o)) {
+  for (const Variant& v : variants(o, hw)) {
     for (int64_t gbs : gpu_batch_sizes_for(o, w.num_sequences)) {
       const auto ngb_choices = o.num_gpu_batches > 0 ? std::vector<int64_t>{o.num_gpu_batches}
                                                      : num_gpu_batch_choices(max_num_gpu_batches_for(o, gbs, w.num_sequences));
@@ -152,7 +175,7 @@ SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie, do
 }
 
 [[noreturn]] void throw_infeasible(const model::Spec& spec, const runtime::Workload& workload,
-                                   const runtime::Budgets& budgets, const SearchOptions& o) {
+                                   const runtime::Budgets& budgets, const HardwareProfile& hw, const SearchOptions& o) {
   InfeasibleInput in;
   in.spec = &spec;
   in.workload = workload;
@@ -161,6 +184,7 @@ SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie, do
   in.allow_compression = o.compression != CompressionMode::Off;
   in.compression = o.compression_config;
   in.allow_cpu_attention = o.allow_cpu_attention;
+  in.allow_cpu_weight_compute = weight_compute_choices(o, hw).size() > 1;
   in.memory_cap_fraction = o.memory_cap_fraction;
   in.groups = o.groups;
   throw InfeasibleError(fmt::format("no placement of {} fits the memory budgets (gpu {}, cpu {}, disk {}) for prompts "
@@ -192,10 +216,11 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
     if (int(accepted.size()) >= o.exact_checks) break;
     ++best.exact_checked;
     auto policy = round_to_executable(sizes, c.shape, c.answer.fractions, workload, budgets);
-    spdlog::debug("candidate {} x {}, compress w/c {}/{}, cpu attention {}: LP {:.3f} token/s, wg {:.2f} cg {:.2f} "
-                  "hg {:.2f} -> {}",
+    spdlog::debug("candidate {} x {}, compress w/c {}/{}, cpu attention {}, cpu weight compute {}/{} at {:g}%: LP "
+                  "{:.3f} token/s, wg {:.2f} cg {:.2f} hg {:.2f} -> {}",
                   c.shape.gpu_batch_size, c.shape.num_gpu_batches, c.shape.compress_weight.enabled,
-                  c.shape.compress_cache.enabled, c.shape.cpu_cache_compute,
+                  c.shape.compress_cache.enabled, c.shape.cpu_cache_compute, c.shape.cpu_weight_compute_prefill,
+                  c.shape.cpu_weight_compute_decode, c.shape.cpu_weight_compute_layer_percent,
                   double(workload.gen_len) / c.answer.seconds_per_token, c.answer.fractions[kWg],
                   c.answer.fractions[kCg], c.answer.fractions[kHg], policy ? "fits" : "does not fit after rounding");
     if (!policy) continue;
@@ -223,7 +248,7 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
       }
     }
   }
-  if (accepted.empty()) throw_infeasible(spec, workload, budgets, o);
+  if (accepted.empty()) throw_infeasible(spec, workload, budgets, hw, o);
   const int checked = best.exact_checked;
   best = pick(accepted, o.near_tie, o.split_cache_gain);
   best.exact_checked = checked;

@@ -30,6 +30,9 @@ struct SearchOptions {
   // Compression changes results, so the search uses it only when the user allows it.
   CompressionMode compression = CompressionMode::Off;
   bool allow_cpu_attention = true;
+  // Matmuls of host-resident weights on the CPU (Policy::cpu_weight_compute_*), tried
+  // when the hardware profile has the CPU's matmul rates.
+  bool allow_cpu_weight_compute = true;
   int dtype_bytes = 2;
   // FlexGen's relaxation: the LP may plan at most this share of each tier's budget
   // (its peak-memory estimate ignores fragmentation). The rounded policy is then

@@ -60,6 +60,43 @@ TEST(CpuWeightCompute, TheStoreHandsTheCpuHomeItselfOnlyInTheChosenPhase) {
             f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr());
 }
 
+TEST(CpuWeightCompute, TheChosenShareOfLayersIsSpreadEvenly) {
+  const auto chosen = [](double percent, int64_t layers) {
+    runtime::Policy p;
+    p.cpu_weight_compute_layer_percent = percent;
+    std::vector<int64_t> out;
+    for (int64_t d = 0; d < layers; ++d) {
+      if (runtime::decoder_layer_multiplies_at_home(p, d, layers)) out.push_back(d);
+    }
+    return out;
+  };
+  EXPECT_EQ(chosen(50, 4), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(chosen(25, 8), (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(chosen(75, 4), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(chosen(100, 3), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_TRUE(chosen(0, 5).empty());
+  EXPECT_EQ(chosen(30, 10).size(), 3u);
+
+  // In the store: with half the layers, layer 1 (decoder 0) is loaded, layer 2 at home.
+  const TinyModel m = make_tiny_model(tiny_opt(75));
+  runtime::Policy policy = with_cpu_weight_compute(make_policy(1, 1, A{0, 100, 100, 0, 100, 0}, false), true, true);
+  policy.cpu_weight_compute_layer_percent = 50;
+  StoreFixture f(m, policy);
+  const auto same_home = [&](int64_t layer) {
+    return f.store->load(layer, false)->weights.get("fc1.weight").data_ptr() ==
+           f.store->load(layer, false)->weights.get("fc1.weight").data_ptr();
+  };
+  EXPECT_FALSE(same_home(1));
+  EXPECT_TRUE(same_home(2));
+  EXPECT_THROW(
+      [] {
+        runtime::Policy bad;
+        bad.cpu_weight_compute_layer_percent = 120;
+        bad.validate();
+      }(),
+      Error);
+}
+
 TEST(CpuWeightCompute, DiskWeightsAreReadToTheHostAndCompressedOnesStayQuantized) {
   const TinyModel m = make_tiny_model(tiny_opt(72));
   runtime::Policy policy = with_cpu_weight_compute(make_policy(1, 1, A{0, 0, 100, 0, 100, 0}, false), true, true);

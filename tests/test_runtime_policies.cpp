@@ -59,6 +59,11 @@ std::vector<PolicyCase> policy_cases() {
       {"weights_cpu_host_matmul_decode", with_cpu_weight_compute(make_policy(2, 4, A{0, 100, 100, 0, 100, 0}, false), false, true)},
       {"weights_disk_host_matmul_all", with_cpu_weight_compute(make_policy(2, 4, A{0, 0, 100, 0, 100, 0}, false), true, true)},
       {"weights_0_50_50_host_matmul_prefill", with_cpu_weight_compute(make_policy(8, 2, A{0, 50, 100, 0, 100, 0}, false), true, false)},
+      {"weights_cpu_host_matmul_half_the_layers", [] {
+         auto p = with_cpu_weight_compute(make_policy(2, 4, A{0, 100, 100, 0, 100, 0}, false), true, true);
+         p.cpu_weight_compute_layer_percent = 50;
+         return p;
+       }()},
       {"all_tiers_host_matmul_all", with_cpu_weight_compute(make_policy(2, 4, A{20, 30, 25, 25, 0, 50}, true), true, true), true},
   };
 }

@@ -54,6 +54,10 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
                  "Phases whose matmuls over cpu/disk-resident decoder weights run on the CPU where the weights "
                  "live instead of copying them to the device: off, decode, prefill or all (default: the policy's, off)")
       ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
+  c->add_option("--cpu-weight-compute-layers", f.cpu_weight_compute_layers,
+                "Percent of decoder layers, spread evenly, that --cpu-weight-compute applies to (the others load "
+                "their weights meanwhile; default 100)")
+      ->check(CLI::Range(0.0, 100.0));
   c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off (FlexGen's true/false too; default on, "
                 "or the --policy file's)")
       ->check(CLI::IsMember(flexgen_bool_spellings(), CLI::ignore_case));
@@ -121,6 +125,8 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     search.dtype_bytes = options.device.dtype_bytes();
     search.compression = policy::compression_mode_from_string(f.compress);
     if (f.compress_weight || f.compress_cache) search.compression = policy::CompressionMode::On;
+    // A fixed --cpu-weight-compute is applied below; the search plans without it.
+    search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
@@ -146,6 +152,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     p.cpu_weight_compute_prefill = f.cpu_weight_compute == "prefill" || f.cpu_weight_compute == "all";
     p.cpu_weight_compute_decode = f.cpu_weight_compute == "decode" || f.cpu_weight_compute == "all";
   }
+  if (f.cpu_weight_compute_layers >= 0) p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
   apply_flexgen_policy_flags(f, p);
   if (f.policy_file != "auto") {
     if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};

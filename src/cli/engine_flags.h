@@ -34,6 +34,7 @@ struct EngineFlags {
   int64_t num_gpu_batches = 0;
   bool cpu_attention = false;
   std::string cpu_weight_compute;  // off, decode, prefill or all; empty: the policy's
+  double cpu_weight_compute_layers = -1;  // percent of decoder layers; < 0: the policy's
   std::string overlap;            // on/off, or FlexGen's true/false; empty: the policy's (on)
   std::string sep_layer, pin_weight;  // FlexGen's true/false; empty: the policy's
   double attn_sparsity = 1.0;         // FlexGen's; only 1 (exact attention) is supported

@@ -39,6 +39,7 @@ struct PolicyOptions {
   std::string hw;
   std::string compress = "off";
   bool no_cpu_attention = false;
+  bool no_cpu_weight_compute = false;
   std::string json_path;
   int64_t stages = 1;
   double link_gbytes = 1.25;  // GB/s between pipeline stages (10 Gbit/s Ethernet)
@@ -157,6 +158,7 @@ void run_policy(const PolicyOptions& o) {
   policy::SearchOptions options;
   options.compression = policy::compression_mode_from_string(o.compress);
   options.allow_cpu_attention = !o.no_cpu_attention;
+  options.allow_cpu_weight_compute = !o.no_cpu_weight_compute;
   options.dtype_bytes = target.dtype_bytes;
   const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
   if (o.stages > 1) {
@@ -202,6 +204,9 @@ void setup_policy_command(CLI::App& app) {
                   "tokens may change) or on")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Never compute decode attention on the CPU");
+  cmd->add_flag("--no-cpu-weight-compute", o->no_cpu_weight_compute,
+                "Never multiply host-resident weights on the CPU (considered only when the hardware profile has "
+                "cpu.matmul_flops and cpu.gemv_bandwidth)");
   cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
                   "stage, named PATH with .stageR before the extension");
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "

@@ -78,10 +78,22 @@ bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSp
   return compression.enabled && layer.kind != "embedding" && tensor.shape.size() == 2;
 }
 
-bool weight_multiplied_at_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier home,
-                               const Policy& policy, bool prefill) {
-  return policy.cpu_weight_compute(prefill) && home != Tier::Gpu && layer.kind == "decoder" &&
-         tensor.shape.size() == 2;
+bool decoder_layer_multiplies_at_home(const Policy& policy, int64_t decoder_index, int64_t num_decoder_layers) {
+  // Layer d is chosen when the running count of chosen layers, share × (d + 1), passes
+  // a whole number at it (Bresenham's spread; all layers at 100%, none at 0%).
+  const double share = policy.cpu_weight_compute_layer_percent / 100.0;
+  const auto chosen_through = [&](int64_t layers) {
+    return static_cast<int64_t>(std::floor(share * static_cast<double>(layers) + 1e-9));
+  };
+  return decoder_index >= 0 && decoder_index < num_decoder_layers &&
+         chosen_through(decoder_index + 1) > chosen_through(decoder_index);
+}
+
+bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::TensorSpec& tensor,
+                               Tier home, const Policy& policy, bool prefill) {
+  // Weight layer 0 is the embedding, 1..L the decoder layers, L + 1 the head.
+  return policy.cpu_weight_compute(prefill) && home != Tier::Gpu && tensor.shape.size() == 2 &&
+         decoder_layer_multiplies_at_home(policy, layer_index - 1, spec.num_layers);
 }
 
 uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,
@@ -150,7 +162,7 @@ void plan_weights(const model::Spec& spec, const Policy& policy, int b, const St
         const auto& t = layer.tensors[i];
         const bool compressed = weight_is_compressed(layer, t, policy.compress_weight);
         const uint64_t dense = compressed ? static_cast<uint64_t>(t.numel()) * b : 0;
-        if (weight_multiplied_at_home(layer, t, homes[i], policy, prefill)) {
+        if (weight_multiplied_at_home(spec, index, t, homes[i], policy, prefill)) {
           cpu_dense += dense;
           continue;
         }

@@ -59,10 +59,12 @@ CompressionConfig compression_from_json(const json& j, const json* config, const
 }
 
 std::string cpu_weight_compute_phases(const Policy& p) {
-  if (p.cpu_weight_compute_prefill && p.cpu_weight_compute_decode) return "prefill+decode";
-  if (p.cpu_weight_compute_prefill) return "prefill";
-  if (p.cpu_weight_compute_decode) return "decode";
-  return "off";
+  std::string phases = p.cpu_weight_compute_prefill && p.cpu_weight_compute_decode ? "prefill+decode"
+                       : p.cpu_weight_compute_prefill                               ? "prefill"
+                       : p.cpu_weight_compute_decode                                ? "decode"
+                                                                                    : "off";
+  if (phases == "off" || p.cpu_weight_compute_layer_percent >= 100) return phases;
+  return fmt::format("{} in {:g}% of layers", phases, p.cpu_weight_compute_layer_percent);
 }
 
 }  // namespace
@@ -74,6 +76,9 @@ void Policy::validate() const {
   check_percent_pair(cache_gpu_percent, cache_cpu_percent, "KV cache");
   check_percent_pair(act_gpu_percent, act_cpu_percent, "activation");
   TG_CHECK(!attn_sparsity_enabled, "policy: attention sparsity is not supported");
+  TG_CHECK(std::isfinite(cpu_weight_compute_layer_percent) && cpu_weight_compute_layer_percent >= 0 &&
+               cpu_weight_compute_layer_percent <= 100,
+           "policy: cpu_weight_compute_layer_percent must be within 0..100, got {}", cpu_weight_compute_layer_percent);
   check_compression(compress_weight, "compress_weight");
   check_compression(compress_cache, "compress_cache");
   TG_CHECK(threads.compute_intra_op >= 0 && threads.compute_inter_op >= 0 && threads.io_threads >= 0,
@@ -125,6 +130,7 @@ json policy_to_json(const Policy& p) {
          {"cpu_cache_compute", p.cpu_cache_compute},
          {"cpu_weight_compute_prefill", p.cpu_weight_compute_prefill},
          {"cpu_weight_compute_decode", p.cpu_weight_compute_decode},
+         {"cpu_weight_compute_layer_percent", p.cpu_weight_compute_layer_percent},
          {"attn_sparsity", 1.0},
          {"compress_weight", p.compress_weight.enabled},
          {"comp_weight_config", compression_to_json(p.compress_weight)},
@@ -146,7 +152,8 @@ Policy policy_from_json(const json& input, const std::string& source) {
   static const std::set<std::string> known = {
       "gpu_batch_size", "num_gpu_batches", "w_gpu_percent", "w_cpu_percent", "cache_gpu_percent",
       "cache_cpu_percent", "act_gpu_percent", "act_cpu_percent", "overlap", "sep_layer", "pin_weight",
-      "cpu_cache_compute", "cpu_weight_compute_prefill", "cpu_weight_compute_decode", "attn_sparsity", "compress_weight", "comp_weight_config", "compress_cache",
+      "cpu_cache_compute", "cpu_weight_compute_prefill", "cpu_weight_compute_decode",
+      "cpu_weight_compute_layer_percent", "attn_sparsity", "compress_weight", "comp_weight_config", "compress_cache",
       "comp_cache_config", "threads"};
   for (const auto& [key, value] : j.items()) {
     TG_CHECK(known.count(key), "{}: unknown policy field '{}'", source, key);
@@ -166,6 +173,8 @@ Policy policy_from_json(const json& input, const std::string& source) {
     p.cpu_cache_compute = j.value("cpu_cache_compute", p.cpu_cache_compute);
     p.cpu_weight_compute_prefill = j.value("cpu_weight_compute_prefill", p.cpu_weight_compute_prefill);
     p.cpu_weight_compute_decode = j.value("cpu_weight_compute_decode", p.cpu_weight_compute_decode);
+    p.cpu_weight_compute_layer_percent =
+        j.value("cpu_weight_compute_layer_percent", p.cpu_weight_compute_layer_percent);
     p.attn_sparsity_enabled = j.value("attn_sparsity", 1.0) < 1.0;
     if (j.contains("compress_weight")) {
       const json* cfg = j.contains("comp_weight_config") ? &j.at("comp_weight_config") : nullptr;

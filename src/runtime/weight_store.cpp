@@ -31,8 +31,9 @@ WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const mo
     for (size_t t = 0; t < homes.size(); ++t) {
       const model::TensorSpec& tensor = weight_layers[i].tensors[t];
       Home home = make_home(weight_layers[i], tensor, homes[t], source);
-      home.at_home_in_prefill = weight_multiplied_at_home(weight_layers[i], tensor, homes[t], policy, true);
-      home.at_home_in_decode = weight_multiplied_at_home(weight_layers[i], tensor, homes[t], policy, false);
+      const auto index = static_cast<int64_t>(i);
+      home.at_home_in_prefill = weight_multiplied_at_home(spec, index, tensor, homes[t], policy, true);
+      home.at_home_in_decode = weight_multiplied_at_home(spec, index, tensor, homes[t], policy, false);
       layer.tensors.push_back(std::move(home));
     }
     layers_.push_back(std::move(layer));

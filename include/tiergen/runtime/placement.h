@@ -56,11 +56,17 @@ uint64_t quantized_bytes(int64_t rows, int64_t cols, const CompressionConfig& co
 bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSpec& tensor,
                           const CompressionConfig& compression);
 
-// Whether `tensor` (at home on `home`) is multiplied where it lives in this phase rather
-// than copied to the compute device (Policy::cpu_weight_compute_*): the matrices of
-// decoder layers, which reach the compute only through model::linear, on cpu or disk.
-bool weight_multiplied_at_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier home,
-                               const Policy& policy, bool prefill);
+// Whether decoder layer `decoder_index` (0-based, of `num_decoder_layers`) is among the
+// Policy::cpu_weight_compute_layer_percent of layers that multiply at home: spread
+// evenly, so that loaded layers alternate with them.
+bool decoder_layer_multiplies_at_home(const Policy& policy, int64_t decoder_index, int64_t num_decoder_layers);
+
+// Whether `tensor` of weight layer `layer_index` (at home on `home`) is multiplied where
+// it lives in this phase rather than copied to the compute device
+// (Policy::cpu_weight_compute_*): the matrices of the chosen decoder layers, which reach
+// the compute only through model::linear, on cpu or disk.
+bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::TensorSpec& tensor,
+                               Tier home, const Policy& policy, bool prefill);
 
 // Bytes a weight occupies at home. Compressed weights are grouped along the output
 // dimension: the [out, in] matrix is stored transposed as [in, out], groups along out.

@@ -40,6 +40,9 @@ struct Policy {
   // (only activations cross the link). Same results; placement-invariant.
   bool cpu_weight_compute_prefill = false;
   bool cpu_weight_compute_decode = false;
+  // The share of decoder layers that do so, spread evenly over the layers: while one
+  // layer's matmuls run on the CPU, the next (loaded) layer's weights cross the link.
+  double cpu_weight_compute_layer_percent = 100;
   bool attn_sparsity_enabled = false;  // FlexGen field, accepted, must stay off
   CompressionConfig compress_weight;
   CompressionConfig compress_cache;

@@ -1,0 +1,174 @@
+// Computing host-resident weights' matmuls on the CPU in the cost model and the search:
+// the weight transfer it saves and the CPU product, activation traffic and dense copies
+// it costs; the search takes it where the link is the bottleneck and the CPU fast, not
+// where the CPU is slow, and never without the profile's CPU matmul rates; the memory
+// model follows the runtime's accounting; the profile's optional fields.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/cost_model.h"
+#include "policy/memory_model.h"
+#include "policy/search.h"
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+#include "tiergen/model/presets.h"
+
+namespace tiergen::policy {
+namespace {
+
+HardwareProfile t4_with_cpu_rates(double matmul_flops, double gemv_bandwidth) {
+  HardwareProfile p = *builtin_profile("t4-flexgen");
+  p.cpu_matmul_flops = matmul_flops;
+  p.cpu_gemv_bandwidth = gemv_bandwidth;
+  return p;
+}
+
+runtime::Policy weights_on_cpu(int64_t gbs, int64_t ngb, double w_gpu) {
+  runtime::Policy p;
+  p.gpu_batch_size = gbs;
+  p.num_gpu_batches = ngb;
+  p.w_gpu_percent = w_gpu;
+  p.w_cpu_percent = 100 - w_gpu;
+  p.cache_gpu_percent = 0;
+  p.cache_cpu_percent = 100;
+  p.act_gpu_percent = 0;
+  p.act_cpu_percent = 100;
+  p.cpu_cache_compute = true;
+  return p;
+}
+
+double task(const PhaseTimes& t, Task which) { return t.tasks[static_cast<int>(which)]; }
+
+TEST(CpuWeightComputeModel, DecodeAtHomeTradesTheWeightLoadForTheCpuProduct) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const auto hw = t4_with_cpu_rates(1e12, 50e9);
+  const runtime::Policy loaded = weights_on_cpu(32, 2, 0);
+  runtime::Policy at_home = loaded;
+  at_home.cpu_weight_compute_decode = true;
+  const Prediction a = predict(spec, loaded, w, hw), b = predict(spec, at_home, w, hw);
+
+  EXPECT_GT(task(a.decode, Task::WeightLoad), 0);
+  EXPECT_EQ(task(b.decode, Task::WeightLoad), 0) << "no decode weight crosses the link";
+  EXPECT_DOUBLE_EQ(a.prefill_seconds, b.prefill_seconds) << "prefill still loads";
+
+  // All matmuls move to the CPU: max(FLOPs at its GEMM rate, the weights read once per
+  // gpu batch at its few-row rate), plus every matrix's input and output over the link.
+  const ModelSizes sizes(spec, 2);
+  const double bls = 64, gpu_matmul = std::max(bls * sizes.linear_flops_per_token() / hw.mm_flops_decode,
+                                               2 * sizes.layer_weight_dense_bytes() / hw.gpu_memory_bandwidth);
+  const double cpu_matmul = std::max(bls * sizes.linear_flops_per_token() / hw.cpu_matmul_flops,
+                                     2 * sizes.layer_weight_bytes({}) / hw.cpu_gemv_bandwidth);
+  const double crossing = bls * (sizes.linear_input_bytes_per_token() / hw.gpu_to_cpu_hidden +
+                                 sizes.linear_output_bytes_per_token() / hw.cpu_to_gpu);
+  EXPECT_NEAR(task(b.decode, Task::Compute) - task(a.decode, Task::Compute), cpu_matmul + crossing - gpu_matmul,
+              1e-9);
+}
+
+TEST(CpuWeightComputeModel, CompressedWeightsAreReadCompressedAndNotDequantizedOnTheGpu) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const auto hw = t4_with_cpu_rates(1e12, 50e9);
+  runtime::Policy p = weights_on_cpu(4, 1, 0);
+  p.compress_weight = {true, 4, 64};
+  runtime::Policy at_home = p;
+  at_home.cpu_weight_compute_decode = true;
+  const auto a = predict(spec, p, {512, 32}, hw), b = predict(spec, at_home, {512, 32}, hw);
+  EXPECT_GT(task(a.decode, Task::Dequantize), 0);
+  EXPECT_EQ(task(b.decode, Task::Dequantize), 0);
+  // 4 rows per product: read in place, about a quarter of the fp16 bytes.
+  const ModelSizes sizes(spec, 2);
+  EXPECT_LT(sizes.layer_weight_bytes(p.compress_weight), 0.3 * sizes.layer_weight_dense_bytes());
+}
+
+TEST(CpuWeightComputeModel, TheMemoryModelFollowsTheRuntimeWhenBothPhasesComputeAtHome) {
+  const auto spec = model::resolve_spec("llama-2-7b");
+  const runtime::Workload w{512, 32};
+  const ModelSizes sizes(spec, 2);
+  runtime::Policy p = weights_on_cpu(8, 2, 0);
+  p.cpu_weight_compute_prefill = p.cpu_weight_compute_decode = true;
+  const auto model = build_memory_model(sizes, p, w);
+  const auto plan = runtime::plan_memory(spec, p, w, 2).total();
+  const Fractions f = effective_fractions(sizes, p);
+  for (auto tier : {runtime::Tier::Gpu, runtime::Tier::Cpu, runtime::Tier::Disk}) {
+    const double exact = double(plan[tier]);
+    EXPECT_NEAR(model.of(tier).at(f), exact, 0.02 * exact + 1e6) << runtime::tier_name(tier);
+  }
+  const auto loaded = build_memory_model(sizes, weights_on_cpu(8, 2, 0), w);
+  EXPECT_LT(model.of(runtime::Tier::Gpu).at(f), loaded.of(runtime::Tier::Gpu).at(f));
+}
+
+// FlexGen's OPT-30B case on a T4 (PCIe 3, 13.8 GB/s): a host that multiplies at 200 GB/s
+// of weights is worth using in decode; one at 2 GB/s is not; a profile without the
+// rates never offers it.
+TEST(CpuWeightComputeSearch, ChosenWhereTheLinkIsTheBottleneckAndTheCpuFast) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
+  const SearchOptions o;
+  const auto fast = search_policy(spec, w, b, t4_with_cpu_rates(5e12, 200e9), o);
+  EXPECT_TRUE(fast.policy.cpu_weight_compute_decode) << fast.policy.describe();
+  EXPECT_EQ(runtime::plan_memory(spec, fast.policy, w, 2).over_budget(b), "");
+  const auto plain = search_policy(spec, w, b, *builtin_profile("t4-flexgen"), o);
+  EXPECT_GT(fast.prediction.total_throughput, plain.prediction.total_throughput);
+
+  const auto slow = search_policy(spec, w, b, t4_with_cpu_rates(5e10, 2e9), o);
+  EXPECT_FALSE(slow.policy.cpu_weight_compute_decode || slow.policy.cpu_weight_compute_prefill)
+      << slow.policy.describe();
+  EXPECT_FALSE(plain.policy.cpu_weight_compute_decode || plain.policy.cpu_weight_compute_prefill);
+
+  SearchOptions off;
+  off.allow_cpu_weight_compute = false;
+  const auto refused = search_policy(spec, w, b, t4_with_cpu_rates(5e12, 200e9), off);
+  EXPECT_FALSE(refused.policy.cpu_weight_compute_decode || refused.policy.cpu_weight_compute_prefill);
+}
+
+// Where the CPU multiplies about as fast as the link moves weights and has nothing else
+// to do (small batches, the KV cache on the gpu), neither alone is best: half the
+// layers compute at home while the others' weights load, nearly halving decode.
+TEST(CpuWeightComputeSearch, ASharedLoadBalancesTheLinkAndTheCpu) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{64, 32};
+  const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
+  const HardwareProfile t4 = *builtin_profile("t4-flexgen");
+  SearchOptions o;
+  o.gpu_batch_sizes = {4};
+  o.num_gpu_batches = 1;
+  const auto balanced = search_policy(spec, w, b, t4_with_cpu_rates(5e12, t4.cpu_to_gpu), o);
+  const auto& p = balanced.policy;
+  EXPECT_TRUE(p.cpu_weight_compute_decode) << p.describe();
+  EXPECT_EQ(p.cpu_weight_compute_layer_percent, 50) << p.describe();
+  const auto plain = search_policy(spec, w, b, t4, o);
+  EXPECT_GT(balanced.prediction.decode_throughput, 1.7 * plain.prediction.decode_throughput);
+}
+
+TEST(CpuWeightComputeModel, HalfTheLayersAtHomeHalveTheLoadAndShareTheProduct) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const auto hw = t4_with_cpu_rates(1e12, 50e9);
+  runtime::Policy all = weights_on_cpu(16, 1, 0);
+  all.cpu_weight_compute_decode = true;
+  runtime::Policy half = all;
+  half.cpu_weight_compute_layer_percent = 50;
+  const auto loaded = predict(spec, weights_on_cpu(16, 1, 0), {512, 32}, hw);
+  const auto a = predict(spec, all, {512, 32}, hw), h = predict(spec, half, {512, 32}, hw);
+  EXPECT_NEAR(task(h.decode, Task::WeightLoad), task(loaded.decode, Task::WeightLoad) / 2, 1e-12);
+  EXPECT_NEAR(task(h.decode, Task::Compute), (task(a.decode, Task::Compute) + task(loaded.decode, Task::Compute)) / 2,
+              1e-12);
+}
+
+TEST(CpuWeightComputeProfile, TheRatesAreOptionalPositiveFieldsThatRoundTrip) {
+  const HardwareProfile builtin = *builtin_profile("t4-flexgen");
+  EXPECT_FALSE(builtin.prices_cpu_matmuls());
+  EXPECT_EQ(builtin.cpu_gemv_rate(), builtin.cpu_attention_bandwidth) << "the estimate without a measurement";
+  nlohmann::json j = profile_to_json(t4_with_cpu_rates(2e12, 80e9));
+  const HardwareProfile back = profile_from_json(j, "p.json");
+  EXPECT_TRUE(back.prices_cpu_matmuls());
+  EXPECT_EQ(back.cpu_matmul_flops, 2e12);
+  EXPECT_EQ(back.cpu_gemv_bandwidth, 80e9);
+  EXPECT_FALSE(profile_to_json(builtin).at("cpu").contains("gemv_bandwidth")) << "unmeasured rates are not written";
+  j["cpu"]["gemv_bandwidth"] = -1;
+  EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+}
+
+}  // namespace
+}  // namespace tiergen::policy
