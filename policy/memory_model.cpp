@@ -12,14 +12,14 @@ Linear& at(MemoryModel& m, Tier tier) { return m.peak[static_cast<int>(tier)]; }
 
 // Homes of all weights, and the double-buffered staging of the layer in flight
 // (A.3's 2(1 − wg)·w on the gpu, wn·w on the cpu; dense copies of compressed tensors).
-// When both phases multiply the decoder matrices at home, only the embedding and the
-// head still stream through the gpu.
+// When both phases multiply every layer's matrices at home, no host weight streams
+// through the gpu (but norms and biases, which this model leaves out).
 void add_weights(const ModelSizes& sizes, const runtime::Policy& policy, MemoryModel& m) {
   const auto& c = policy.compress_weight;
   const double total = sizes.total_weight_bytes(c);
   const bool always_at_home = policy.cpu_weight_compute_prefill && policy.cpu_weight_compute_decode &&
                               policy.cpu_weight_compute_layer_percent >= 100;
-  const double layer = always_at_home ? sizes.max_outer_layer_weight_bytes(c) : sizes.max_layer_weight_bytes(c);
+  const double layer = always_at_home ? 0.0 : sizes.max_layer_weight_bytes(c);
   at(m, Tier::Gpu) += Linear::sum(total, {kWg}) + Linear::sum(2 * layer, {kWc, kWn}) +
                       Linear::of(2 * sizes.max_layer_compressed_dense_bytes(c));
   at(m, Tier::Cpu) += Linear::sum(total, {kWc}) + Linear::sum(2 * layer, {kWn});

@@ -56,10 +56,6 @@ double ModelSizes::max_layer_weight_bytes(const runtime::CompressionConfig& comp
   return std::max({stored(embedding_, compress), stored(decoder_, compress), stored(head_, compress)});
 }
 
-double ModelSizes::max_outer_layer_weight_bytes(const runtime::CompressionConfig& compress) const {
-  return std::max(stored(embedding_, compress), stored(head_, compress));
-}
-
 double ModelSizes::max_layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {
   return std::max(compressed_dense(decoder_, compress), compressed_dense(head_, compress));
 }

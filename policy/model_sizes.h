@@ -41,9 +41,6 @@ class ModelSizes {
   // crosses the link when the matrices are multiplied on the host.
   double linear_input_bytes_per_token() const { return linear_inputs_ * dtype_bytes_; }
   double linear_output_bytes_per_token() const { return linear_outputs_ * dtype_bytes_; }
-  // Largest embedding or head at home: what still streams to the device when every
-  // decoder matrix is multiplied at home.
-  double max_outer_layer_weight_bytes(const runtime::CompressionConfig& compress) const;
   // Attention FLOPs for one query token against `context` keys (QKᵀ and PV).
   double attention_flops(double context) const { return 4.0 * query_dim_ * context; }
   // KV cache bytes of one token in one layer, dense and as stored.

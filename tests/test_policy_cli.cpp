@@ -158,6 +158,42 @@ TEST_F(PolicyCli, PolicyPrintsTierBytesFirstAndPlansForTheJob) {
   EXPECT_NE(r.out.find("5 prompts, prompt 6, gen 7, 4-byte dtype"), std::string::npos) << r.out;
 }
 
+// Result lines after the job record.
+std::string results_of(const fs::path& p) {
+  const std::string s = slurp(p);
+  return s.rfind("{\"tiergen_job\"", 0) == 0 ? s.substr(s.find('\n') + 1) : s;
+}
+
+// `--cpu-weight-compute` reaches the engine and changes no token; the search offers it
+// on a profile with the CPU's matmul rates (predicted for a small job on the H100 host)
+// and `--no-cpu-weight-compute` rules it out.
+TEST_F(PolicyCli, CpuWeightComputeKeepsTheResultsAndIsSearchedWherePriced) {
+  const fs::path loaded = dir() / "weights-loaded.jsonl", at_home = dir() / "weights-at-home.jsonl";
+  const std::vector<std::string> placement = {"--percent", "0", "100", "100", "0", "100", "0", "--hw", "t4-flexgen"};
+  const Result a = run(generate_args(loaded.string(), placement), dir());
+  ASSERT_EQ(a.code, 0) << a.err;
+  auto with = placement;
+  with.insert(with.end(), {"--cpu-weight-compute", "all", "--cpu-weight-compute-layers", "50"});
+  const Result b = run(generate_args(at_home.string(), with), dir());
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.err.find("cpu weight compute prefill+decode in 50% of layers"), std::string::npos) << b.err;
+  EXPECT_EQ(results_of(at_home), results_of(loaded));
+  EXPECT_EQ(count_lines(at_home), 5);
+  with.back() = "150";
+  EXPECT_GT(run(generate_args(at_home.string(), with), dir()).code, 0);
+
+  const std::vector<std::string> small_job = {kTiergen, "policy", "--model", "opt-30b", "--prompt-len", "512",
+                                              "--num-prompts", "4", "--gpu-mem", "16GiB", "--hw", "h100-spr"};
+  const Result searched = run(small_job, dir());
+  ASSERT_EQ(searched.code, 0) << searched.err;
+  EXPECT_NE(searched.out.find("matmuls       cpu in decode"), std::string::npos) << searched.out;
+  auto refused = small_job;
+  refused.push_back("--no-cpu-weight-compute");
+  const Result plain = run(refused, dir());
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("matmuls       gpu"), std::string::npos) << plain.out;
+}
+
 // For a range of gpu budgets around what the tiny model needs in float32, `policy
 // --device cpu` (the dry run) and `generate --policy auto` (the real run) agree.
 TEST_F(PolicyCli, PolicyAndGenerateAgreeOnFeasibility) {

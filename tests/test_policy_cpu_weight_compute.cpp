@@ -12,6 +12,7 @@
 #include "policy/search.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "tests/support/tiny_model.h"
 #include "tiergen/model/presets.h"
 
 namespace tiergen::policy {
@@ -24,18 +25,9 @@ HardwareProfile t4_with_cpu_rates(double matmul_flops, double gemv_bandwidth) {
   return p;
 }
 
+// Weights split gpu/cpu, KV cache and activations on the cpu, CPU attention.
 runtime::Policy weights_on_cpu(int64_t gbs, int64_t ngb, double w_gpu) {
-  runtime::Policy p;
-  p.gpu_batch_size = gbs;
-  p.num_gpu_batches = ngb;
-  p.w_gpu_percent = w_gpu;
-  p.w_cpu_percent = 100 - w_gpu;
-  p.cache_gpu_percent = 0;
-  p.cache_cpu_percent = 100;
-  p.act_gpu_percent = 0;
-  p.act_cpu_percent = 100;
-  p.cpu_cache_compute = true;
-  return p;
+  return test::make_policy(gbs, ngb, {w_gpu, 100 - w_gpu, 0, 100, 0, 100}, true);
 }
 
 double task(const PhaseTimes& t, Task which) { return t.tasks[static_cast<int>(which)]; }

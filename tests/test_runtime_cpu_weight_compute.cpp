@@ -1,9 +1,9 @@
 // Weights multiplied where they live (Policy::cpu_weight_compute_*): the weight store
-// hands the layer the host-resident matrices themselves (no copy to the compute device,
+// hands the layer the host-resident matrices and embedding tables themselves (no copy to the compute device,
 // no device staging), only in the phases asked for; the memory plan stops counting their
 // device staging; the results are those of loading them (compressed ones included); the
 // policy file carries the choice; and on a GPU a host weight times a device activation
-// equals the product on the device.
+// equals the product on the device, and a host table's rows arrive on the device.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -54,10 +54,15 @@ TEST(CpuWeightCompute, TheStoreHandsTheCpuHomeItselfOnlyInTheChosenPhase) {
   const auto prefill = f.store->load(1, /*prefill=*/true);
   EXPECT_NE(prefill->weights.get("mlp.up_proj.weight").data_ptr(), decode->weights.get("mlp.up_proj.weight").data_ptr())
       << "prefill was not asked to compute at home: its weights are loaded";
-  // The head and embedding are not decoder layers: always loaded.
-  const auto head = f.store->load(m.spec.num_layers + 1, false);
-  EXPECT_NE(head->weights.get("lm_head.weight").data_ptr(),
-            f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr());
+  // The head's matrix and the embedding table stay home too (the final norm travels).
+  const auto same_home = [&](int64_t layer, const char* name, bool prefill) {
+    return f.store->load(layer, prefill)->weights.get(name).data_ptr() ==
+           f.store->load(layer, prefill)->weights.get(name).data_ptr();
+  };
+  EXPECT_TRUE(same_home(m.spec.num_layers + 1, "lm_head.weight", false));
+  EXPECT_TRUE(same_home(0, "embed_tokens.weight", false));
+  EXPECT_FALSE(same_home(m.spec.num_layers + 1, "norm.weight", false));
+  EXPECT_FALSE(same_home(0, "embed_tokens.weight", true));
 }
 
 TEST(CpuWeightCompute, TheChosenShareOfLayersIsSpreadEvenly) {
@@ -114,8 +119,8 @@ TEST(CpuWeightCompute, DiskWeightsAreReadToTheHostAndCompressedOnesStayQuantized
   const auto loaded = f.store->load(1, false);
   EXPECT_NE(loaded->weights.quantized("self_attn.q_proj.weight"), nullptr)
       << "a compressed weight multiplied at home is used in place, never dequantized for the device";
-  EXPECT_EQ(f.store->load(m.spec.num_layers + 1, false)->weights.quantized("lm_head.weight"), nullptr)
-      << "the head is loaded (dequantized) as before";
+  EXPECT_NE(f.store->load(m.spec.num_layers + 1, false)->weights.quantized("lm_head.weight"), nullptr)
+      << "so is the head's";
 }
 
 // Device staging of weights multiplied at home is not planned; the plan keeps the
@@ -129,14 +134,12 @@ TEST(CpuWeightCompute, TheMemoryPlanDropsTheirDeviceStaging) {
   EXPECT_EQ(gpu_working(with_cpu_weight_compute(base, false, true)), loaded) << "prefill still loads every layer";
   EXPECT_EQ(gpu_working(with_cpu_weight_compute(base, true, false)), loaded) << "decode still loads every layer";
   // Double-buffered staging of the largest layer in flight: a decoder layer when
-  // loaded; with its matrices at home, the head (its norms are all a decoder layer
-  // still stages).
+  // loaded; with every matrix at home, a decoder layer's two norms.
   const auto layers = spec.weight_layers();
-  const auto bytes = [](const model::WeightLayer& l) { return static_cast<uint64_t>(l.numel()) * 2; };
+  const uint64_t decoder = static_cast<uint64_t>(layers[1].numel()) * 2;
+  ASSERT_GT(decoder, static_cast<uint64_t>(layers.back().numel()) * 2);
   const uint64_t decoder_norms = 2 * static_cast<uint64_t>(spec.hidden_size) * 2;
-  ASSERT_GT(bytes(layers[1]), bytes(layers.back()));
-  ASSERT_GT(bytes(layers.back()), decoder_norms);
-  EXPECT_EQ(loaded - gpu_working(with_cpu_weight_compute(base, true, true)), 2 * (bytes(layers[1]) - bytes(layers.back())));
+  EXPECT_EQ(loaded - gpu_working(with_cpu_weight_compute(base, true, true)), 2 * (decoder - decoder_norms));
 
   runtime::Policy compressed = base;
   compressed.compress_weight = {true, 4, 64};
@@ -191,6 +194,11 @@ TEST(CpuWeightCompute, HostWeightTimesDeviceActivationEqualsTheDeviceProduct) {
   const at::Tensor on_device = model::linear(x, device, "proj");
   EXPECT_EQ(mixed.device(), x.device());
   EXPECT_LT((mixed - on_device).abs().max().item<double>(), 1e-4 * on_device.abs().max().item<double>());
+  // An embedding table at home: rows looked up on the host, delivered on the device.
+  const at::Tensor ids = at::randint(0, 48, {2, 7}, at::TensorOptions().dtype(at::kLong)).to(cuda);
+  const at::Tensor rows = model::lookup_rows(weight, ids);
+  EXPECT_EQ(rows.device(), ids.device());
+  EXPECT_TRUE(at::equal(rows.cpu(), at::embedding(weight, ids.cpu())));
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string&
                     [&weight](const at::Tensor& xs, const at::Tensor& b) { return linear_product(xs, weight, b); });
 }
 
+at::Tensor lookup_rows(const at::Tensor& table, const at::Tensor& ids) {
+  if (table.device() == ids.device()) return at::embedding(table, ids);
+  return at::embedding(table, ids.to(table.device())).to(ids.device());
+}
+
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
   return spec.family == Family::Opt ? opt::embed(spec, w, ids, step) : llama::embed(spec, w, ids, step);
 }

@@ -55,7 +55,7 @@ at::Tensor rope_inv_freq(const Spec& spec, const at::Device& device) {
 }
 
 at::Tensor embed(const Spec&, const LayerWeights& w, const at::Tensor& ids, const StepInputs&) {
-  return at::embedding(w.get("embed_tokens.weight"), ids);
+  return lookup_rows(w.get("embed_tokens.weight"), ids);
 }
 
 QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,

@@ -4,7 +4,12 @@
 
 namespace tiergen::model {
 
+// x W^T + b where W (and b) is `name`.weight (.bias); the product runs where W lives
+// (a host-resident weight multiplied by a device activation comes back to the device).
 at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name);
+// Rows `ids` of an embedding table, looked up where the table lives; the result on ids'
+// device.
+at::Tensor lookup_rows(const at::Tensor& table, const at::Tensor& ids);
 
 namespace opt {
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step);

@@ -91,9 +91,12 @@ bool decoder_layer_multiplies_at_home(const Policy& policy, int64_t decoder_inde
 
 bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::TensorSpec& tensor,
                                Tier home, const Policy& policy, bool prefill) {
-  // Weight layer 0 is the embedding, 1..L the decoder layers, L + 1 the head.
-  return policy.cpu_weight_compute(prefill) && home != Tier::Gpu && tensor.shape.size() == 2 &&
-         decoder_layer_multiplies_at_home(policy, layer_index - 1, spec.num_layers);
+  if (!policy.cpu_weight_compute(prefill) || home == Tier::Gpu || tensor.shape.size() != 2) return false;
+  // Weight layer 0 is the embedding (its tables looked up where they live), 1..L the
+  // decoder layers, L + 1 the head; the two outer layers go with any share of layers.
+  const bool outer = layer_index == 0 || layer_index == spec.num_layers + 1;
+  if (outer) return policy.cpu_weight_compute_layer_percent > 0;
+  return decoder_layer_multiplies_at_home(policy, layer_index - 1, spec.num_layers);
 }
 
 uint64_t weight_stored_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor,

@@ -63,8 +63,9 @@ bool decoder_layer_multiplies_at_home(const Policy& policy, int64_t decoder_inde
 
 // Whether `tensor` of weight layer `layer_index` (at home on `home`) is multiplied where
 // it lives in this phase rather than copied to the compute device
-// (Policy::cpu_weight_compute_*): the matrices of the chosen decoder layers, which reach
-// the compute only through model::linear, on cpu or disk.
+// (Policy::cpu_weight_compute_*): the matrices and embedding tables, on cpu or disk, of
+// the chosen decoder layers and of the embedding and head, which reach the compute only
+// through model::linear and model::lookup_rows.
 bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::TensorSpec& tensor,
                                Tier home, const Policy& policy, bool prefill);
 

@@ -35,9 +35,9 @@ struct Policy {
   bool sep_layer = true;
   bool pin_weight = true;
   bool cpu_cache_compute = false;  // CPU attention where the KV cache lives on cpu/disk
-  // In that phase, the matmuls of decoder-layer weights that live on cpu/disk run on
-  // the CPU where the weights are, instead of copying the weights to the compute device
-  // (only activations cross the link). Same results; placement-invariant.
+  // In that phase, the matmuls (and embedding lookups) of weights that live on cpu/disk
+  // run on the CPU where the weights are, instead of copying the weights to the compute
+  // device (only activations cross the link). Same results; placement-invariant.
   bool cpu_weight_compute_prefill = false;
   bool cpu_weight_compute_decode = false;
   // The share of decoder layers that do so, spread evenly over the layers: while one
