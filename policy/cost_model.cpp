@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/quantized_matmul.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::policy {
@@ -67,10 +68,6 @@ void PhaseModel::add_once(Lane lane, Task task, const Linear& seconds) {
 
 namespace {
 
-// Rows up to which a compressed weight is multiplied in place on the CPU, without a
-// dense copy (model::quantized_linear_product).
-constexpr double kMaxQuantizedInPlaceRows = 8;
-
 // Everything a phase builder needs, with FlexGen's symbols.
 struct Terms {
   const ModelSizes& sizes;
@@ -130,7 +127,7 @@ void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, doub
   const double flops = t.bls * tokens * t.sizes.linear_flops_per_token();
   const double gpu_batches = double(t.policy.num_gpu_batches);
   double on_cpu = std::max(flops / t.hw.cpu_matmul_rate(), gpu_batches * t.w / t.hw.cpu_gemv_rate());
-  const bool many_rows = double(t.policy.gpu_batch_size) * tokens > kMaxQuantizedInPlaceRows;
+  const bool many_rows = double(t.policy.gpu_batch_size) * tokens > double(kernels::kQuantizedInPlaceMaxRows);
   if (t.policy.compress_weight.enabled && many_rows) {
     on_cpu += t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight) / t.hw.cpu_dequantize;
   }

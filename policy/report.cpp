@@ -76,12 +76,8 @@ nlohmann::json tier_json(const runtime::TierBytes& t) {
 
 // Where the matmuls of host-resident weights run, phase by phase.
 std::string matmul_placement_text(const runtime::Policy& p) {
-  if (!p.cpu_weight_compute_prefill && !p.cpu_weight_compute_decode) {
-    return "gpu (host-resident weights are loaded every layer)";
-  }
-  const char* phases = p.cpu_weight_compute_prefill && p.cpu_weight_compute_decode ? "prefill and decode"
-                       : p.cpu_weight_compute_decode                               ? "decode"
-                                                                                   : "prefill";
+  const std::string phases = p.cpu_weight_compute_phases();
+  if (phases == "off") return "gpu (host-resident weights are loaded every layer)";
   const std::string layers = p.cpu_weight_compute_layer_percent >= 100
                                  ? std::string("every layer")
                                  : fmt::format("{:g}% of the layers, spread (the others loaded meanwhile)",

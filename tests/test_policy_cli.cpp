@@ -181,6 +181,12 @@ TEST_F(PolicyCli, CpuWeightComputeKeepsTheResultsAndIsSearchedWherePriced) {
   EXPECT_EQ(count_lines(at_home), 5);
   with.back() = "150";
   EXPECT_GT(run(generate_args(at_home.string(), with), dir()).code, 0);
+  // A share of layers with no phase to apply it to is refused, not ignored.
+  auto share_alone = placement;
+  share_alone.insert(share_alone.end(), {"--cpu-weight-compute-layers", "50"});
+  const Result alone = run(generate_args(at_home.string(), share_alone), dir());
+  EXPECT_GT(alone.code, 0);
+  EXPECT_NE(alone.err.find("--cpu-weight-compute-layers applies to"), std::string::npos) << alone.err;
 
   const std::vector<std::string> small_job = {kTiergen, "policy", "--model", "opt-30b", "--prompt-len", "512",
                                               "--num-prompts", "4", "--gpu-mem", "16GiB", "--hw", "h100-spr"};

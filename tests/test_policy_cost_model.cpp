@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include "policy/memory_model.h"
+#include "tests/support/memory_model_check.h"
 #include "tiergen/model/presets.h"
 
 namespace tiergen::policy {
@@ -125,17 +126,7 @@ TEST(PolicyCostModel, DiskPlacementAddsDiskReads) {
 
 TEST(PolicyCostModel, MemoryModelTracksTheRuntimeAccounting) {
   // At pure placements the LP's linear memory model is close to plan_memory's bytes.
-  const auto spec = model::resolve_spec("opt-30b");
-  const runtime::Workload w{512, 32};
-  const ModelSizes sizes(spec, 2);
-  auto p = offload_policy(16, 4, 0, true);
-  const auto model = build_memory_model(sizes, p, w);
-  const auto plan = runtime::plan_memory(spec, p, w, 2).total();
-  const Fractions f = effective_fractions(sizes, p);
-  for (auto tier : {runtime::Tier::Gpu, runtime::Tier::Cpu, runtime::Tier::Disk}) {
-    const double exact = double(plan[tier]);
-    EXPECT_NEAR(model.of(tier).at(f), exact, 0.02 * exact + 1e6) << runtime::tier_name(tier);
-  }
+  test::expect_memory_model_tracks_plan(model::resolve_spec("opt-30b"), offload_policy(16, 4, 0, true), {512, 32});
 }
 
 TEST(PolicyCostModel, EffectiveFractionsFollowTheMidpointRule) {

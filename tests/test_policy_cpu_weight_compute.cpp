@@ -12,6 +12,7 @@
 #include "policy/search.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "tests/support/memory_model_check.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/model/presets.h"
 
@@ -71,6 +72,12 @@ TEST(CpuWeightComputeModel, CompressedWeightsAreReadCompressedAndNotDequantizedO
   // 4 rows per product: read in place, about a quarter of the fp16 bytes.
   const ModelSizes sizes(spec, 2);
   EXPECT_LT(sizes.layer_weight_bytes(p.compress_weight), 0.3 * sizes.layer_weight_dense_bytes());
+  // This product is bounded by reading the weights, so the CPU's part of decode
+  // compute shrinks with them: compare with the same policy uncompressed.
+  runtime::Policy dense_at_home = at_home;
+  dense_at_home.compress_weight.enabled = false;
+  const auto d = predict(spec, dense_at_home, {512, 32}, hw);
+  EXPECT_LT(task(b.decode, Task::Compute), 0.4 * task(d.decode, Task::Compute));
 }
 
 TEST(CpuWeightComputeModel, TheMemoryModelFollowsTheRuntimeWhenBothPhasesComputeAtHome) {
@@ -79,13 +86,9 @@ TEST(CpuWeightComputeModel, TheMemoryModelFollowsTheRuntimeWhenBothPhasesCompute
   const ModelSizes sizes(spec, 2);
   runtime::Policy p = weights_on_cpu(8, 2, 0);
   p.cpu_weight_compute_prefill = p.cpu_weight_compute_decode = true;
+  test::expect_memory_model_tracks_plan(spec, p, w);
   const auto model = build_memory_model(sizes, p, w);
-  const auto plan = runtime::plan_memory(spec, p, w, 2).total();
   const Fractions f = effective_fractions(sizes, p);
-  for (auto tier : {runtime::Tier::Gpu, runtime::Tier::Cpu, runtime::Tier::Disk}) {
-    const double exact = double(plan[tier]);
-    EXPECT_NEAR(model.of(tier).at(f), exact, 0.02 * exact + 1e6) << runtime::tier_name(tier);
-  }
   const auto loaded = build_memory_model(sizes, weights_on_cpu(8, 2, 0), w);
   EXPECT_LT(model.of(runtime::Tier::Gpu).at(f), loaded.of(runtime::Tier::Gpu).at(f));
 }

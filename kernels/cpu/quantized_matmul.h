@@ -35,4 +35,10 @@ struct QuantizedMatmulArgs {
 // Throws tiergen::Error on inconsistent arguments.
 void quantized_matmul(const QuantizedMatmulArgs& args);
 
+// Rows of x up to which a product reads the quantized weight in place; beyond them a
+// dense copy of the weight is cheaper (the in-place kernel converts W's levels once per
+// row, a dense product once per call; measured on TinyLlama-1.1B shapes,
+// bench/quantized_decode.sh). model::quantized_linear_product and the cost model use it.
+constexpr int64_t kQuantizedInPlaceMaxRows = 8;
+
 }  // namespace tiergen::kernels

@@ -51,8 +51,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)");
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
   c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
-                 "Phases whose matmuls over cpu/disk-resident decoder weights run on the CPU where the weights "
-                 "live instead of copying them to the device: off, decode, prefill or all (default: the policy's, off)")
+                 "Phases whose matmuls and embedding lookups over cpu/disk-resident weights run on the CPU where "
+                 "the weights live instead of copying them to the device: off, decode, prefill or all (default: the "
+                 "policy's, off)")
       ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
   c->add_option("--cpu-weight-compute-layers", f.cpu_weight_compute_layers,
                 "Percent of decoder layers, spread evenly, that --cpu-weight-compute applies to (the others load "
@@ -152,7 +153,12 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     p.cpu_weight_compute_prefill = f.cpu_weight_compute == "prefill" || f.cpu_weight_compute == "all";
     p.cpu_weight_compute_decode = f.cpu_weight_compute == "decode" || f.cpu_weight_compute == "all";
   }
-  if (f.cpu_weight_compute_layers >= 0) p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
+  if (f.cpu_weight_compute_layers >= 0) {
+    TG_CHECK(p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode,
+             "--cpu-weight-compute-layers applies to --cpu-weight-compute decode, prefill or all (or a policy file "
+             "that turns it on); neither is given");
+    p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
+  }
   apply_flexgen_policy_flags(f, p);
   if (f.policy_file != "auto") {
     if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};

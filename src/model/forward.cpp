@@ -1,7 +1,5 @@
 #include "tiergen/model/forward.h"
 
-#include <functional>
-
 #include "src/model/model_internal.h"
 #include "tiergen/model/linear.h"
 
@@ -9,28 +7,24 @@ namespace tiergen::model {
 
 namespace {
 
-// The product where the weight lives: x (and the bias) go to the weight's device and the
-// result comes back to x's. A weight the policy keeps on the host while the rest of
-// the layer computes on a GPU (runtime::Policy::cpu_weight_compute_*) moves only
-// activations; on one device nothing moves.
-at::Tensor product_at(const at::Device& weight_device, const at::Tensor& x, const at::Tensor& bias,
-                      const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& product) {
-  if (x.device() == weight_device) return product(x, bias);
-  const at::Tensor b = bias.defined() ? bias.to(weight_device) : bias;
-  return product(x.to(weight_device), b).to(x.device());
+at::Tensor product(const at::Tensor& x, const LayerWeights& w, const std::string& weight, const at::Tensor& bias) {
+  if (const QuantizedWeight* q = w.quantized(weight)) return quantized_linear_product(x, *q, bias);
+  return linear_product(x, w.get(weight), bias);
 }
 
 }  // namespace
 
+// The product runs where the weight lives: x (and the bias) go to the weight's device
+// and the result comes back to x's. A weight the policy keeps on the host while the
+// rest of the layer computes on a GPU (runtime::Policy::cpu_weight_compute_*) moves
+// only activations; on one device nothing moves.
 at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name) {
+  const std::string weight = name + ".weight";
   const at::Tensor bias = w.get_optional(name + ".bias");
-  if (const QuantizedWeight* q = w.quantized(name + ".weight")) {
-    return product_at(q->packed.device(), x, bias,
-                      [q](const at::Tensor& xs, const at::Tensor& b) { return quantized_linear_product(xs, *q, b); });
-  }
-  const at::Tensor& weight = w.get(name + ".weight");
-  return product_at(weight.device(), x, bias,
-                    [&weight](const at::Tensor& xs, const at::Tensor& b) { return linear_product(xs, weight, b); });
+  const QuantizedWeight* q = w.quantized(weight);
+  const at::Device home = q ? q->packed.device() : w.get(weight).device();
+  if (home == x.device()) return product(x, w, weight, bias);
+  return product(x.to(home), w, weight, bias.defined() ? bias.to(home) : bias).to(x.device());
 }
 
 at::Tensor lookup_rows(const at::Tensor& table, const at::Tensor& ids) {

@@ -44,11 +44,6 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
 
 namespace {
 
-// Rows up to which the in-place product beats a transient dense copy (measured on
-// TinyLlama-1.1B shapes, bench/quantized_decode.sh: the in-place kernel converts W's
-// levels once per row, a dense product converts them once per call).
-constexpr int64_t kMaxInPlaceRows = 8;
-
 const uint16_t* halves(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<int16_t>()); }
 
 // The weight's dense copy in `dtype`, made once per loaded layer (QuantizedWeight::dense).
@@ -69,7 +64,7 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
            weight.cols);
   // Many rows (prefill, large decode batches): the dense path, through one dense copy of
   // this weight per layer load.
-  if (x.numel() / weight.cols > kMaxInPlaceRows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
+  if (x.numel() / weight.cols > kernels::kQuantizedInPlaceMaxRows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
   const at::Tensor x2 = x.reshape({-1, weight.cols}).to(at::kFloat).contiguous();
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   at::Tensor y = at::empty({x2.size(0), weight.rows}, x2.options());

@@ -58,11 +58,9 @@ CompressionConfig compression_from_json(const json& j, const json* config, const
   return c;
 }
 
-std::string cpu_weight_compute_phases(const Policy& p) {
-  std::string phases = p.cpu_weight_compute_prefill && p.cpu_weight_compute_decode ? "prefill+decode"
-                       : p.cpu_weight_compute_prefill                               ? "prefill"
-                       : p.cpu_weight_compute_decode                                ? "decode"
-                                                                                    : "off";
+// The phases, and the share of layers when not all of them.
+std::string cpu_weight_compute_text(const Policy& p) {
+  const std::string phases = p.cpu_weight_compute_phases();
   if (phases == "off" || p.cpu_weight_compute_layer_percent >= 100) return phases;
   return fmt::format("{} in {:g}% of layers", phases, p.cpu_weight_compute_layer_percent);
 }
@@ -83,6 +81,12 @@ void Policy::validate() const {
   check_compression(compress_cache, "compress_cache");
   TG_CHECK(threads.compute_intra_op >= 0 && threads.compute_inter_op >= 0 && threads.io_threads >= 0,
            "policy: thread counts must not be negative");
+}
+
+std::string Policy::cpu_weight_compute_phases() const {
+  if (cpu_weight_compute_prefill && cpu_weight_compute_decode) return "prefill+decode";
+  if (cpu_weight_compute_prefill) return "prefill";
+  return cpu_weight_compute_decode ? "decode" : "off";
 }
 
 Policy Policy::fitted_to(int64_t sequences) const {
@@ -111,7 +115,7 @@ std::string Policy::describe() const {
       "cache {}",
       gpu_batch_size, num_gpu_batches, w_gpu_percent, w_cpu_percent, w_disk_percent(), cache_gpu_percent,
       cache_cpu_percent, cache_disk_percent(), act_gpu_percent, act_cpu_percent, act_disk_percent(),
-      overlap ? "on" : "off", cpu_cache_compute ? "on" : "off", cpu_weight_compute_phases(*this),
+      overlap ? "on" : "off", cpu_cache_compute ? "on" : "off", cpu_weight_compute_text(*this),
       comp(compress_weight), comp(compress_cache));
 }
 

@@ -55,6 +55,8 @@ struct Policy {
   bool cpu_weight_compute(bool prefill) const {
     return prefill ? cpu_weight_compute_prefill : cpu_weight_compute_decode;
   }
+  // "off", "prefill", "decode" or "prefill+decode".
+  std::string cpu_weight_compute_phases() const;
   // The policy a block of only `sequences` sequences runs with: the fewest gpu batches
   // of at most gpu_batch_size that hold them, batches as even as possible; placement,
   // compression and threads unchanged. Never larger than this policy in either
