@@ -135,8 +135,9 @@ void bench_quantized(const Options& o) {
   }
   std::printf("\n## 4/8-bit weights (groups of 64) used in place vs bf16, one layer (bf16 %.1f MB, 4-bit %.1f MB)\n",
               bf16_bytes / 1e6, q4_bytes / 1e6);
-  std::printf("| rows | bf16 small_matmul ms | 8-bit in place ms | 4-bit in place ms | 4-bit dequantize + bf16 matmul ms | "
-              "8-bit vs bf16 | 4-bit vs bf16 | 4-bit in place vs dequantize |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("| rows | bf16 small_matmul ms | 8-bit in place ms | 4-bit in place ms | 4-bit in place, bf16 x ms | "
+              "4-bit dequantize + bf16 matmul ms | 8-bit vs bf16 | 4-bit vs bf16 | 4-bit bf16 x vs bf16 | "
+              "4-bit in place vs dequantize |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t rows : o.rows) {
     std::vector<at::Tensor> xs, xs_bf16;
     std::vector<at::Tensor> ys;
@@ -145,11 +146,15 @@ void bench_quantized(const Options& o) {
       xs_bf16.push_back(xs.back().to(at::kBFloat16));
       ys.push_back(at::empty({rows, m.n}));
     }
-    auto in_place = [&](int bits) {
+    auto in_place = [&](int bits, bool bf16_x) {
       for (size_t i = 0; i < mats.size(); ++i) {
         const Matrix& m = mats[i];
         kernels::QuantizedMatmulArgs a;
-        a.x = xs[i].data_ptr<float>();
+        if (bf16_x) {
+          a.x_bf16 = reinterpret_cast<const uint16_t*>(xs_bf16[i].data_ptr<at::BFloat16>());
+        } else {
+          a.x = xs[i].data_ptr<float>();
+        }
         a.rows = rows, a.k = m.k, a.n = m.n;
         a.packed = bits == 4 ? m.q4.data() : m.q8.data();
         a.mins = bits == 4 ? m.m4.data() : m.m8.data();
@@ -172,9 +177,11 @@ void bench_quantized(const Options& o) {
       for (size_t i = 0; i < mats.size(); ++i) model::linear_product(xs_bf16[i], mats[i].bf16);
     };
     const std::vector<double> t =
-        interleaved_medians(o.reps, {bf16, [&] { in_place(8); }, [&] { in_place(4); }, dequantize_then_matmul});
-    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx |\n", (long long)rows, t[0] * 1e3, t[1] * 1e3,
-                t[2] * 1e3, t[3] * 1e3, t[0] / t[1], t[0] / t[2], t[3] / t[2]);
+        interleaved_medians(o.reps, {bf16, [&] { in_place(8, false); }, [&] { in_place(4, false); },
+                                     [&] { in_place(4, true); }, dequantize_then_matmul});
+    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx | %.2fx |\n", (long long)rows,
+                t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3, t[0] / t[1], t[0] / t[2], t[0] / t[3],
+                t[4] / t[2]);
   }
 }
 

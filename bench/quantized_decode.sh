@@ -3,15 +3,16 @@
 # rounds: AFTER with bf16 weights, AFTER with 8- and 4-bit weights (--compress-weight,
 # groups of 64), and BEFORE with 4-bit weights (an older build that dequantizes each
 # layer to a dense copy per token). Batch 1 and batch 16, prompt 16, all weights in
-# the gpu stand-in (--device cpu). Prints each run's decode line.
-# Usage: bench/quantized_decode.sh BEFORE AFTER BF16_MODEL_DIR [ROUNDS]
+# the gpu stand-in (--device cpu). Prints each run's decode line. BATCHES picks the
+# batch sizes (default "1 16"); every run generates 32 tokens.
+# Usage: bench/quantized_decode.sh BEFORE AFTER BF16_MODEL_DIR [ROUNDS] [BATCHES]
 # (model: e.g. make-tiny-model --arch llama --hidden 2048 --layers 22 --heads 32
 #  --kv-heads 4 --intermediate 5632 --vocab 32000 --dtype bfloat16 --out DIR)
 set -euo pipefail
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 [ $# -ge 3 ] || { usage >&2; exit 2; }
-before=$1 after=$2 model=$3 rounds=${4:-2}
+before=$1 after=$2 model=$3 rounds=${4:-2} batches=${5:-"1 16"}
 
 run() {  # label binary batch gen [flags...]
   local label=$1 bin=$2 batch=$3 gen=$4
@@ -24,8 +25,8 @@ run() {  # label binary batch gen [flags...]
 
 for round in $(seq 1 "$rounds"); do
   echo "== round $round"
-  for cfg in "1 16" "16 32"; do
-    read -r batch gen <<< "$cfg"
+  for batch in $batches; do
+    gen=32
     run "bf16        " "$after" "$batch" "$gen"
     run "8-bit       " "$after" "$batch" "$gen" --compress-weight --compress-bits 8
     run "4-bit       " "$after" "$batch" "$gen" --compress-weight --compress-bits 4

@@ -1,7 +1,8 @@
 // quantized_matmul (kernels/cpu/quantized_matmul): 4- and 8-bit group-wise weights
 // multiplied in place, against a double-precision product with the dequantized
 // weights, for the portable and the AVX2 kernel, partial last groups and group sizes
-// the AVX2 kernel does not take; per-row results independent of the batch and threads.
+// the AVX2 kernel does not take; the AVX-512 BF16 kernel for x holding bf16 values;
+// per-row results independent of the batch and threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "tiergen/common/error.h"
@@ -19,6 +21,7 @@ namespace {
 
 struct Problem {
   std::vector<float> x, dequantized, bias, y;
+  std::vector<uint16_t> x_bf16;
   std::vector<uint8_t> packed;
   std::vector<uint16_t> mins, scales;
   QuantizedMatmulArgs args;
@@ -114,6 +117,75 @@ TEST(QuantizedMatmul, RowResultsDoNotDependOnBatchOrThreads) {
   }
 }
 
+// x given as bf16, as a bf16 model's activations reach the kernel (p.x holds the same
+// values for the reference).
+Problem make_bf16_problem(int64_t rows, int64_t k, int64_t n, QuantFormat f, uint32_t seed, bool bias) {
+  Problem p = make_problem(rows, k, n, f, seed, bias);
+  for (float& v : p.x) {
+    p.x_bf16.push_back(float_to_bf16(v));
+    v = bf16_to_float(p.x_bf16.back());
+  }
+  p.args.x = nullptr;
+  p.args.x_bf16 = p.x_bf16.data();
+  return p;
+}
+
+// Every kernel setting a CPU can have: AVX-512 BF16 (where the CPU has it), AVX2 only,
+// portable.
+struct KernelSetting {
+  bool avx512_bf16, avx2;
+  std::string name;
+};
+const std::vector<KernelSetting> kKernelSettings = {
+    {true, true, "avx512-bf16"}, {false, true, "avx2"}, {false, false, "portable"}};
+
+void use_kernels(const KernelSetting& k) {
+  set_avx512_bf16_kernels_enabled(k.avx512_bf16);
+  set_avx2_kernels_enabled(k.avx2);
+}
+
+void restore_kernels() { use_kernels(kKernelSettings.front()); }
+
+TEST(QuantizedMatmul, Bf16ActivationsMatchTheProductWithDequantizedWeights) {
+  // 4 bits in groups of 64 and 128 (the AVX-512 BF16 kernel), a partial last group,
+  // W rows not a multiple of the tile, 1-5 rows of x; 8 bits and groups of 16 go to
+  // the other kernels with the same x.
+  const std::vector<Shape> shapes = {
+      {1, 64, 8, {4, 64}},    {3, 100, 9, {4, 64}},  {5, 2048, 37, {4, 64}}, {2, 300, 13, {4, 128}},
+      {1, 5632, 6, {4, 64}},  {4, 130, 17, {8, 64}}, {2, 48, 5, {4, 16}},
+  };
+  for (const KernelSetting& kernels : kKernelSettings) {
+    use_kernels(kernels);
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const Shape& sh = shapes[s];
+      Problem p = make_bf16_problem(sh.rows, sh.k, sh.n, sh.format, uint32_t(100 + s), s % 2 == 1);
+      quantized_matmul(p.args);
+      expect_matches_dequantized(p, kernels.name + " bf16 x, shape " + std::to_string(s));
+    }
+  }
+  restore_kernels();
+}
+
+TEST(QuantizedMatmul, Bf16RowResultsDoNotDependOnBatchOrThreads) {
+  for (const KernelSetting& kernels : kKernelSettings) {
+    use_kernels(kernels);
+    Problem p = make_bf16_problem(7, 640, 45, {4, 64}, 7, true);
+    p.args.num_threads = 2;
+    quantized_matmul(p.args);
+    for (int64_t m = 0; m < p.args.rows; ++m) {
+      std::vector<float> alone(size_t(p.args.n));
+      QuantizedMatmulArgs one = p.args;
+      one.rows = 1;
+      one.x_bf16 = p.x_bf16.data() + m * p.args.k;
+      one.y = alone.data();
+      one.num_threads = 1;
+      quantized_matmul(one);
+      for (int64_t j = 0; j < p.args.n; ++j) ASSERT_EQ(alone[j], p.y[m * p.args.n + j]) << kernels.name << " row " << m;
+    }
+  }
+  restore_kernels();
+}
+
 TEST(QuantizedMatmul, RefusesInconsistentArguments) {
   Problem p = make_problem(1, 64, 4, {4, 64}, 3, false);
   QuantizedMatmulArgs a = p.args;
@@ -124,6 +196,13 @@ TEST(QuantizedMatmul, RefusesInconsistentArguments) {
   EXPECT_THROW(quantized_matmul(a), Error);
   a = p.args;
   a.scales = nullptr;
+  EXPECT_THROW(quantized_matmul(a), Error);
+  const std::vector<uint16_t> x_bf16(p.x.size(), 0);
+  a = p.args;
+  a.x_bf16 = x_bf16.data();  // both x and x_bf16
+  EXPECT_THROW(quantized_matmul(a), Error);
+  a.x = nullptr;
+  a.x_bf16 = nullptr;  // neither
   EXPECT_THROW(quantized_matmul(a), Error);
 }
 

@@ -12,21 +12,37 @@
 namespace tiergen::kernels {
 namespace detail {
 
-PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool split_nibbles) {
+namespace {
+
+float x_value(const QuantizedMatmulArgs& a, int64_t offset) {
+  return a.x ? a.x[offset] : bf16_to_float(a.x_bf16[offset]);
+}
+
+}  // namespace
+
+PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool split_nibbles, bool as_bf16) {
   const int64_t g = a.format.group_size;
   PreparedX p;
   p.groups = (a.k + g - 1) / g;
   p.row_len = p.groups * g;
-  p.values.assign(size_t(a.rows * p.row_len), 0.0f);
+  if (as_bf16) {
+    p.values_bf16.assign(size_t(a.rows * p.row_len), 0);
+  } else {
+    p.values.assign(size_t(a.rows * p.row_len), 0.0f);
+  }
   p.group_sums.assign(size_t(a.rows * p.groups), 0.0f);
   for (int64_t m = 0; m < a.rows; ++m) {
-    const float* x = a.x + m * x_row_stride;
-    float* out = p.values.data() + m * p.row_len;
+    const int64_t row = m * p.row_len;
     for (int64_t i = 0; i < a.k; ++i) {
       const int64_t group = i / g, in_group = i % g;
-      const int64_t slot = split_nibbles ? (in_group % 2) * (g / 2) + in_group / 2 : in_group;
-      out[group * g + slot] = x[i];
-      p.group_sums[size_t(m * p.groups + group)] += x[i];
+      const int64_t slot = row + group * g + (split_nibbles ? (in_group % 2) * (g / 2) + in_group / 2 : in_group);
+      const float value = x_value(a, m * x_row_stride + i);
+      if (as_bf16) {
+        p.values_bf16[size_t(slot)] = a.x_bf16[m * x_row_stride + i];
+      } else {
+        p.values[size_t(slot)] = value;
+      }
+      p.group_sums[size_t(m * p.groups + group)] += value;
     }
   }
   return p;
@@ -59,26 +75,38 @@ void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const Prepa
 void quantized_matmul(const QuantizedMatmulArgs& a) {
   check_quant_format(a.format);
   TG_CHECK(a.rows >= 0 && a.k > 0 && a.n >= 0, "quantized_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);
-  TG_CHECK(a.x && a.packed && a.mins && a.scales && a.y, "quantized_matmul: null x, packed, mins, scales or y");
+  TG_CHECK((a.x == nullptr) != (a.x_bf16 == nullptr), "quantized_matmul: give x in exactly one of fp32 and bf16");
+  TG_CHECK(a.packed && a.mins && a.scales && a.y, "quantized_matmul: null packed, mins, scales or y");
   const int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
   const int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
   TG_CHECK(x_stride >= a.k && y_stride >= a.n,
            "quantized_matmul: row strides (x {}, y {}) below the row lengths (k {}, n {})", x_stride, y_stride, a.k,
            a.n);
   if (a.rows == 0 || a.n == 0) return;
+  enum class Kernel { kPortable, kAvx2, kAvx512Bf16 };
+  Kernel kernel = Kernel::kPortable;
 #if defined(__x86_64__)
-  const bool simd = use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format);
-#else
-  const bool simd = false;
+  if (a.x_bf16 && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(a.format)) {
+    kernel = Kernel::kAvx512Bf16;
+  } else if (use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format)) {
+    kernel = Kernel::kAvx2;
+  }
 #endif
-  // The portable kernel reads levels in stored order; the AVX2 one reads a 4-bit
+  // The portable kernel reads levels in stored order; the SIMD ones read a 4-bit
   // group's low nibbles (even elements) and then its high nibbles (odd elements).
-  const detail::PreparedX x = detail::prepare_x(a, x_stride, simd && a.format.bits == 4);
+  const bool split_nibbles = kernel != Kernel::kPortable && a.format.bits == 4;
+  const detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, kernel == Kernel::kAvx512Bf16);
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
+    switch (kernel) {
 #if defined(__x86_64__)
-    if (simd) return detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
+      case Kernel::kAvx512Bf16:
+        return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, j1);
+      case Kernel::kAvx2:
+        return detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
 #endif
-    detail::quantized_matmul_columns_portable(a, x, y_stride, j0, j1);
+      default:
+        return detail::quantized_matmul_columns_portable(a, x, y_stride, j0, j1);
+    }
   });
 }
 

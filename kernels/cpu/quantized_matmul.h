@@ -9,6 +9,8 @@
 // rounding (the dense path rounds each dequantized value first). fp32 accumulation;
 // each element's order depends only on k and the format, never on the number of rows
 // or threads. Kernels here take raw pointers and never LibTorch types.
+// Kernels, picked per call at run time: AVX-512 BF16 for 4 bits with bf16 x (levels
+// looked up as bf16, vdpbf16ps), else AVX2/FMA, else portable C++.
 #include <cstdint>
 
 #include "kernels/cpu/quantize.h"
@@ -16,10 +18,13 @@
 namespace tiergen::kernels {
 
 struct QuantizedMatmulArgs {
-  const float* x = nullptr;  // [rows, k] fp32
+  // x [rows, k]: exactly one of fp32 and bf16 (a bf16 model's activations, which the
+  // AVX-512 BF16 kernel multiplies as they are and the others widen exactly).
+  const float* x = nullptr;
+  const uint16_t* x_bf16 = nullptr;
   int64_t rows = 0;
   int64_t k = 0;
-  int64_t x_row_stride = 0;  // floats between rows of x; 0 means k
+  int64_t x_row_stride = 0;  // elements between rows of x; 0 means k
   // W [n, k] as quantize() lays it out for a [n, k] matrix in `format`.
   const uint8_t* packed = nullptr;
   const uint16_t* mins = nullptr;

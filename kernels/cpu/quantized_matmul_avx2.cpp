@@ -40,6 +40,7 @@ TG_AVX2 void tile(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_ro
       dot0[r] = _mm256_setzero_ps();
       dot1[r] = _mm256_setzero_ps();
       bytes[r] = a.packed + (j + r) * l.packed_bytes_per_row + group * group_bytes;
+      _mm_prefetch(prefetch_address(bytes[r], kPrefetchTiles * R * l.packed_bytes_per_row), _MM_HINT_T0);
     }
     if constexpr (Bits == 8) {
       for (int64_t c = 0; c < g; c += 16) {

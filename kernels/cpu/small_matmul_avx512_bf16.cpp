@@ -8,9 +8,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/cpu/simd_avx512_bf16.h"
 #include "kernels/cpu/small_matmul_impl.h"
-
-#define TG_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 namespace tiergen::kernels::detail {
 namespace {
@@ -22,16 +21,6 @@ TG_AVX512_BF16 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm5
 
 TG_AVX512_BF16 inline __m512bh load_tail(const uint16_t* p, __mmask32 mask) {
   return (__m512bh)_mm512_maskz_loadu_epi16(mask, p);
-}
-
-// Sum of the 16 lanes in a fixed pairwise order (GCC 12's _mm512_reduce_add_ps
-// trips -Wuninitialized inside its own header).
-TG_AVX512_BF16 inline float lane_sum(__m512 v) {
-  alignas(64) float l[16];
-  _mm512_store_ps(l, v);
-  for (int width = 8; width >= 1; width /= 2)
-    for (int i = 0; i < width; ++i) l[i] += l[i + width];
-  return l[0];
 }
 
 template <int R, int C>
@@ -64,7 +53,7 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
   }
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) {
-      float sum = lane_sum(acc[r][c]);
+      float sum = avx512::lane_sum(acc[r][c]);
       if (a.bias) sum += a.bias[j + r];
       a.y[(m + c) * s.y_row_stride + j + r] = sum;
     }

@@ -65,11 +65,19 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   // Many rows (prefill, large decode batches): the dense path, through one dense copy of
   // this weight per layer load.
   if (x.numel() / weight.cols > kernels::kQuantizedInPlaceMaxRows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
-  const at::Tensor x2 = x.reshape({-1, weight.cols}).to(at::kFloat).contiguous();
+  // bf16 activations go to the kernel as they are (the AVX-512 BF16 kernel multiplies
+  // them without widening); others as fp32.
+  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  const at::Tensor x2 = bf16 ? x.reshape({-1, weight.cols}).contiguous()
+                             : x.reshape({-1, weight.cols}).to(at::kFloat).contiguous();
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-  at::Tensor y = at::empty({x2.size(0), weight.rows}, x2.options());
+  at::Tensor y = at::empty({x2.size(0), weight.rows}, x2.options().dtype(at::kFloat));
   kernels::QuantizedMatmulArgs args;
-  args.x = x2.data_ptr<float>();
+  if (bf16) {
+    args.x_bf16 = reinterpret_cast<const uint16_t*>(x2.data_ptr<at::BFloat16>());
+  } else {
+    args.x = x2.data_ptr<float>();
+  }
   args.rows = x2.size(0);
   args.k = weight.cols;
   args.packed = weight.packed.data_ptr<uint8_t>();
