@@ -1,12 +1,12 @@
 // Attention on the compute device (prefill, and decode when the KV cache is there).
 // LibTorch 2.x: at::scaled_dot_product_attention (fused kernels on CUDA, no scores
 // tensor in memory). LibTorch 1.13: matmul, fp32 softmax, matmul.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "tiergen/common/torch_compat.h"
 #include "tiergen/model/forward.h"
-#include "tiergen/runtime/placement.h"
 
 namespace tiergen::model {
 
@@ -75,11 +75,16 @@ at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor
 
 }  // namespace
 
+int64_t attention_chunk_sequences(int64_t heads, int64_t queries, int64_t keys) {
+  const uint64_t per_sequence = 3ull * heads * queries * keys * 4;
+  return std::max<int64_t>(1, static_cast<int64_t>(kAttentionChunkBytes / std::max<uint64_t>(1, per_sequence)));
+}
+
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
   const int64_t b = q.size(0);
-  const int64_t chunk = runtime::attention_chunk_sequences(q.size(1), q.size(2), k.size(2));
+  const int64_t chunk = attention_chunk_sequences(q.size(1), q.size(2), k.size(2));
   if (chunk >= b) return attend_all(q, k, v, step);
-  // Bounded temporaries: a chunk of sequences at a time (placement.h).
+  // Bounded temporaries: a chunk of sequences at a time (kAttentionChunkBytes).
   std::vector<at::Tensor> parts;
   for (int64_t s = 0; s < b; s += chunk) {
     const int64_t n = std::min(chunk, b - s);

@@ -5,6 +5,7 @@
 
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "tiergen/model/forward.h"
 
 namespace tiergen::runtime {
 
@@ -230,11 +231,6 @@ void plan_activations(const model::Spec& spec, const Policy& policy, const Workl
 // intermediates (two for SwiGLU) and the last position's fp32 logits.
 }  // namespace
 
-int64_t attention_chunk_sequences(int64_t heads, int64_t queries, int64_t keys) {
-  const uint64_t per_sequence = 3ull * heads * queries * keys * 4;
-  return std::max<int64_t>(1, static_cast<int64_t>(kAttentionChunkBytes / std::max<uint64_t>(1, per_sequence)));
-}
-
 uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& w, int b) {
   const uint64_t tokens = static_cast<uint64_t>(policy.gpu_batch_size * w.prompt_len);
   const uint64_t max_len = static_cast<uint64_t>(w.prompt_len + w.gen_len);
@@ -244,7 +240,7 @@ uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, co
   const uint64_t per_token = (4 * hidden + 2 * qkv + mlp) * b;
   // Prefill attends over the prompt only; scores, probabilities and their cast are
   // live together, for one chunk of sequences at a time.
-  const int64_t chunk = std::min(policy.gpu_batch_size, attention_chunk_sequences(spec.num_heads, w.prompt_len, w.prompt_len));
+  const int64_t chunk = std::min(policy.gpu_batch_size, model::attention_chunk_sequences(spec.num_heads, w.prompt_len, w.prompt_len));
   const uint64_t prefill_scores = 3ull * chunk * spec.num_heads * w.prompt_len * w.prompt_len * 4;
   const uint64_t decode_scores = 3ull * policy.gpu_batch_size * spec.num_heads * max_len * 4;
   const uint64_t scores = std::max(prefill_scores, decode_scores);

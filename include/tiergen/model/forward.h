@@ -39,6 +39,13 @@ at::Tensor head_logits(const Spec& spec, const LayerWeights& w, const at::Tensor
 // float32 logits (scoring every position of a prompt).
 at::Tensor position_logits(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden);
 
+// Attention runs over at most this many bytes of fp32 scores at a time: a large
+// prefill batch is processed in chunks of sequences (attend) so the temporaries stay
+// bounded whatever the gpu batch size (the runtime's memory plan counts one chunk).
+constexpr uint64_t kAttentionChunkBytes = 256ull << 20;
+// Sequences per attention chunk for `heads` query heads, `queries` x `keys` scores.
+int64_t attention_chunk_sequences(int64_t heads, int64_t queries, int64_t keys);
+
 // Attention of the new queries over keys/values [b, kv_heads, total, d] whose first
 // `step.past_len` positions come from the cache; causal, with left padding masked.
 // Returns [b, t, heads*d] in q's dtype.

@@ -88,13 +88,6 @@ struct MemoryPlan {
   std::string over_budget(const Budgets& budgets) const;
 };
 
-// Attention runs over at most this many bytes of fp32 scores at a time: a large
-// prefill batch is processed in chunks of sequences (model::attend) so the
-// temporaries stay bounded whatever the gpu batch size.
-constexpr uint64_t kAttentionChunkBytes = 256ull << 20;
-// Sequences per attention chunk for `heads` query heads, `queries` x `keys` scores.
-int64_t attention_chunk_sequences(int64_t heads, int64_t queries, int64_t keys);
-
 // Bound of one layer's compute temporaries for one gpu batch (part of working[gpu]).
 uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& workload,
                                int dtype_bytes);
