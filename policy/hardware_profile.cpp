@@ -86,6 +86,15 @@ void read_capacities(HardwareProfile& p, const json& j, const std::string& sourc
   p.disk_memory = static_cast<uint64_t>(number_at(c, "capacity.disk", source));
 }
 
+// The optional "stage_link" group (`tiergen profile --link`).
+void read_stage_link(HardwareProfile& p, const json& j, const std::string& source) {
+  if (!j.contains("stage_link")) return;
+  const json& link = group_of(j, "stage_link", source);
+  check_keys(link, {"bandwidth", "latency"}, "stage_link.", source);
+  p.stage_link_bandwidth = number_at(link, "stage_link.bandwidth", source);
+  if (link.contains("latency")) p.stage_link_latency = number_at(link, "stage_link.latency", source);
+}
+
 // Fields a profile may leave out (older profiles, built-ins without a measurement).
 template <class Profile>
 auto optional_cpu_fields(Profile& p) {
@@ -143,6 +152,8 @@ void HardwareProfile::validate(const std::string& where) const {
   TG_CHECK(cpu_threads >= 1, "{}: hardware profile field 'cpu.threads' must be at least 1", where);
   TG_CHECK(cpu_matmul_flops >= 0 && cpu_gemv_bandwidth >= 0,
            "{}: hardware profile fields 'cpu.matmul_flops' and 'cpu.gemv_bandwidth' must not be negative", where);
+  TG_CHECK(stage_link_bandwidth >= 0 && stage_link_latency >= 0,
+           "{}: hardware profile fields 'stage_link.bandwidth' and 'stage_link.latency' must not be negative", where);
   TG_CHECK(gpu_memory > 0 && cpu_memory > 0 && disk_memory > 0,
            "{}: hardware profile capacities must be positive", where);
   for (size_t i = 0; i < cpu_thread_scaling.size(); ++i) {
@@ -164,6 +175,8 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
+                {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
+                {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
                 {"compression", "bytes of dense fp16 data per second"},
                 {"capacity", "bytes"}};
   j["gpu_is_host"] = p.gpu_is_host;
@@ -175,13 +188,18 @@ json profile_to_json(const HardwareProfile& p) {
   for (const auto& [key, value] : optional_cpu_fields(p)) {
     if (*value > 0) j["cpu"][key] = *value;
   }
+  if (p.stage_link_bandwidth > 0) {
+    j["stage_link"]["bandwidth"] = p.stage_link_bandwidth;
+    if (p.stage_link_latency > 0) j["stage_link"]["latency"] = p.stage_link_latency;
+  }
   j["capacity"] = {{"gpu", p.gpu_memory}, {"cpu", p.cpu_memory}, {"disk", p.disk_memory}};
   return j;
 }
 
 HardwareProfile profile_from_json(const json& j, const std::string& source) {
   TG_CHECK(j.is_object(), "{}: a hardware profile must be a JSON object", source);
-  check_keys(j, {"name", "source", "units", "gpu_is_host", "bandwidth", "gpu_flops", "cpu", "compression", "capacity"},
+  check_keys(j, {"name", "source", "units", "gpu_is_host", "bandwidth", "gpu_flops", "cpu", "compression", "capacity",
+                 "stage_link"},
              "", source);
   HardwareProfile p;
   p.path = source;
@@ -204,6 +222,7 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
   }
   for (int g = 0; g < 4; ++g) check_keys(j.at(groups[g]), known[g], std::string(groups[g]) + ".", source);
   read_thread_scaling(p, j.at("cpu"), source);
+  read_stage_link(p, j, source);
   read_capacities(p, j, source);
   p.validate(source);
   return p;

@@ -53,6 +53,11 @@ struct HardwareProfile {
   double cpu_matmul_flops = 0;
   double cpu_gemv_bandwidth = 0;
 
+  // Optional (0: not measured): the link between consecutive pipeline stages, as
+  // `tiergen profile --link` measures it over the job's transport (its slowest hop).
+  double stage_link_bandwidth = 0;  // bytes/s
+  double stage_link_latency = 0;    // seconds per message
+
   // Group-wise (de)quantization rates, bytes of dense fp16 data per second.
   double gpu_quantize = 0;
   double gpu_dequantize = 0;

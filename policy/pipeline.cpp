@@ -16,15 +16,19 @@ model::Spec stage_slice(const model::Spec& spec, const runtime::StageLayers& lay
 
 PipelinePrediction predict_pipeline(const std::vector<Prediction>& stages, const runtime::Policy& block,
                                     const runtime::Workload& workload, double hidden_bytes_per_token,
-                                    double link_bytes_per_second) {
-  TG_CHECK(!stages.empty() && link_bytes_per_second > 0 && workload.gen_len >= 1, "internal: pipeline prediction input");
+                                    const StageLinkRate& link) {
+  TG_CHECK(!stages.empty() && link.bytes_per_second > 0 && link.latency_seconds >= 0 && workload.gen_len >= 1,
+           "internal: pipeline prediction input");
   PipelinePrediction p;
   const auto W = static_cast<double>(stages.size());
   const double bls = static_cast<double>(block.block_size());
   const double decode_tokens = static_cast<double>(workload.gen_len - 1);
-  p.link_bytes_per_second = link_bytes_per_second;
-  p.prefill_hop_seconds = bls * double(workload.prompt_len) * hidden_bytes_per_token / link_bytes_per_second;
-  p.decode_hop_seconds = bls * hidden_bytes_per_token / link_bytes_per_second;
+  p.link = link;
+  // A hop carries one message per gpu batch.
+  const double messages_latency = double(block.num_gpu_batches) * link.latency_seconds;
+  p.prefill_hop_seconds =
+      messages_latency + bls * double(workload.prompt_len) * hidden_bytes_per_token / link.bytes_per_second;
+  p.decode_hop_seconds = messages_latency + bls * hidden_bytes_per_token / link.bytes_per_second;
   double prefill_round = 0, prefill_slowest = 0, decode_round = 0, decode_slowest = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const double prefill = stages[s].prefill_seconds;
@@ -80,7 +84,7 @@ SearchResult search_stage(const model::Spec& spec, const std::vector<runtime::St
 
 PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& workload, const runtime::Budgets& budgets,
                            const HardwareProfile& hw, const SearchOptions& options, int64_t stages,
-                           double link_bytes_per_second) {
+                           const StageLinkRate& link) {
   PipelinePlan plan;
   const auto layers = runtime::split_stages(spec, stages);
   const size_t heaviest = heaviest_stage(spec, layers);
@@ -96,7 +100,7 @@ PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& wor
   }
   const ModelSizes sizes(spec, options.dtype_bytes);
   plan.prediction =
-      predict_pipeline(predictions, chosen, workload, sizes.hidden_bytes_per_token(), link_bytes_per_second);
+      predict_pipeline(predictions, chosen, workload, sizes.hidden_bytes_per_token(), link);
   return plan;
 }
 

@@ -13,6 +13,7 @@
 // pipeline's fill, W - 1 blocks through the slowest stage after the first went round.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "policy/search.h"
@@ -25,8 +26,16 @@ struct StagePlan {
   SearchResult search;  // of the stage's slice (stage_slice), with W groups resident
 };
 
+// The link between consecutive stages: given (--link-bandwidth) or measured
+// (`tiergen profile --link`, the profile's stage_link).
+struct StageLinkRate {
+  double bytes_per_second = 0;
+  double latency_seconds = 0;  // per message; a hop sends one per gpu batch
+  std::string origin = "given";
+};
+
 struct PipelinePrediction {
-  double link_bytes_per_second = 0;
+  StageLinkRate link;
   double prefill_hop_seconds = 0, decode_hop_seconds = 0;  // one group's hidden states, one hop
   double prefill_seconds = 0;     // a wave of W blocks through the prefill, fill included
   double decode_cycle_seconds = 0;  // one decode token of all W groups
@@ -63,14 +72,14 @@ SearchResult search_stage(const model::Spec& spec, const std::vector<runtime::St
 
 // `budgets`: each process's own. `workload.num_sequences` is the job's; the groups
 // share it, so a block never holds more than its group's share.
-// `link_bytes_per_second`: the bandwidth between consecutive stages.
+// `link`: between consecutive stages.
 PipelinePlan plan_pipeline(const model::Spec& spec, const runtime::Workload& workload, const runtime::Budgets& budgets,
                            const HardwareProfile& hw, const SearchOptions& options, int64_t stages,
-                           double link_bytes_per_second);
+                           const StageLinkRate& link);
 
 // The ring's throughput for stage predictions already made (exposed for tests).
 PipelinePrediction predict_pipeline(const std::vector<Prediction>& stages, const runtime::Policy& block,
                                     const runtime::Workload& workload, double hidden_bytes_per_token,
-                                    double link_bytes_per_second);
+                                    const StageLinkRate& link);
 
 }  // namespace tiergen::policy

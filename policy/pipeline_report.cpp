@@ -23,9 +23,10 @@ std::string format_pipeline_report(const PipelinePlan& plan, const ReportContext
   const runtime::Policy& shape = plan.stages.front().search.policy;
   std::string out = fmt::format(
       "pipeline of {} stages, one process each with its own budgets (gpu {}, cpu {}, disk {}); {} blocks in flight "
-      "(one per stage); link {:.2f} GB/s between stages\n",
+      "(one per stage); link {:.2f} GB/s, {:.0f} us per message between stages ({})\n",
       plan.stages.size(), format_bytes(context.budgets.gpu), format_bytes(context.budgets.cpu),
-      format_bytes(context.budgets.disk), plan.stages.size(), p.link_bytes_per_second / 1e9);
+      format_bytes(context.budgets.disk), plan.stages.size(), p.link.bytes_per_second / 1e9,
+      p.link.latency_seconds * 1e6, p.link.origin);
   const bool exact = std::all_of(plan.stages.begin(), plan.stages.end(), [](const StagePlan& s) { return s.search.policy.exact(); });
   out += fmt::format("output: {}\n", exact ? "exact (no compression)" : "lossy: a stage compresses (--compress)");
   out += fmt::format("every stage runs gpu batch {} x {} batches (a block of {} sequences)\n", shape.gpu_batch_size,

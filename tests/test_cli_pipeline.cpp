@@ -121,6 +121,52 @@ TEST_F(CliPipeline, EachRankRunsItsStagesPolicyFromPolicyStages) {
   EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
 }
 
+// `profile --link` in a 2-rank job writes the measured stage link into an existing
+// profile, and `policy --stages` then predicts the hops with it, saying so.
+TEST_F(CliPipeline, ProfileLinkMeasuresTheStageLinkThatPolicyStagesUses) {
+  const fs::path hw = dir_ / "hw.json";
+  const Exit dumped = run({kTiergen, "profile", "--link", "--link-bytes", "1000000", "--link-rounds", "2"});
+  EXPECT_FALSE(dumped.exited && dumped.code == 0) << "a single process was allowed to measure links";
+  EXPECT_NE(dumped.err.find("start 2 or more ranks"), std::string::npos) << dumped.describe();
+
+  std::vector<std::vector<std::string>> args;
+  for (int r = 0; r < 2; ++r) {
+    args.push_back(rank_args({kTiergen, "profile", "--link", "--link-bytes", "1000000", "--link-rounds", "2", "--out",
+                              hw.string()}, r, 2));
+  }
+  auto exits = run_ranks(args);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_FALSE(exits[0].exited && exits[0].code == 0) << "a missing profile file was not refused";
+  EXPECT_NE(exits[0].err.find("updates an existing hardware profile"), std::string::npos) << exits[0].describe();
+  if (exits[1].exited && exits[1].code != 0) {
+    EXPECT_NE(exits[1].err.find("rank"), std::string::npos) << exits[1].describe();
+  }
+  fs::remove(dir_ / "store");
+
+  const Exit written = run({kTiergen, "profile", "--quick", "--out", hw.string()});
+  ASSERT_TRUE(written.exited && written.code == 0) << written.describe();
+  exits = run_ranks(args);
+  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_NE(exits[0].err.find("rank 0 -> 1"), std::string::npos) << exits[0].describe();
+  EXPECT_NE(exits[0].err.find("stage link ("), std::string::npos) << exits[0].describe();
+  const std::string profile = read_file(hw);
+  EXPECT_NE(profile.find("\"stage_link\""), std::string::npos) << profile;
+  EXPECT_FALSE(fs::exists(dir_ / "store")) << "the file store outlived the probe";
+
+  const std::vector<std::string> plan = {kTiergen, "policy", "--model", model().string(), "--device", "cpu",
+                                         "--num-prompts", "8", "--prompt-len", "8", "--gen-len", "4", "--stages", "2",
+                                         "--gpu-mem", "64MiB", "--cpu-mem", "1GiB", "--hw", hw.string()};
+  const Exit measured = run(plan);
+  ASSERT_TRUE(measured.exited && measured.code == 0) << measured.describe();
+  EXPECT_NE(measured.out.find("(measured, " + hw.string() + ")"), std::string::npos) << measured.out;
+  std::vector<std::string> given = plan;
+  given.insert(given.end(), {"--link-bandwidth", "3"});
+  const Exit overridden = run(given);
+  ASSERT_TRUE(overridden.exited && overridden.code == 0) << overridden.describe();
+  EXPECT_NE(overridden.out.find("link 3.00 GB/s, 0 us per message between stages (given by --link-bandwidth)"),
+            std::string::npos) << overridden.out;
+}
+
 TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
   const fs::path prompts = prompt_file("prompts.txt", 120);
   const std::vector<std::string> flags = {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"};

@@ -75,7 +75,7 @@ TEST(PipelinePlanning, TheRingIsBoundByItsSlowestStageOrByOneGroupsWayRound) {
   stages[1].prefill_seconds = 3.0;
   stages[1].decode_seconds = 10 * 1.0;
   // 8 sequences x 10 bytes per token at 80 bytes/s: 1 s a decode hop, 100 s a prefill hop.
-  auto p = policy::predict_pipeline(stages, block, w, 10.0, 80.0);
+  auto p = policy::predict_pipeline(stages, block, w, 10.0, {80.0});
   EXPECT_DOUBLE_EQ(p.decode_hop_seconds, 1.0);
   EXPECT_DOUBLE_EQ(p.prefill_hop_seconds, 100.0);
   EXPECT_EQ(p.bottleneck_stage, 1);
@@ -86,8 +86,22 @@ TEST(PipelinePlanning, TheRingIsBoundByItsSlowestStageOrByOneGroupsWayRound) {
   EXPECT_DOUBLE_EQ(p.decode_throughput, 16.0 * 10 / 35.0);
   EXPECT_DOUBLE_EQ(p.total_throughput, 16.0 * 11 / (208.0 + 35.0));
   // A fast link: the slowest stage, twice per cycle (one token of each group).
-  p = policy::predict_pipeline(stages, block, w, 10.0, 1e12);
+  p = policy::predict_pipeline(stages, block, w, 10.0, {1e12});
   EXPECT_NEAR(p.decode_cycle_seconds, 2.0, 1e-9);
+}
+
+TEST(PipelinePlanning, EachMessageOfAHopPaysTheLinksLatency) {
+  runtime::Policy block;
+  block.gpu_batch_size = 4;
+  block.num_gpu_batches = 2;  // two messages per hop
+  const runtime::Workload w{100, 11};
+  std::vector<policy::Prediction> stages(2);
+  stages[0].prefill_seconds = stages[1].prefill_seconds = 1.0;
+  stages[0].decode_seconds = stages[1].decode_seconds = 10 * 0.5;
+  const auto p = policy::predict_pipeline(stages, block, w, 10.0, {80.0, 0.25, "measured"});
+  EXPECT_DOUBLE_EQ(p.decode_hop_seconds, 2 * 0.25 + 1.0);
+  EXPECT_DOUBLE_EQ(p.prefill_hop_seconds, 2 * 0.25 + 100.0);
+  EXPECT_EQ(p.link.origin, "measured");
 }
 
 // FlexGen's Table 3 setting: OPT-30B over 4 machines, each a T4 (16 GB) with 208 GB of
@@ -99,7 +113,7 @@ TEST(PipelinePlanning, Opt30bOnFourT4MachinesFitsEveryStageAndBeatsOneMachine) {
   const runtime::Workload w{512, 32};
   const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
   const auto hw = policy::load_profile(TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json");
-  const auto plan = policy::plan_pipeline(spec, w, b, hw, {}, 4, 1.25e9);
+  const auto plan = policy::plan_pipeline(spec, w, b, hw, {}, 4, {1.25e9});
   ASSERT_EQ(plan.stages.size(), 4u);
   const runtime::Policy& shape = plan.stages[0].search.policy;
   for (size_t s = 0; s < 4; ++s) {

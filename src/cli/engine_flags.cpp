@@ -71,13 +71,17 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
   c->add_option("--compress-group-size", f.compress_group_size, "Elements per quantization group")->capture_default_str();
   add_flexgen_flags(c, f);
-  c->add_option("--world-size", f.launch.world_size, "Processes in a pipeline job, one per stage (default: the "
+  add_launch_flags(c, f.launch);
+}
+
+void add_launch_flags(CLI::App* c, dist::LaunchFlags& launch) {
+  c->add_option("--world-size", launch.world_size, "Processes in a pipeline job, one per stage (default: the "
                 "launcher's WORLD_SIZE or OMPI_COMM_WORLD_SIZE, else 1)")->check(CLI::PositiveNumber);
-  c->add_option("--rank", f.launch.rank, "This process's stage, 0 to --world-size - 1 (default: RANK or "
+  c->add_option("--rank", launch.rank, "This process's stage, 0 to --world-size - 1 (default: RANK or "
                 "OMPI_COMM_WORLD_RANK)")->check(CLI::NonNegativeNumber);
-  c->add_option("--dist-init", f.launch.init, "Rendezvous of a pipeline job: file:PATH (one host; the file must not "
+  c->add_option("--dist-init", launch.init, "Rendezvous of a pipeline job: file:PATH (one host; the file must not "
                 "exist before the job) or tcp://HOST:PORT (rank 0 serves it); default: MASTER_ADDR and MASTER_PORT");
-  c->add_option("--dist-timeout", f.launch.timeout_seconds, "Seconds a rank waits for another before the job fails")
+  c->add_option("--dist-timeout", launch.timeout_seconds, "Seconds a rank waits for another before the job fails")
       ->capture_default_str()->check(CLI::PositiveNumber);
 }
 

@@ -48,6 +48,9 @@ struct EngineFlags {
 };
 
 void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size);
+// --world-size, --rank, --dist-init, --dist-timeout: where this process sits in a
+// multi-process job (dist::resolve_launch adds the launchers' environments).
+void add_launch_flags(CLI::App* command, dist::LaunchFlags& launch);
 // First thing a command's callback does: resolves --path and -m into the model and
 // applies --verbose N (flexgen_flags.h).
 void prepare_engine_flags(EngineFlags& flags);

@@ -42,8 +42,22 @@ struct PolicyOptions {
   bool no_cpu_weight_compute = false;
   std::string json_path;
   int64_t stages = 1;
-  double link_gbytes = 1.25;  // GB/s between pipeline stages (10 Gbit/s Ethernet)
+  double link_gbytes = 0;  // GB/s between pipeline stages; 0: the profile's, else kAssumedLinkGBytes
 };
+
+// Without --link-bandwidth or a measured stage link in the profile: 10 Gbit/s Ethernet.
+constexpr double kAssumedLinkGBytes = 1.25;
+
+// --link-bandwidth, else the profile's measured stage link, else the assumption; the
+// report says which.
+policy::StageLinkRate stage_link_rate(const PolicyOptions& o, const policy::HardwareProfile& hw) {
+  if (o.link_gbytes > 0) return {o.link_gbytes * 1e9, 0.0, "given by --link-bandwidth"};
+  if (hw.stage_link_bandwidth > 0) {
+    return {hw.stage_link_bandwidth, hw.stage_link_latency, fmt::format("measured, {}", hw.path)};
+  }
+  return {kAssumedLinkGBytes * 1e9, 0.0,
+          "assumed: 10 Gbit/s; measure it with `tiergen profile --link` or give --link-bandwidth"};
+}
 
 // The workload of a prompts file: how many prompts, the longest after tokenization, and
 // the most tokens any of them asks for (its max_tokens, else --gen-len).
@@ -132,7 +146,7 @@ void run_pipeline_policy(const PolicyOptions& o, const model::Spec& spec, const 
                          const Target& target, const policy::SearchOptions& options,
                          const policy::ReportContext& context) {
   const policy::PipelinePlan plan = policy::plan_pipeline(spec, workload, target.budgets, target.hw, options, o.stages,
-                                                          o.link_gbytes * 1e9);
+                                                          stage_link_rate(o, target.hw));
   std::optional<policy::SearchResult> single;
   try {
     single = policy::search_policy(spec, workload, target.budgets, target.hw, options);
@@ -212,8 +226,9 @@ void setup_policy_command(CLI::App& app) {
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "
                   "given): each stage's policy and the predicted pipeline throughput")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--link-bandwidth", o->link_gbytes, "GB/s between consecutive pipeline stages (for --stages)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--link-bandwidth", o->link_gbytes, "GB/s between consecutive pipeline stages (for --stages; "
+                  "default: the hardware profile's measured stage_link, else 1.25)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([o] { run_policy(*o); });
 }
 

@@ -1,6 +1,8 @@
 // `tiergen profile`: measures this host's bandwidths and FLOP rates into a hardware
 // profile (JSON, configs/hw/ format) for the cost model. Every number is the median of
 // repeated runs; their spread is printed so a noisy measurement shows itself.
+// `tiergen profile --link`, launched as a pipeline job is, measures the links between
+// its ranks instead (the profile's stage_link, for `tiergen policy --stages`).
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -9,7 +11,10 @@
 
 #include "policy/profiler.h"
 #include "src/cli/command.h"
+#include "src/cli/engine_flags.h"
 #include "tiergen/common/error.h"
+#include "tiergen/dist/launch.h"
+#include "tiergen/runtime/link_probe.h"
 
 namespace tiergen::cli {
 
@@ -19,6 +24,9 @@ struct ProfileOptions {
   std::string out;
   bool cache = false;
   policy::ProfilerOptions profiler;
+  bool link = false;
+  runtime::LinkProbeOptions link_probe;
+  dist::LaunchFlags launch;
 };
 
 // Repetitions further apart than this are flagged: the median is then a weak estimate.
@@ -33,8 +41,54 @@ std::string measurements_table(const std::vector<policy::Measurement>& measureme
   return out;
 }
 
+std::string hops_table(const std::vector<runtime::LinkHop>& hops) {
+  std::string out = fmt::format("{:<14}{:>14}{:>16}\n", "stage link", "GB/s", "latency us");
+  for (const auto& h : hops) {
+    out += fmt::format("{:<14}{:>14.3f}{:>16.1f}\n", fmt::format("rank {} -> {}", h.from, h.to),
+                       h.bytes_per_second / 1e9, h.latency_seconds * 1e6);
+  }
+  return out;
+}
+
+// --link: every rank probes; rank 0 reports and writes the slowest hop into the
+// profile named by --out (or --cache), which must exist: the link is one part of a
+// host's profile, measured in a job of its own.
+void run_link_profile(const ProfileOptions& o, const std::string& path) {
+  const dist::Launch launch = dist::resolve_launch(o.launch);
+  TG_CHECK(launch.distributed(), "profile --link measures the links between the ranks of a pipeline job: start 2 or "
+           "more ranks as for `generate` (--world-size/--rank/--dist-init, torchrun or mpirun)");
+  spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}/{}] [%^%l%$] %v", launch.rank, launch.world_size));
+  const auto link = dist::connect(launch);
+  // Checked once connected: the others then see this rank leave rather than wait for it
+  // until --dist-timeout.
+  if (!path.empty() && launch.rank == 0) {
+    TG_CHECK(std::filesystem::exists(path), "{}: profile --link updates an existing hardware profile; write one "
+             "first with `tiergen profile --out {}`", path, path);
+  }
+  const auto hops = runtime::probe_stage_links(*link, o.link_probe);
+  if (launch.rank != 0) return;
+  std::cerr << hops_table(hops) << std::flush;
+  const runtime::LinkHop slowest = runtime::slowest_hop(hops);
+  if (path.empty()) {
+    std::cout << nlohmann::json{{"stage_link", {{"bandwidth", slowest.bytes_per_second},
+                                                {"latency", slowest.latency_seconds}}}}.dump(2) << std::endl;
+    return;
+  }
+  policy::HardwareProfile profile = policy::load_profile(path);
+  profile.stage_link_bandwidth = slowest.bytes_per_second;
+  profile.stage_link_latency = slowest.latency_seconds;
+  policy::save_profile(profile, path);
+  spdlog::info("stage link ({:.3f} GB/s, {:.1f} us per message: the slowest of {} hops) written to {}",
+               slowest.bytes_per_second / 1e9, slowest.latency_seconds * 1e6, hops.size(), path);
+}
+
 void run_profile(const ProfileOptions& o) {
   TG_CHECK(!(o.cache && !o.out.empty()), "profile: give --out FILE or --cache, not both");
+  if (o.link) {
+    const std::string path = o.cache ? policy::cached_profile_path() : o.out;
+    TG_CHECK(!o.cache || !path.empty(), "profile --cache: neither $XDG_CACHE_HOME nor $HOME is set; use --out FILE");
+    return run_link_profile(o, path);
+  }
   std::vector<policy::Measurement> measurements;
   const policy::HardwareProfile profile = policy::measure_host(o.profiler, &measurements);
   std::cerr << measurements_table(measurements) << std::flush;
@@ -63,6 +117,14 @@ void setup_profile_command(CLI::App& app) {
   cmd->add_option("--offload-dir", options->profiler.offload_dir, "Directory for the disk test file")
       ->check(CLI::ExistingDirectory);
   cmd->add_flag("--quick", options->profiler.quick, "Small problems and few repetitions (about 10 s)");
+  cmd->add_flag("--link", options->link, "Measure the links between the ranks of a pipeline job instead (launched as "
+                "`generate` is: --world-size/--rank/--dist-init, torchrun or mpirun); rank 0 writes the slowest hop "
+                "into the profile given by --out or --cache, which must exist");
+  cmd->add_option("--link-bytes", options->link_probe.payload_bytes, "Bytes of each timed --link message")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--link-rounds", options->link_probe.rounds, "Timed round trips per hop for --link")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  add_launch_flags(cmd, options->launch);
   cmd->callback([options] { run_profile(*options); });
 }
 

@@ -12,7 +12,12 @@ constexpr int64_t kHeaderSize = 7;
 constexpr int64_t kMagic = 0x7469657267656e;  // "tiergen": a message from this protocol
 
 // One tag per (group, kind): the messages of one tag between two ranks stay in order.
-int tag_of(const MessageLabel& label) { return static_cast<int>(label.group * 2 + (label.kind == MessageLabel::Feedback)); }
+// Probes have a tag of their own, above every group's.
+constexpr int kProbeTag = 1 << 24;
+int tag_of(const MessageLabel& label) {
+  if (label.kind == MessageLabel::Probe) return kProbeTag;
+  return static_cast<int>(label.group * 2 + (label.kind == MessageLabel::Feedback));
+}
 
 at::Tensor header_of(const MessageLabel& label, const at::Tensor& payload) {
   at::Tensor h = at::empty({kHeaderSize}, at::kLong);
@@ -30,12 +35,14 @@ at::Tensor header_of(const MessageLabel& label, const at::Tensor& payload) {
 std::string kind_name(int64_t kind) {
   if (kind == MessageLabel::Hidden) return "hidden states";
   if (kind == MessageLabel::Feedback) return "sampled tokens";
+  if (kind == MessageLabel::Probe) return "link probe";
   return fmt::format("unknown message kind {}", kind);
 }
 
 }  // namespace
 
 std::string MessageLabel::describe() const {
+  if (kind == Probe) return fmt::format("link probe {} of hop {} round {}", batch == 0 ? "ping" : "payload", group, token);
   return kind == Hidden ? fmt::format("hidden states of group {} token {} batch {}", group, token, batch)
                         : fmt::format("sampled tokens of group {} token {}", group, token);
 }
@@ -74,7 +81,7 @@ void StageLink::recv(at::Tensor& tensor, int peer, const MessageLabel& label) {
                     got.batch == label.batch && h[5] == tensor.numel();
   TG_CHECK(same, "rank {}: expected {} ({} values) from rank {}, but it sent {} ({} values, {}): the ranks disagree on "
            "the schedule (different prompts, flags or model?)", rank(), label.describe(), tensor.numel(), peer,
-           got.kind == MessageLabel::Hidden || got.kind == MessageLabel::Feedback ? got.describe() : kind_name(got.kind),
+           got.kind >= MessageLabel::Hidden && got.kind <= MessageLabel::Probe ? got.describe() : kind_name(got.kind),
            h[5], kind_name(got.kind));
   TG_CHECK(h[6] == static_cast<int64_t>(tensor.element_size()), "rank {}: rank {} sent {} as {}-byte values where "
            "{}-byte values were expected: the ranks compute in different dtypes; give every rank the same --dtype",

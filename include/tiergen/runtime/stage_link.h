@@ -17,7 +17,8 @@ namespace tiergen::runtime {
 
 // What a message carries and where it belongs in the schedule.
 struct MessageLabel {
-  enum Kind : int64_t { Hidden = 1, Feedback = 2 };
+  // Probe: link measurements (link_probe.h), never mixed with a job's messages.
+  enum Kind : int64_t { Hidden = 1, Feedback = 2, Probe = 3 };
   Kind kind = Hidden;
   int64_t group = 0, token = 0, batch = 0;
   std::string describe() const;
