@@ -127,6 +127,8 @@ void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, doub
   const double flops = t.bls * tokens * t.sizes.linear_flops_per_token();
   const double gpu_batches = double(t.policy.num_gpu_batches);
   double on_cpu = std::max(flops / t.hw.cpu_matmul_rate(), gpu_batches * t.w / t.hw.cpu_gemv_rate());
+  // The portable limit: bf16 activations on AVX-512 BF16 keep twice the rows in place
+  // (kernels::quantized_in_place_max_rows), which this prices as a dense copy.
   const bool many_rows = double(t.policy.gpu_batch_size) * tokens > double(kernels::kQuantizedInPlaceMaxRows);
   if (t.policy.compress_weight.enabled && many_rows) {
     on_cpu += t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight) / t.hw.cpu_dequantize;

@@ -72,6 +72,15 @@ void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const Prepa
 
 }  // namespace detail
 
+int64_t quantized_in_place_max_rows(bool bf16_activations, QuantFormat format) {
+#if defined(__x86_64__)
+  if (bf16_activations && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(format)) {
+    return 2 * kQuantizedInPlaceMaxRows;
+  }
+#endif
+  return kQuantizedInPlaceMaxRows;
+}
+
 void quantized_matmul(const QuantizedMatmulArgs& a) {
   check_quant_format(a.format);
   TG_CHECK(a.rows >= 0 && a.k > 0 && a.n >= 0, "quantized_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);

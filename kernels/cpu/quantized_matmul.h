@@ -43,7 +43,11 @@ void quantized_matmul(const QuantizedMatmulArgs& args);
 // Rows of x up to which a product reads the quantized weight in place; beyond them a
 // dense copy of the weight is cheaper (the in-place kernel converts W's levels once per
 // row, a dense product once per call; measured on TinyLlama-1.1B shapes,
-// bench/quantized_decode.sh). model::quantized_linear_product and the cost model use it.
+// bench/quantized_decode.sh). The cost model prices with it.
 constexpr int64_t kQuantizedInPlaceMaxRows = 8;
+// The limit model::quantized_linear_product applies: twice as many rows with bf16
+// activations where the AVX-512 BF16 kernel runs (one level lookup serves four rows of
+// x; at 16 rows it beats the dense copy, bench_matmul), else kQuantizedInPlaceMaxRows.
+int64_t quantized_in_place_max_rows(bool bf16_activations, QuantFormat format);
 
 }  // namespace tiergen::kernels

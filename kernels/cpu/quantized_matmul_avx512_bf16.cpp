@@ -19,7 +19,9 @@
 namespace tiergen::kernels::detail {
 namespace {
 
-constexpr int kTileW = 4;       // rows of W per tile
+constexpr int kTileW = 4;       // rows of W per tile, with fewer than kTileX rows of x
+constexpr int kTileWMany = 2;   // rows of W per tile, with kTileX or more rows of x
+constexpr int kTileX = 4;       // rows of x per tile
 constexpr int64_t kChunk = 32;  // packed bytes (64 levels) per step
 
 // Word i holds bf16(i & 15): the lookup needs no mask for the low nibble, whose
@@ -53,44 +55,81 @@ TG_AVX512_BF16 void widen_scales(const QuantizedMatmulArgs& a, const QuantizedLa
   }
 }
 
-template <int R>
+// W rows [j, j + R) times x rows [m, m + C): each W byte's levels are looked up once
+// and multiplied with all C rows of x. Every (W row, x row) pair sums in the same order
+// whatever R and C are, so a row's result does not depend on the rows around it.
+template <int R, int C>
 TG_AVX512_BF16 void tile(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                          const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j, int64_t m) {
   const int64_t g = a.format.group_size, group_bytes = g / 2;
-  const uint16_t* xr = x.values_bf16.data() + m * x.row_len;
-  const float* sums = x.group_sums.data() + m * x.groups;
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const uint16_t* xr[C];
+  for (int c = 0; c < C; ++c) xr[c] = x.values_bf16.data() + (m + c) * x.row_len;
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t group = 0; group < l.groups_per_row; ++group) {
-    const uint16_t* xg = xr + group * g;
-    __m512 dot[R];
+    __m512 dot[R][C];
     const uint8_t* bytes[R];
     for (int r = 0; r < R; ++r) {
-      dot[r] = _mm512_setzero_ps();
+      for (int c = 0; c < C; ++c) dot[r][c] = _mm512_setzero_ps();
       bytes[r] = a.packed + (j + r) * l.packed_bytes_per_row + group * group_bytes;
-    }
-    for (int r = 0; r < R; ++r)
       _mm_prefetch(prefetch_address(bytes[r], kPrefetchTiles * R * l.packed_bytes_per_row), _MM_HINT_T0);
-    for (int64_t c = 0; c < group_bytes; c += kChunk) {
-      const __m512bh even = (__m512bh)_mm512_loadu_si512(xg + c);
-      const __m512bh odd = (__m512bh)_mm512_loadu_si512(xg + group_bytes + c);
+    }
+    for (int64_t chunk = 0; chunk < group_bytes; chunk += kChunk) {
+      __m512bh even[C], odd[C];
+      for (int c = 0; c < C; ++c) {
+        even[c] = (__m512bh)_mm512_loadu_si512(xr[c] + group * g + chunk);
+        odd[c] = (__m512bh)_mm512_loadu_si512(xr[c] + group * g + group_bytes + chunk);
+      }
       for (int r = 0; r < R; ++r) {
-        const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes[r] + c)));
+        const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes[r] + chunk)));
         const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(b, table);
         const __m512bh high = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), table);
-        dot[r] = _mm512_dpbf16_ps(dot[r], low, even);
-        dot[r] = _mm512_dpbf16_ps(dot[r], high, odd);
+        for (int c = 0; c < C; ++c) {
+          dot[r][c] = _mm512_dpbf16_ps(dot[r][c], low, even[c]);
+          dot[r][c] = _mm512_dpbf16_ps(dot[r][c], high, odd[c]);
+        }
       }
     }
     for (int r = 0; r < R; ++r) {
       const __m512 scale = _mm512_set1_ps(scales[r * l.groups_per_row + group]);
-      acc[r] = _mm512_fmadd_ps(dot[r], scale, acc[r]);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(dot[r][c], scale, acc[r][c]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    float sum = avx512::lane_sum(acc[r]) + min_terms(a.mins + (j + r) * l.groups_per_row, sums, l.groups_per_row);
-    if (a.bias) sum += a.bias[j + r];
-    a.y[m * y_row_stride + j + r] = sum;
+    for (int c = 0; c < C; ++c) {
+      const float* sums = x.group_sums.data() + (m + c) * x.groups;
+      float sum = avx512::lane_sum(acc[r][c]) + min_terms(a.mins + (j + r) * l.groups_per_row, sums, l.groups_per_row);
+      if (a.bias) sum += a.bias[j + r];
+      a.y[(m + c) * y_row_stride + j + r] = sum;
+    }
+  }
+}
+
+// W rows [j, j + R) times every row of x: tiles of kTileX rows of x, then single rows.
+template <int R>
+TG_AVX512_BF16 void all_rows(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
+                             const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j) {
+  int64_t m = 0;
+  for (; m + kTileX <= a.rows; m += kTileX) tile<R, kTileX>(a, x, y_row_stride, l, table, scales, j, m);
+  for (; m < a.rows; ++m) tile<R, 1>(a, x, y_row_stride, l, table, scales, j, m);
+}
+
+// Columns [j0, j1) in tiles of R W rows, then single rows.
+template <int R>
+TG_AVX512_BF16 void columns(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride, int64_t j0,
+                            int64_t j1) {
+  const QuantizedLayout l = quantized_layout(a.n, a.k, a.format);
+  const __m512i table = level_table();
+  std::vector<float> scales(size_t(R * l.groups_per_row));
+  int64_t j = j0;
+  for (; j + R <= j1; j += R) {
+    widen_scales<R>(a, l, j, scales.data());
+    all_rows<R>(a, x, y_row_stride, l, table, scales.data(), j);
+  }
+  for (; j < j1; ++j) {
+    widen_scales<1>(a, l, j, scales.data());
+    all_rows<1>(a, x, y_row_stride, l, table, scales.data(), j);
   }
 }
 
@@ -102,18 +141,11 @@ bool quantized_matmul_avx512_bf16_supports(QuantFormat format) {
 
 TG_AVX512_BF16 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x,
                                                          int64_t y_row_stride, int64_t j0, int64_t j1) {
-  const QuantizedLayout l = quantized_layout(a.n, a.k, a.format);
-  const __m512i table = level_table();
-  std::vector<float> scales(size_t(kTileW * l.groups_per_row));
-  int64_t j = j0;
-  for (; j + kTileW <= j1; j += kTileW) {
-    widen_scales<kTileW>(a, l, j, scales.data());
-    for (int64_t m = 0; m < a.rows; ++m) tile<kTileW>(a, x, y_row_stride, l, table, scales.data(), j, m);
-  }
-  for (; j < j1; ++j) {
-    widen_scales<1>(a, l, j, scales.data());
-    for (int64_t m = 0; m < a.rows; ++m) tile<1>(a, x, y_row_stride, l, table, scales.data(), j, m);
-  }
+  // One row of x (decode at batch 1): four W rows per tile keep four chains in flight.
+  // More rows: two W rows times four x rows (16 accumulators and 8 x vectors of the 32
+  // registers), so each level lookup serves four rows.
+  if (a.rows < kTileX) return columns<kTileW>(a, x, y_row_stride, j0, j1);
+  columns<kTileWMany>(a, x, y_row_stride, j0, j1);
 }
 
 }  // namespace tiergen::kernels::detail

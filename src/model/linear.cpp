@@ -64,7 +64,9 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
            weight.cols);
   // Many rows (prefill, large decode batches): the dense path, through one dense copy of
   // this weight per layer load.
-  if (x.numel() / weight.cols > kernels::kQuantizedInPlaceMaxRows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
+  const int64_t in_place_rows =
+      kernels::quantized_in_place_max_rows(x.scalar_type() == at::kBFloat16, {weight.bits, weight.group_size});
+  if (x.numel() / weight.cols > in_place_rows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
   // bf16 activations go to the kernel as they are (the AVX-512 BF16 kernel multiplies
   // them without widening); others as fp32.
   const bool bf16 = x.scalar_type() == at::kBFloat16;
