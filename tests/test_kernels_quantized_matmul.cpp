@@ -99,21 +99,27 @@ TEST(QuantizedMatmul, MatchesTheProductWithDequantizedWeights) {
   set_avx2_kernels_enabled(true);
 }
 
+// The whole batch on 2 threads, then each row alone on one: bit-identical results.
+void expect_rows_match_alone(Problem& p, const std::string& what) {
+  p.args.num_threads = 2;
+  quantized_matmul(p.args);
+  for (int64_t m = 0; m < p.args.rows; ++m) {
+    std::vector<float> alone(size_t(p.args.n));
+    QuantizedMatmulArgs one = p.args;
+    one.rows = 1;
+    if (one.x) one.x = p.x.data() + m * p.args.k;
+    if (one.x_bf16) one.x_bf16 = p.x_bf16.data() + m * p.args.k;
+    one.y = alone.data();
+    one.num_threads = 1;
+    quantized_matmul(one);
+    for (int64_t j = 0; j < p.args.n; ++j) ASSERT_EQ(alone[j], p.y[m * p.args.n + j]) << what << " row " << m;
+  }
+}
+
 TEST(QuantizedMatmul, RowResultsDoNotDependOnBatchOrThreads) {
   for (int bits : {4, 8}) {
     Problem p = make_problem(9, 300, 37, {bits, 64}, 42, true);
-    p.args.num_threads = 2;
-    quantized_matmul(p.args);
-    for (int64_t m = 0; m < p.args.rows; ++m) {
-      std::vector<float> alone(size_t(p.args.n));
-      QuantizedMatmulArgs one = p.args;
-      one.rows = 1;
-      one.x = p.x.data() + m * p.args.k;
-      one.y = alone.data();
-      one.num_threads = 1;
-      quantized_matmul(one);
-      for (int64_t j = 0; j < p.args.n; ++j) ASSERT_EQ(alone[j], p.y[m * p.args.n + j]) << bits << " row " << m;
-    }
+    expect_rows_match_alone(p, std::to_string(bits) + "-bit");
   }
 }
 
@@ -169,19 +175,9 @@ TEST(QuantizedMatmul, Bf16ActivationsMatchTheProductWithDequantizedWeights) {
 TEST(QuantizedMatmul, Bf16RowResultsDoNotDependOnBatchOrThreads) {
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
+    // 7 rows: a tile of four rows of x and three single rows on the AVX-512 BF16 kernel.
     Problem p = make_bf16_problem(7, 640, 45, {4, 64}, 7, true);
-    p.args.num_threads = 2;
-    quantized_matmul(p.args);
-    for (int64_t m = 0; m < p.args.rows; ++m) {
-      std::vector<float> alone(size_t(p.args.n));
-      QuantizedMatmulArgs one = p.args;
-      one.rows = 1;
-      one.x_bf16 = p.x_bf16.data() + m * p.args.k;
-      one.y = alone.data();
-      one.num_threads = 1;
-      quantized_matmul(one);
-      for (int64_t j = 0; j < p.args.n; ++j) ASSERT_EQ(alone[j], p.y[m * p.args.n + j]) << kernels.name << " row " << m;
-    }
+    expect_rows_match_alone(p, kernels.name);
   }
   restore_kernels();
 }
