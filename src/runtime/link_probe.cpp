@@ -25,42 +25,48 @@ double fastest(const std::vector<double>& v) { return *std::min_element(v.begin(
 
 std::string hop_key(int hop) { return fmt::format("link_probe/hop{}", hop); }
 
-// The lower rank of hop `hop`: times the round trips and publishes the result.
-void measure_hop(StageLink& link, int hop, const LinkProbeOptions& o) {
+// Round trips of `message` answered by one value, the first untimed (it may set the
+// connection up): their durations.
+std::vector<double> timed_round_trips(StageLink& link, int hop, const at::Tensor& message, int64_t what, int rounds) {
   const int peer = hop + 1;
   at::Tensor reply = at::zeros({1}, at::kFloat);
-  const at::Tensor payload = at::zeros({o.payload_bytes}, at::kByte);
-  std::vector<double> pings, payloads;
-  for (int round = 0; round <= o.rounds; ++round) {  // round 0 sets the connection up, untimed
-    auto start = std::chrono::steady_clock::now();
-    link.send(reply, peer, probe_label(hop, round, kPing))();
-    link.recv(reply, peer, probe_label(hop, round, kPing));
-    const double ping = seconds_since(start);
-    start = std::chrono::steady_clock::now();
-    link.send(payload, peer, probe_label(hop, round, kPayload))();
-    link.recv(reply, peer, probe_label(hop, round, kPayload));
-    const double trip = seconds_since(start);
-    if (round == 0) continue;
-    pings.push_back(ping);
-    payloads.push_back(trip);
+  std::vector<double> trips;
+  for (int round = 0; round <= rounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    link.send(message, peer, probe_label(hop, round, what))();
+    link.recv(reply, peer, probe_label(hop, round, what));
+    if (round > 0) trips.push_back(seconds_since(start));
   }
-  const double ping = fastest(pings), payload_trip = fastest(payloads);
+  return trips;
+}
+
+// The lower rank of hop `hop`: all pings first, on a quiet connection (a ping right
+// after a large payload would time the payload's aftermath), then the payloads; it
+// publishes the result.
+void measure_hop(StageLink& link, int hop, const LinkProbeOptions& o) {
+  const double ping = fastest(timed_round_trips(link, hop, at::zeros({1}, at::kFloat), kPing, o.rounds));
+  const double payload_trip =
+      fastest(timed_round_trips(link, hop, at::zeros({o.payload_bytes}, at::kByte), kPayload, o.rounds));
   // A payload too small to stand out from the latency still bounds the bandwidth below.
   const double transfer = payload_trip - ping > 0 ? payload_trip - ping : payload_trip;
   link.set(hop_key(hop), fmt::format("{:.9e} {:.9e}", ping / 2, double(o.payload_bytes) / transfer));
 }
 
-// The upper rank of hop `hop`: answers each message with one value.
-void answer_hop(StageLink& link, int hop, const LinkProbeOptions& o) {
-  const int peer = hop;
+// Answers `rounds` + 1 messages received into `message` with one value each.
+void answer_round_trips(StageLink& link, int hop, at::Tensor& message, int64_t what, int rounds) {
   at::Tensor reply = at::zeros({1}, at::kFloat);
-  at::Tensor payload = at::empty({o.payload_bytes}, at::kByte);
-  for (int round = 0; round <= o.rounds; ++round) {
-    link.recv(reply, peer, probe_label(hop, round, kPing));
-    link.send(reply, peer, probe_label(hop, round, kPing))();
-    link.recv(payload, peer, probe_label(hop, round, kPayload));
-    link.send(reply, peer, probe_label(hop, round, kPayload))();
+  for (int round = 0; round <= rounds; ++round) {
+    link.recv(message, hop, probe_label(hop, round, what));
+    link.send(reply, hop, probe_label(hop, round, what))();
   }
+}
+
+// The upper rank of hop `hop`: answers the lower rank's pings, then its payloads.
+void answer_hop(StageLink& link, int hop, const LinkProbeOptions& o) {
+  at::Tensor ping = at::zeros({1}, at::kFloat);
+  answer_round_trips(link, hop, ping, kPing, o.rounds);
+  at::Tensor payload = at::empty({o.payload_bytes}, at::kByte);
+  answer_round_trips(link, hop, payload, kPayload, o.rounds);
 }
 
 LinkHop read_hop(StageLink& link, int hop) {

@@ -2,7 +2,7 @@
 // Measures the links between consecutive pipeline stages (rank r to rank r + 1) over
 // the job's own transport (StageLink), so `tiergen policy --stages` predicts the hops
 // of hidden states from this cluster's numbers. Per hop, the lower rank times round
-// trips of a one-value ping (twice the latency) and of a payload answered by a
+// trips of a one-value ping (twice the latency), then of a payload answered by a
 // one-value reply (the payload's transfer plus the same two latencies); the fastest
 // of each (noise only adds time) give latency = ping / 2 and bandwidth = payload bytes
 // / (payload - ping). Hops are measured one after another, so no two share the network.
