@@ -92,18 +92,21 @@ Staged CacheTensor::dense_on_compute(Tier t, int64_t len, int64_t capacity) cons
 
 HostCacheView CacheTensor::host_view(Tier t, int64_t len, int64_t capacity) const {
   HostCacheView view;
-  view.capacity = t == Tier::Cpu ? positions() : capacity;
+  if (host_resident(t)) {  // in place: the whole piece, so the kernel's strides hold
+    const auto piece = [t](const SplitTensor& s) { return t == Tier::Gpu ? s.gpu_piece() : s.cpu_piece(); };
+    view.capacity = positions();
+    view.values.tensor = piece(*values_);
+    if (compression_.enabled) {
+      view.mins.tensor = piece(*mins_);
+      view.scales.tensor = piece(*scales_);
+    }
+    return view;
+  }
+  view.capacity = capacity;
   view.values = values_->read_to_host(t, len, view.capacity);
   if (compression_.enabled) {
     view.mins = mins_->read_to_host(t, len, view.capacity);
     view.scales = scales_->read_to_host(t, len, view.capacity);
-  }
-  if (t == Tier::Cpu) {  // in place: the whole piece, so the kernel's strides hold
-    view.values.tensor = values_->cpu_piece();
-    if (compression_.enabled) {
-      view.mins.tensor = mins_->cpu_piece();
-      view.scales.tensor = scales_->cpu_piece();
-    }
   }
   return view;
 }

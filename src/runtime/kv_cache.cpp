@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kernels/cpu/attention.h"
 #include "tiergen/common/error.h"
@@ -106,6 +107,17 @@ std::vector<std::pair<int64_t, int64_t>> live_unit_ranges(const std::vector<int6
   return ranges;
 }
 
+// The left padding of each (sequence, kv head) unit: pad [b] repeated kv_heads times,
+// on the host (a loop, not repeat_interleave's several operators per layer).
+at::Tensor unit_starts(const at::Tensor& pad_on_host, int64_t kv_heads) {
+  const at::Tensor pad = pad_on_host.to(at::kLong).contiguous();
+  at::Tensor units = at::empty({pad.numel() * kv_heads}, pad.options());
+  const int64_t* from = pad.data_ptr<int64_t>();
+  int64_t* to = units.data_ptr<int64_t>();
+  for (int64_t row = 0; row < pad.numel(); ++row) std::fill_n(to + row * kv_heads, kv_heads, from[row]);
+  return units;
+}
+
 HostCacheView narrow_units(const HostCacheView& view, int64_t begin, int64_t length) {
   HostCacheView part = view;
   for (Staged* s : {&part.values, &part.mins, &part.scales}) {
@@ -127,8 +139,8 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
   const at::Tensor q_units = qkv.q.reshape({units, groups, 1, d});
   const at::Tensor k_new = qkv.k.reshape({units, 1, d});
   const at::Tensor v_new = qkv.v.reshape({units, 1, d});
-  const at::Tensor unit_pad = step.pad.to(qkv.q.device()).repeat_interleave(kv_heads_);
-  const at::Tensor unit_pad_on_host = pad_on_host.repeat_interleave(kv_heads_);
+  const at::Tensor unit_pad_on_host = unit_starts(pad_on_host, kv_heads_);
+  at::Tensor unit_pad;  // on the compute device, for attention by LibTorch operators
   CacheTensor& keys_home = keys(layer, batch);
   CacheTensor& values_home = values(layer, batch);
 
@@ -139,9 +151,11 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
     const int i = static_cast<int>(t);
     const int64_t first = keys_home.begin(t);
     const at::Tensor kn = k_new.narrow(0, first, n), vn = v_new.narrow(0, first, n);
-    const at::Tensor pad = unit_pad.narrow(0, first, n);
     const at::Tensor q = q_units.narrow(0, first, n);
     const bool on_cpu = t != Tier::Gpu && cpu_attention_;
+    // On the CPU stand-in the gpu home is host memory too: the kernel reads it in place
+    // (one fused pass in fp32) rather than ~25 LibTorch operators a layer.
+    const bool kernel_in_place = t == Tier::Gpu && keys_home.host_resident(t);
     // Attention runs over the live rows' units only, in contiguous ranges (views, no
     // copies); the other units' outputs are zeros nobody reads.
     const auto ranges = live_unit_ranges(live_rows, kv_heads_, first, n);
@@ -166,10 +180,11 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
         values_home.write_tier(t, vn, pos);
       });
     }
-    if (on_cpu) {
-      ScopedTimer timer(stats, Task::CpuAttention, false, step_id);
-      HostCacheView kv = t == Tier::Cpu ? keys_home.host_view(t, pos + 1, pos + 1) : loaded->host_keys[i];
-      HostCacheView vv = t == Tier::Cpu ? values_home.host_view(t, pos + 1, pos + 1) : loaded->host_values[i];
+    if (on_cpu || kernel_in_place) {
+      std::optional<ScopedTimer> timer;
+      if (on_cpu) timer.emplace(stats, Task::CpuAttention, false, step_id);
+      HostCacheView kv = t == Tier::Disk ? loaded->host_keys[i] : keys_home.host_view(t, pos + 1, pos + 1);
+      HostCacheView vv = t == Tier::Disk ? loaded->host_values[i] : values_home.host_view(t, pos + 1, pos + 1);
       if (t == Tier::Disk) {
         TG_CHECK(kv.values.tensor.defined(), "internal: KV cache of layer {} batch {} not loaded", layer, batch);
         keys_home.put_row(kv, kn, pos);
@@ -196,6 +211,8 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
       kt.narrow(1, pos, 1).copy_(keys_home.as_stored(kn));
       vt.narrow(1, pos, 1).copy_(values_home.as_stored(vn));
     }
+    if (!unit_pad.defined()) unit_pad = step.pad.to(qkv.q.device()).repeat_interleave(kv_heads_);
+    const at::Tensor pad = unit_pad.narrow(0, first, n);
     const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]
     const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
     for (const auto& [begin, end] : ranges) {

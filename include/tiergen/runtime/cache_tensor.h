@@ -38,8 +38,11 @@ class CacheTensor {
   // Dense [n, capacity, d] on the compute device with positions [0, len) filled,
   // queued on this thread's stream (`ready` marks the end for non-gpu tiers).
   Staged dense_on_compute(Tier t, int64_t len, int64_t capacity) const;
-  // Host rows [0, len) of a cpu tier (in place, capacity = positions) or disk tier (staged).
+  // Host rows [0, len) of a cpu tier (in place, capacity = positions) or disk tier
+  // (staged); of the gpu tier too when the compute device is the CPU (in place).
   HostCacheView host_view(Tier t, int64_t len, int64_t capacity) const;
+  // Whether host_view can read tier t's units where they live.
+  bool host_resident(Tier t) const { return t == Tier::Cpu || (t == Tier::Gpu && !device_.is_cuda()); }
   // Dense rows [n, len, d] as the cache will give them back (quantized and dequantized
   // when compressed), so an entry used before it is stored reads the same as after.
   at::Tensor as_stored(const at::Tensor& rows) const;
