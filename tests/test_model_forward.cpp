@@ -152,6 +152,29 @@ TEST_P(ForwardTest, EnginePromptAloneEqualsInsideLeftPaddedBatch) {
   }
 }
 
+// A decode step's shared tables (model::prepare_step, built once for every layer)
+// give each layer the projections it computes with tables of its own, in fp32 and bf16.
+TEST_P(ForwardTest, StepTablesPreparedOnceEqualEachLayersOwn) {
+  const auto prompts = make_prompts({5, 3}, model_.spec.vocab_size, 9);
+  auto [ids, step] = left_padded(prompts);
+  step.positions = step.positions.narrow(1, step.positions.size(1) - 1, 1);  // one new token each
+  step.past_len = ids.size(1) - 1;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    model::StepInputs prepared = step;
+    model::prepare_step(model_.spec, prepared, at::kCPU, dtype);
+    EXPECT_EQ(prepared.rope.cos.defined(), model_.spec.family == model::Family::Llama);
+    const at::Tensor hidden = at::randn({2, 1, model_.spec.hidden_size}).to(dtype);
+    const auto layers = load_all_layers(model_.spec, *model_.weights, dtype);
+    for (size_t layer = 1; layer + 1 < layers.size(); ++layer) {
+      const model::LayerWeights& w = layers[layer];
+      const model::QkvProjection own = model::project_qkv(model_.spec, w, hidden, step);
+      const model::QkvProjection shared = model::project_qkv(model_.spec, w, hidden, prepared);
+      EXPECT_TRUE(at::equal(own.q, shared.q)) << "layer " << layer;
+      EXPECT_TRUE(at::equal(own.k, shared.k)) << "layer " << layer;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ForwardTest, ::testing::ValuesIn(family_cases()),
                          [](const auto& info) { return info.param.name; });
 

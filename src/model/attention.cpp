@@ -88,8 +88,9 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   std::vector<at::Tensor> parts;
   for (int64_t s = 0; s < b; s += chunk) {
     const int64_t n = std::min(chunk, b - s);
-    StepInputs part{step.positions.defined() ? step.positions.narrow(0, s, n) : at::Tensor(), step.pad.narrow(0, s, n),
-                    step.past_len};
+    StepInputs part;  // attention reads the padding and past length only
+    part.pad = step.pad.narrow(0, s, n);
+    part.past_len = step.past_len;
     parts.push_back(attend_all(q.narrow(0, s, n), k.narrow(0, s, n), v.narrow(0, s, n), part));
   }
   return at::cat(parts, 0);

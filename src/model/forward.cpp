@@ -36,6 +36,10 @@ at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids,
   return spec.family == Family::Opt ? opt::embed(spec, w, ids, step) : llama::embed(spec, w, ids, step);
 }
 
+void prepare_step(const Spec& spec, StepInputs& step, const at::Device& device, at::ScalarType dtype) {
+  if (spec.family == Family::Llama) llama::prepare_step(spec, step, device, dtype);
+}
+
 QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,
                           const StepInputs& step) {
   return spec.family == Family::Opt ? opt::project_qkv(spec, w, hidden, step)

@@ -2,17 +2,50 @@
 // rope_theta and llama3 scaling, SwiGLU MLP, grouped-query attention, tied or untied
 // head. Mirrors transformers' LlamaModel.
 #include <cmath>
+#include <optional>
 
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rotary.h"
 #include "src/model/model_internal.h"
+#include "tiergen/common/kernel_elem_type.h"
 
 namespace tiergen::model::llama {
 
 namespace {
 
+at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t head_dim) {
+  return x.view({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);
+}
+
+// The element type of a host tensor the fused CPU kernels take in place, if any (on a
+// GPU, or in another dtype, the LibTorch operators run instead).
+std::optional<kernels::ElemType> fused_cpu_type(const at::Tensor& x) {
+  if (!x.device().is_cpu() || !x.is_contiguous()) return std::nullopt;
+  return kernel_elem_type_of(x.scalar_type());
+}
+
+bool fused_alongside(const at::Tensor& x, const at::Tensor& other) {
+  return other.device().is_cpu() && other.is_contiguous() && other.scalar_type() == x.scalar_type();
+}
+
 at::Tensor rms_norm(const Spec& spec, const LayerWeights& w, const std::string& name, const at::Tensor& x) {
+  const at::Tensor& weight = w.get(name + ".weight");
+  if (const auto type = fused_cpu_type(x); type && fused_alongside(x, weight)) {
+    at::Tensor y = at::empty_like(x);
+    kernels::RmsNormArgs a;
+    a.x = x.data_ptr();
+    a.weight = weight.data_ptr();
+    a.y = y.data_ptr();
+    a.type = *type;
+    a.cols = x.size(-1);
+    a.rows = x.numel() / a.cols;
+    a.eps = static_cast<float>(spec.norm_eps);
+    kernels::rms_norm(a);
+    return y;
+  }
   const at::Tensor xf = x.to(at::kFloat);
   const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + spec.norm_eps);
-  return w.get(name + ".weight") * normed.to(x.scalar_type());
+  return weight * normed.to(x.scalar_type());
 }
 
 at::Tensor rotate_half(const at::Tensor& x) {
@@ -21,18 +54,41 @@ at::Tensor rotate_half(const at::Tensor& x) {
 }
 
 // cos/sin [b, 1, t, d] for the step's positions, computed in float32 as transformers does.
-std::pair<at::Tensor, at::Tensor> rope_tables(const Spec& spec, const StepInputs& step, const at::Device& device,
-                                              at::ScalarType dtype) {
-  // Built where it is used: a host tensor here would cost a blocking copy per layer.
+RopeTables rope_tables(const Spec& spec, const at::Tensor& positions, const at::Device& device, at::ScalarType dtype) {
+  // Built where they are used: a host tensor here would cost a blocking copy per layer.
   const at::Tensor inv_freq = rope_inv_freq(spec, device);
-  const at::Tensor pos = step.positions.to(device).to(at::kFloat);                // [b, t]
+  const at::Tensor pos = positions.to(device).to(at::kFloat);                     // [b, t]
   const at::Tensor freqs = pos.unsqueeze(-1) * inv_freq.view({1, 1, -1});         // [b, t, d/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1).unsqueeze(1);                 // [b, 1, t, d]
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }
 
-at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t head_dim) {
-  return x.view({x.size(0), x.size(1), heads, head_dim}).transpose(1, 2);
+// The step's tables when prepare_step() built them for this device and dtype.
+RopeTables step_rope_tables(const Spec& spec, const StepInputs& step, const at::Tensor& hidden) {
+  const RopeTables& built = step.rope;
+  if (built.cos.defined() && built.cos.device() == hidden.device() && built.cos.scalar_type() == hidden.scalar_type()) {
+    return built;
+  }
+  return rope_tables(spec, step.positions, hidden.device(), hidden.scalar_type());
+}
+
+// Projections [b, t, heads * d] -> [b, heads, t, d] with RoPE applied: in place by the
+// CPU kernel where it can (the projection is this function's own temporary).
+at::Tensor rotated_heads(at::Tensor x, const RopeTables& rope, int64_t heads, int64_t head_dim) {
+  if (const auto type = fused_cpu_type(x); type && fused_alongside(x, rope.cos) && fused_alongside(x, rope.sin)) {
+    kernels::RotaryArgs a;
+    a.x = x.data_ptr();
+    a.cos = rope.cos.data_ptr();
+    a.sin = rope.sin.data_ptr();
+    a.type = *type;
+    a.rows = x.size(0) * x.size(1);
+    a.heads = heads;
+    a.head_dim = head_dim;
+    kernels::apply_rotary(a);
+    return split_heads(x, heads, head_dim);
+  }
+  const at::Tensor h = split_heads(x, heads, head_dim);
+  return h * rope.cos + rotate_half(h) * rope.sin;
 }
 
 }  // namespace
@@ -54,6 +110,10 @@ at::Tensor rope_inv_freq(const Spec& spec, const at::Device& device) {
   return at::where(medium, smoothed, scaled);
 }
 
+void prepare_step(const Spec& spec, StepInputs& step, const at::Device& device, at::ScalarType dtype) {
+  step.rope = rope_tables(spec, step.positions, device, dtype);
+}
+
 at::Tensor embed(const Spec&, const LayerWeights& w, const at::Tensor& ids, const StepInputs&) {
   return lookup_rows(w.get("embed_tokens.weight"), ids);
 }
@@ -62,12 +122,10 @@ QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Ten
                           const StepInputs& step) {
   const at::Tensor x = rms_norm(spec, w, "input_layernorm", hidden);
   QkvProjection p;
-  p.q = split_heads(linear(x, w, "self_attn.q_proj"), spec.num_heads, spec.head_dim);
-  p.k = split_heads(linear(x, w, "self_attn.k_proj"), spec.num_kv_heads, spec.head_dim);
+  const RopeTables rope = step_rope_tables(spec, step, hidden);
+  p.q = rotated_heads(linear(x, w, "self_attn.q_proj"), rope, spec.num_heads, spec.head_dim);
+  p.k = rotated_heads(linear(x, w, "self_attn.k_proj"), rope, spec.num_kv_heads, spec.head_dim);
   p.v = split_heads(linear(x, w, "self_attn.v_proj"), spec.num_kv_heads, spec.head_dim);
-  const auto [cos, sin] = rope_tables(spec, step, hidden.device(), hidden.scalar_type());
-  p.q = p.q * cos + rotate_half(p.q) * sin;
-  p.k = p.k * cos + rotate_half(p.k) * sin;
   return p;
 }
 

@@ -23,6 +23,7 @@ at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids,
 QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const StepInputs& step);
 at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden, const at::Tensor& attention);
 at::Tensor head_hidden(const Spec& spec, const LayerWeights& w, const at::Tensor& last);
+void prepare_step(const Spec& spec, StepInputs& step, const at::Device& device, at::ScalarType dtype);
 // RoPE inverse frequencies [head_dim/2] (float32), with llama3 scaling when configured.
 at::Tensor rope_inv_freq(const Spec& spec, const at::Device& device = at::kCPU);
 }  // namespace llama

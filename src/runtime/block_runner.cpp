@@ -258,6 +258,9 @@ void BlockRunner::start_token(int64_t i, std::vector<BatchState>& batches, Pendi
     b.step = i == 0 ? step_inputs(b.prefill_pad_on_device, 0, b.prefill_len) : step_inputs(b.pad_on_device, i, p.S);
     if (b.live.none()) continue;
     b.live_step = b.live.gather(b.step);
+    // Decode: the step's shared tables once, not in each of its layers (a prefill's
+    // groups build theirs per layer; they are computed once per prompt).
+    if (i > 0) model::prepare_step(spec_, b.live_step, device_.compute, device_.dtype);
     p.order.push_back(static_cast<int64_t>(k));
   }
 }

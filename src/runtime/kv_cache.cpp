@@ -217,7 +217,9 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
     const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
     for (const auto& [begin, end] : ranges) {
       const int64_t len = end - begin;
-      model::StepInputs unit_step{at::Tensor(), pad.narrow(0, begin, len), pos};
+      model::StepInputs unit_step;  // attention reads the padding and past length only
+      unit_step.pad = pad.narrow(0, begin, len);
+      unit_step.past_len = pos;
       place(begin, model::attend(q.narrow(0, begin, len), kk.narrow(0, begin, len), vv.narrow(0, begin, len), unit_step)
                        .view({len, groups, 1, d}));
     }

@@ -9,12 +9,24 @@
 
 namespace tiergen::model {
 
+// LLaMA's rotary tables for a step's positions: cos, sin [b, 1, t, head_dim].
+struct RopeTables {
+  at::Tensor cos, sin;
+};
+
 // Per-step batch geometry shared by every layer of one gpu batch.
 struct StepInputs {
   at::Tensor positions;  // [b, t] int64 position of each new token (0-based, padding excluded)
   at::Tensor pad;        // [b] int64 left-padding length of each sequence
   int64_t past_len = 0;  // tokens (padding included) already in the KV cache
+  // Built once by prepare_step() for every layer of the step to share; undefined: each
+  // layer builds its own.
+  RopeTables rope;
 };
+
+// Fills what every layer of a step shares (LLaMA's rotary tables for `positions`, on
+// `device` in `dtype`); a no-op for OPT.
+void prepare_step(const Spec& spec, StepInputs& step, const at::Device& device, at::ScalarType dtype);
 
 // q: [b, heads, t, d]; k, v: [b, kv_heads, t, d] for the new tokens (RoPE applied).
 struct QkvProjection {
