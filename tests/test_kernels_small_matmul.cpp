@@ -1,6 +1,6 @@
 // The small-row CPU matmul (kernels/cpu/small_matmul) against a double-precision
 // reference over the exact stored operands, for every kernel (portable, AVX2, AVX-512
-// BF16 where the CPU has them), weight type and awkward shape; results per row that do
+// BF16 and AMX where the CPU has them), weight type and awkward shape; results per row that do
 // not depend on the batch around it or the thread count; and model::linear_product's
 // routing between the kernel and at::linear.
 #include <ATen/ATen.h>
@@ -20,13 +20,14 @@
 namespace tiergen::kernels {
 namespace {
 
-enum class Path { Portable, Avx2, Avx512Bf16 };
+enum class Path { Portable, Avx2, Avx512Bf16, Amx };
 
 const char* path_name(Path p) {
   switch (p) {
     case Path::Portable: return "portable";
     case Path::Avx2: return "avx2";
     case Path::Avx512Bf16: return "avx512bf16";
+    case Path::Amx: return "amx";
   }
   return "?";
 }
@@ -36,12 +37,16 @@ class KernelScope {
  public:
   explicit KernelScope(Path p) {
     set_avx2_kernels_enabled(p != Path::Portable);
-    set_avx512_bf16_kernels_enabled(p == Path::Avx512Bf16);
-    available_ = p == Path::Portable || (p == Path::Avx2 ? use_avx2_kernels() : use_avx512_bf16_kernels());
+    set_avx512_bf16_kernels_enabled(p == Path::Avx512Bf16 || p == Path::Amx);
+    set_amx_kernels_enabled(p == Path::Amx);
+    available_ = p == Path::Portable || (p == Path::Avx2       ? use_avx2_kernels()
+                                         : p == Path::Avx512Bf16 ? use_avx512_bf16_kernels()
+                                                                 : use_amx_kernels());
   }
   ~KernelScope() {
     set_avx2_kernels_enabled(true);
     set_avx512_bf16_kernels_enabled(true);
+    set_amx_kernels_enabled(true);
   }
   bool available() const { return available_; }
 
@@ -127,6 +132,7 @@ const std::vector<Case> kCases = {
     {1, 1, 1, 1, 1, false},     {1, 8, 4, 8, 4, true},      {2, 7, 5, 9, 6, true},
     {3, 31, 17, 31, 17, false}, {5, 33, 33, 40, 35, true},  {17, 100, 9, 100, 9, true},
     {4, 64, 16, 64, 16, false}, {16, 257, 37, 260, 40, true}, {1, 2048, 70, 2048, 70, false},
+    {33, 96, 48, 100, 50, true},  // three blocks of x rows for the AMX tiles
 };
 
 struct TypeCombo {
@@ -137,7 +143,7 @@ const std::vector<TypeCombo> kTypes = {{ElemType::F32, ElemType::F32}, {ElemType
                                        {ElemType::F32, ElemType::BF16}, {ElemType::BF16, ElemType::BF16}};
 
 TEST(SmallMatmul, EveryKernelMatchesTheExactProduct) {
-  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16}) {
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16, Path::Amx}) {
     KernelScope scope(path);
     if (!scope.available()) continue;
     for (const TypeCombo& t : kTypes) {
@@ -156,7 +162,7 @@ TEST(SmallMatmul, EveryKernelMatchesTheExactProduct) {
 // sequence's tokens must not depend on its neighbours or the machine's core count.
 TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
   const Case batch{13, 300, 41, 300, 41, true};
-  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16}) {
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16, Path::Amx}) {
     KernelScope scope(path);
     if (!scope.available()) continue;
     for (const TypeCombo& t : kTypes) {

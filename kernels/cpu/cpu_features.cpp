@@ -2,6 +2,12 @@
 
 #include <atomic>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace tiergen::kernels {
 namespace {
 
@@ -23,6 +29,28 @@ bool cpu_supports_avx512_bf16() {
 #else
   return false;
 #endif
+}
+
+// Linux hands out the AMX tile data state only on request, once per process
+// (arch_prctl ARCH_REQ_XCOMP_PERM); a tile instruction before it is SIGILL.
+bool cpu_supports_amx_bf16() {
+#if defined(__x86_64__) && defined(__linux__)
+  if (!cpu_supports_avx512_bf16()) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amx_bf16 = (edx >> 22) & 1u, amx_tile = (edx >> 24) & 1u;
+  if (!amx_bf16 || !amx_tile) return false;
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& amx_enabled() {
+  static std::atomic<bool> enabled{cpu_supports_amx_bf16()};
+  return enabled;
 }
 
 std::atomic<bool>& avx512_bf16_enabled() {
@@ -47,6 +75,13 @@ bool use_avx512_bf16_kernels() { return avx512_bf16_enabled().load(std::memory_o
 
 void set_avx512_bf16_kernels_enabled(bool enabled) {
   avx512_bf16_enabled().store(enabled && cpu_supports_avx512_bf16(), std::memory_order_relaxed);
+}
+
+bool use_amx_kernels() { return amx_enabled().load(std::memory_order_relaxed); }
+
+void set_amx_kernels_enabled(bool enabled) {
+  static const bool supported = cpu_supports_amx_bf16();
+  amx_enabled().store(enabled && supported, std::memory_order_relaxed);
 }
 
 }  // namespace tiergen::kernels

@@ -1,5 +1,5 @@
 #pragma once
-// Runtime choice between the portable kernels and the AVX2/FMA/F16C (and AVX-512 BF16) ones. The build
+// Runtime choice between the portable kernels and the AVX2/FMA/F16C (AVX-512 BF16, AMX) ones. The build
 // uses baseline x86-64 flags, so SIMD code is compiled per function with target
 // attributes and picked here once per process from what the CPU reports.
 namespace tiergen::kernels {
@@ -16,5 +16,11 @@ void set_avx2_kernels_enabled(bool enabled);
 // (vdpbf16ps), twice the multiply-adds per instruction of converting to fp32 first.
 bool use_avx512_bf16_kernels();
 void set_avx512_bf16_kernels_enabled(bool enabled);
+
+// True when the AMX kernels may run (CPU has AMX-TILE and AMX-BF16 besides AVX-512
+// BF16, Linux granted the process the tile data state, and they are enabled): tile
+// products of bf16 operands with fp32 accumulation.
+bool use_amx_kernels();
+void set_amx_kernels_enabled(bool enabled);
 
 }  // namespace tiergen::kernels

@@ -46,11 +46,14 @@ float weight_at(const SmallMatmulArgs& a, int64_t row, int64_t p) {
   return 0.0f;
 }
 
-enum class Kernel { Portable, Avx2, Avx512Bf16 };
+enum class Kernel { Portable, Avx2, Avx512Bf16, Amx };
 
 Kernel pick_kernel(const SmallMatmulArgs& a) {
 #if defined(__x86_64__)
-  if (a.x_type == ElemType::BF16 && a.w_type == ElemType::BF16 && use_avx512_bf16_kernels()) return Kernel::Avx512Bf16;
+  // AMX falls back on the AVX-512 BF16 kernel for a last chunk of few W rows.
+  if (a.x_type == ElemType::BF16 && a.w_type == ElemType::BF16 && use_avx512_bf16_kernels()) {
+    return use_amx_kernels() ? Kernel::Amx : Kernel::Avx512Bf16;
+  }
   if (use_avx2_kernels()) return Kernel::Avx2;
 #endif
   (void)a;
@@ -98,10 +101,17 @@ void small_matmul(const SmallMatmulArgs& a) {
   if (a.rows == 0 || a.n == 0) return;
   const Kernel kernel = pick_kernel(a);
   std::vector<float> x_scratch;
+  std::vector<uint16_t> x_tiles;
   if (a.x_type == ElemType::F32) {
     s.x_f32 = static_cast<const float*>(a.x);
-  } else if (kernel == Kernel::Avx512Bf16) {
+  } else if (kernel == Kernel::Avx512Bf16 || kernel == Kernel::Amx) {
     s.x_bf16 = static_cast<const uint16_t*>(a.x);
+#if defined(__x86_64__)
+    if (kernel == Kernel::Amx) {
+      x_tiles = detail::pack_x_for_amx(a, s);
+      s.x_amx = x_tiles.data();
+    }
+#endif
   } else {
     x_scratch = bf16_rows_to_f32(a, s.x_row_stride);
     s.x_f32 = x_scratch.data();
@@ -110,6 +120,7 @@ void small_matmul(const SmallMatmulArgs& a) {
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {
 #if defined(__x86_64__)
+      case Kernel::Amx: return detail::small_matmul_columns_amx(a, s, j0, j1);
       case Kernel::Avx512Bf16: return detail::small_matmul_columns_avx512_bf16(a, s, j0, j1);
       case Kernel::Avx2: return detail::small_matmul_columns_avx2(a, s, j0, j1);
 #endif
