@@ -28,4 +28,20 @@ void for_each_column_chunk(int64_t n, int64_t k, int num_threads, const Columns&
   }
 }
 
+// The same columns in one call per thread, each a contiguous run of whole chunks: for
+// a kernel whose per-call setup (AMX's tile configuration) should be paid once per
+// thread, not once per chunk.
+template <class Columns>
+void for_each_thread_columns(int64_t n, int64_t k, int num_threads, const Columns& columns) {
+  const int64_t chunks = (n + kColumnsPerChunk - 1) / kColumnsPerChunk;
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+  const bool parallel = threads > 1 && chunks > 1 && n * k >= kParallelMinWeights;
+  const int64_t parts = parallel ? std::min<int64_t>(threads, chunks) : 1;
+#pragma omp parallel for schedule(static) num_threads(static_cast<int>(parts)) if (parallel)
+  for (int64_t t = 0; t < parts; ++t) {
+    const int64_t c0 = chunks * t / parts, c1 = chunks * (t + 1) / parts;
+    columns(c0 * kColumnsPerChunk, std::min(n, c1 * kColumnsPerChunk));
+  }
+}
+
 }  // namespace tiergen::kernels::detail

@@ -117,10 +117,16 @@ void small_matmul(const SmallMatmulArgs& a) {
     s.x_f32 = x_scratch.data();
     s.x_row_stride = a.k;
   }
+#if defined(__x86_64__)
+  if (kernel == Kernel::Amx) {
+    detail::for_each_thread_columns(a.n, a.k, a.num_threads,
+                                    [&](int64_t j0, int64_t j1) { detail::small_matmul_columns_amx(a, s, j0, j1); });
+    return;
+  }
+#endif
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {
 #if defined(__x86_64__)
-      case Kernel::Amx: return detail::small_matmul_columns_amx(a, s, j0, j1);
       case Kernel::Avx512Bf16: return detail::small_matmul_columns_avx512_bf16(a, s, j0, j1);
       case Kernel::Avx2: return detail::small_matmul_columns_avx2(a, s, j0, j1);
 #endif
