@@ -12,69 +12,27 @@
 // reads W from a zero-padded copy; a chunk of fewer than 16 W rows (the matrix's last)
 // goes to the AVX-512 BF16 kernel.
 #if defined(__x86_64__)
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/small_matmul_impl.h"
 
-#define TG_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16,f16c")))
-
 namespace tiergen::kernels::detail {
-namespace {
 
-constexpr int64_t kTileRows = 16;  // W rows per tile, x rows per block
-constexpr int64_t kStepK = 32;     // elements of k per tile step (64 bytes of bf16)
-constexpr int64_t kPackedStep = kTileRows * kStepK;  // bf16 per packed B tile
-
-// The tiles: C (tmm0) accumulates W rows x x rows in fp32, A (tmm1) holds W, B (tmm2)
-// holds packed x. The tile intrinsics take the register number as a literal.
-constexpr int kTilesUsed = 3;
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-TileConfig tile_config() {
-  TileConfig c;
-  for (int t = 0; t < kTilesUsed; ++t) {
-    c.rows[t] = kTileRows;
-    c.colsb[t] = 64;  // C: 16 fp32; A: 32 bf16; B: 16 x rows x 2 bf16
-  }
-  return c;
-}
-
-}  // namespace
-
-int64_t amx_k_steps(int64_t k) { return (k + kStepK - 1) / kStepK; }
-
-int64_t amx_x_blocks(int64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+using amx::kPackedStep;
+using amx::kStepK;
+using amx::kTileRows;
 
 std::vector<uint16_t> pack_x_for_amx(const SmallMatmulArgs& a, const SmallMatmulShape& s) {
-  const int64_t steps = amx_k_steps(a.k), blocks = amx_x_blocks(a.rows);
-  std::vector<uint16_t> packed(size_t(blocks * steps * kPackedStep), 0);
-  // packed[block][step][pair kk][x row n][2] = x[block * 16 + n][step * 32 + 2 kk + (0, 1)]
-  for (int64_t m = 0; m < a.rows; ++m) {
-    const uint16_t* x = s.x_bf16 + m * s.x_row_stride;
-    uint16_t* block = packed.data() + (m / kTileRows) * steps * kPackedStep + (m % kTileRows) * 2;
-    for (int64_t p = 0; p < a.k; ++p) {
-      const int64_t step = p / kStepK, kk = (p % kStepK) / 2;
-      block[step * kPackedStep + kk * 2 * kTileRows + (p & 1)] = x[p];
-    }
-  }
-  return packed;
+  return amx::pack_rows(s.x_bf16, a.rows, a.k, s.x_row_stride);
 }
 
 TG_AMX void small_matmul_columns_amx(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   const auto* w = static_cast<const uint16_t*>(a.w);
-  const int64_t steps = amx_k_steps(a.k), full_steps = a.k / kStepK, blocks = amx_x_blocks(a.rows);
+  const int64_t steps = amx::k_steps(a.k), full_steps = a.k / kStepK, blocks = amx::x_blocks(a.rows);
   const int64_t tail = a.k - full_steps * kStepK;
-  const TileConfig config = tile_config();
+  const amx::TileConfig config = amx::bf16_tile_config();
   alignas(64) uint16_t w_tail[kTileRows * kStepK];
   alignas(64) float c[kTileRows * kTileRows];
   int64_t j = j0;
