@@ -15,12 +15,28 @@ constexpr int64_t kColumnsPerChunk = 16;
 // Below this many weight elements one thread is faster than waking the others.
 constexpr int64_t kParallelMinWeights = 1 << 15;
 
+// How [0, n) splits: chunks, and the threads (1 when waking others does not pay).
+struct ColumnSplit {
+  int64_t chunks = 0;
+  int threads = 1;
+  bool parallel() const { return threads > 1; }
+};
+
+inline ColumnSplit column_split(int64_t n, int64_t k, int num_threads) {
+  ColumnSplit s;
+  s.chunks = (n + kColumnsPerChunk - 1) / kColumnsPerChunk;
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+  if (threads > 1 && s.chunks > 1 && n * k >= kParallelMinWeights) s.threads = threads;
+  return s;
+}
+
 // Calls columns(j0, j1) over [0, n) in chunks; num_threads 0 means the OpenMP default.
 template <class Columns>
 void for_each_column_chunk(int64_t n, int64_t k, int num_threads, const Columns& columns) {
-  const int64_t chunks = (n + kColumnsPerChunk - 1) / kColumnsPerChunk;
-  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
-  const bool parallel = threads > 1 && chunks > 1 && n * k >= kParallelMinWeights;
+  const ColumnSplit split = column_split(n, k, num_threads);
+  const int64_t chunks = split.chunks;
+  const int threads = split.threads;
+  const bool parallel = split.parallel();
 #pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t j0 = c * kColumnsPerChunk;
@@ -33,10 +49,10 @@ void for_each_column_chunk(int64_t n, int64_t k, int num_threads, const Columns&
 // thread, not once per chunk.
 template <class Columns>
 void for_each_thread_columns(int64_t n, int64_t k, int num_threads, const Columns& columns) {
-  const int64_t chunks = (n + kColumnsPerChunk - 1) / kColumnsPerChunk;
-  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
-  const bool parallel = threads > 1 && chunks > 1 && n * k >= kParallelMinWeights;
-  const int64_t parts = parallel ? std::min<int64_t>(threads, chunks) : 1;
+  const ColumnSplit split = column_split(n, k, num_threads);
+  const int64_t chunks = split.chunks;
+  const bool parallel = split.parallel();
+  const int64_t parts = std::min<int64_t>(split.threads, chunks);
 #pragma omp parallel for schedule(static) num_threads(static_cast<int>(parts)) if (parallel)
   for (int64_t t = 0; t < parts; ++t) {
     const int64_t c0 = chunks * t / parts, c1 = chunks * (t + 1) / parts;

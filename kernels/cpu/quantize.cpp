@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/elements.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_group.h"
 #include "kernels/cpu/quantize_rows.h"
@@ -17,15 +18,6 @@ namespace {
 
 // Below this many elements the OpenMP fork costs more than the work.
 constexpr int64_t kParallelMinElems = 1 << 15;
-
-float element_as_float(const void* row, ElemType type, int64_t i) {
-  switch (type) {
-    case ElemType::F32: return static_cast<const float*>(row)[i];
-    case ElemType::F16: return half_to_float(static_cast<const uint16_t*>(row)[i]);
-    case ElemType::BF16: return bf16_to_float(static_cast<const uint16_t*>(row)[i]);
-  }
-  return 0.0f;
-}
 
 void check_shape(const char* what, int64_t rows, int64_t cols) {
   TG_CHECK(rows >= 0 && cols >= 0, "{}: negative shape [{}, {}]", what, rows, cols);
@@ -103,17 +95,13 @@ void dequantize_row(const uint8_t* packed, const uint16_t* mins, const uint16_t*
     const uint8_t* pg = packed + k * group_bytes;
     for (int i = 0; i < n; ++i) {
       const float v = quant::dequantize_value(unpack_level(pg, i, format.bits), lo, scale);
-      switch (type) {
-        case ElemType::F32: static_cast<float*>(dst)[j0 + i] = v; break;
-        case ElemType::F16: static_cast<uint16_t*>(dst)[j0 + i] = float_to_half(v); break;
-        case ElemType::BF16: static_cast<uint16_t*>(dst)[j0 + i] = float_to_bf16(v); break;
-      }
+      store_element(dst, type, j0 + i, v);
     }
   }
 }
 
 void row_to_float(const void* src, ElemType type, int64_t n, float* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = element_as_float(src, type, i);
+  for (int64_t i = 0; i < n; ++i) dst[i] = load_element(src, type, i);
 }
 
 }  // namespace detail
@@ -168,7 +156,7 @@ void quantize_strided(const void* src, ElemType type, int64_t src_row_stride, in
     const void* s = static_cast<const char*>(src) + bad_row * src_row_stride * esize;
     TG_THROW("quantize: {} value {} at row {}, column {}: group-wise quantization needs finite "
              "values within the fp16 range +-65504 (its min and scale are stored as fp16)",
-             elem_type_name(type), element_as_float(s, type, bad_col), bad_row, bad_col);
+             elem_type_name(type), load_element(s, type, bad_col), bad_row, bad_col);
   }
 }
 

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/column_chunks.h"
+#include "kernels/cpu/elements.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/small_matmul_impl.h"
@@ -36,15 +38,7 @@ std::atomic<int64_t>& max_rows_setting() {
   return rows;
 }
 
-float weight_at(const SmallMatmulArgs& a, int64_t row, int64_t p) {
-  const int64_t i = row * a.k + p;
-  switch (a.w_type) {
-    case ElemType::F32: return static_cast<const float*>(a.w)[i];
-    case ElemType::F16: return half_to_float(static_cast<const uint16_t*>(a.w)[i]);
-    case ElemType::BF16: return bf16_to_float(static_cast<const uint16_t*>(a.w)[i]);
-  }
-  return 0.0f;
-}
+float weight_at(const SmallMatmulArgs& a, int64_t row, int64_t p) { return load_element(a.w, a.w_type, row * a.k + p); }
 
 enum class Kernel { Portable, Avx2, Avx512Bf16, Amx };
 
@@ -108,7 +102,7 @@ void small_matmul(const SmallMatmulArgs& a) {
     s.x_bf16 = static_cast<const uint16_t*>(a.x);
 #if defined(__x86_64__)
     if (kernel == Kernel::Amx) {
-      x_tiles = detail::pack_x_for_amx(a, s);
+      x_tiles = detail::amx::pack_rows(s.x_bf16, a.rows, a.k, s.x_row_stride);
       s.x_amx = x_tiles.data();
     }
 #endif

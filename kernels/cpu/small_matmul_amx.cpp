@@ -24,10 +24,6 @@ using amx::kPackedStep;
 using amx::kStepK;
 using amx::kTileRows;
 
-std::vector<uint16_t> pack_x_for_amx(const SmallMatmulArgs& a, const SmallMatmulShape& s) {
-  return amx::pack_rows(s.x_bf16, a.rows, a.k, s.x_row_stride);
-}
-
 TG_AMX void small_matmul_columns_amx(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   const auto* w = static_cast<const uint16_t*>(a.w);
   const int64_t steps = amx::k_steps(a.k), full_steps = a.k / kStepK, blocks = amx::x_blocks(a.rows);

@@ -3,7 +3,6 @@
 // (rows of W) for every row of x. Portable in small_matmul.cpp, AVX2 in
 // small_matmul_avx2.cpp; the caller splits the columns between threads.
 #include <cstdint>
-#include <vector>
 
 #include "kernels/cpu/small_matmul.h"
 
@@ -14,7 +13,7 @@ namespace tiergen::kernels::detail {
 struct SmallMatmulShape {
   const float* x_f32 = nullptr;
   const uint16_t* x_bf16 = nullptr;
-  const uint16_t* x_amx = nullptr;  // x_bf16 packed into AMX B tiles (pack_x_for_amx)
+  const uint16_t* x_amx = nullptr;  // x_bf16 packed into AMX B tiles (amx::pack_rows)
   int64_t x_row_stride = 0;
   int64_t y_row_stride = 0;
 };
@@ -26,8 +25,7 @@ void small_matmul_columns_portable(const SmallMatmulArgs& a, const SmallMatmulSh
 void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // BF16 weights and BF16 x (s.x_bf16) only.
 void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
-// AMX: BF16 weights and BF16 x, with s.x_amx = pack_x_for_amx(a, s) as well as s.x_bf16.
-std::vector<uint16_t> pack_x_for_amx(const SmallMatmulArgs& a, const SmallMatmulShape& s);
+// AMX: BF16 weights and BF16 x, with s.x_amx (amx_tiles.h's pack_rows of x) as well as s.x_bf16.
 void small_matmul_columns_amx(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 #endif
 
