@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_timing.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
@@ -135,9 +136,12 @@ void bench_quantized(const Options& o) {
   }
   std::printf("\n## 4/8-bit weights (groups of 64) used in place vs bf16, one layer (bf16 %.1f MB, 4-bit %.1f MB)\n",
               bf16_bytes / 1e6, q4_bytes / 1e6);
+  // "bf16 x" runs the kernel this CPU picks (AMX where it has it); "AVX-512 BF16" the
+  // same products with AMX turned off, for the side-by-side.
   std::printf("| rows | bf16 small_matmul ms | 8-bit in place ms | 4-bit in place ms | 4-bit in place, bf16 x ms | "
-              "4-bit dequantize + bf16 matmul ms | 8-bit vs bf16 | 4-bit vs bf16 | 4-bit bf16 x vs bf16 | "
-              "4-bit in place vs dequantize |\n|---|---|---|---|---|---|---|---|---|---|\n");
+              "4-bit in place, bf16 x, AVX-512 BF16 ms | 4-bit dequantize + bf16 matmul ms | 8-bit vs bf16 | "
+              "4-bit vs bf16 | 4-bit bf16 x vs bf16 | bf16 x vs its AVX-512 BF16 | 4-bit in place vs dequantize "
+              "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t rows : o.rows) {
     std::vector<at::Tensor> xs, xs_bf16;
     std::vector<at::Tensor> ys;
@@ -176,12 +180,17 @@ void bench_quantized(const Options& o) {
     auto bf16 = [&] {
       for (size_t i = 0; i < mats.size(); ++i) model::linear_product(xs_bf16[i], mats[i].bf16);
     };
+    auto without_amx = [&] {
+      kernels::set_amx_kernels_enabled(false);
+      in_place(4, true);
+      kernels::set_amx_kernels_enabled(true);
+    };
     const std::vector<double> t =
         interleaved_medians(o.reps, {bf16, [&] { in_place(8, false); }, [&] { in_place(4, false); },
-                                     [&] { in_place(4, true); }, dequantize_then_matmul});
-    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx | %.2fx |\n", (long long)rows,
-                t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3, t[0] / t[1], t[0] / t[2], t[0] / t[3],
-                t[4] / t[2]);
+                                     [&] { in_place(4, true); }, without_amx, dequantize_then_matmul});
+    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |\n",
+                (long long)rows, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3, t[5] * 1e3,
+                t[0] / t[1], t[0] / t[2], t[0] / t[3], t[4] / t[3], t[5] / t[2]);
   }
 }
 

@@ -1,8 +1,8 @@
 // quantized_matmul (kernels/cpu/quantized_matmul): 4- and 8-bit group-wise weights
 // multiplied in place, against a double-precision product with the dequantized
 // weights, for the portable and the AVX2 kernel, partial last groups and group sizes
-// the AVX2 kernel does not take; the AVX-512 BF16 kernel for x holding bf16 values;
-// per-row results independent of the batch and threads.
+// the AVX2 kernel does not take; the AVX-512 BF16 and AMX kernels for x holding bf16
+// values; per-row results independent of the batch and threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -136,16 +136,19 @@ Problem make_bf16_problem(int64_t rows, int64_t k, int64_t n, QuantFormat f, uin
   return p;
 }
 
-// Every kernel setting a CPU can have: AVX-512 BF16 (where the CPU has it), AVX2 only,
-// portable.
+// Every kernel setting a CPU can have: AMX and AVX-512 BF16 (where the CPU has them),
+// AVX-512 BF16 without AMX, AVX2 only, portable.
 struct KernelSetting {
-  bool avx512_bf16, avx2;
+  bool amx, avx512_bf16, avx2;
   std::string name;
 };
-const std::vector<KernelSetting> kKernelSettings = {
-    {true, true, "avx512-bf16"}, {false, true, "avx2"}, {false, false, "portable"}};
+const std::vector<KernelSetting> kKernelSettings = {{true, true, true, "amx"},
+                                                    {false, true, true, "avx512-bf16"},
+                                                    {false, false, true, "avx2"},
+                                                    {false, false, false, "portable"}};
 
 void use_kernels(const KernelSetting& k) {
+  set_amx_kernels_enabled(k.amx);
   set_avx512_bf16_kernels_enabled(k.avx512_bf16);
   set_avx2_kernels_enabled(k.avx2);
 }
@@ -153,12 +156,14 @@ void use_kernels(const KernelSetting& k) {
 void restore_kernels() { use_kernels(kKernelSettings.front()); }
 
 TEST(QuantizedMatmul, Bf16ActivationsMatchTheProductWithDequantizedWeights) {
-  // 4 bits in groups of 64 and 128 (the AVX-512 BF16 kernel), a partial last group,
-  // W rows not a multiple of the tile, 1-5 rows of x; 8 bits and groups of 16 go to
-  // the other kernels with the same x.
+  // 4 bits in groups of 64, 128 and 192 (the AVX-512 BF16 and AMX kernels), a partial
+  // last group, W rows not a multiple of the tiles (4, 16), 1-5 and 17 rows of x (two
+  // blocks of AMX B tiles); 8 bits and groups of 16 go to the other kernels with the
+  // same x.
   const std::vector<Shape> shapes = {
-      {1, 64, 8, {4, 64}},    {3, 100, 9, {4, 64}},  {5, 2048, 37, {4, 64}}, {2, 300, 13, {4, 128}},
-      {1, 5632, 6, {4, 64}},  {4, 130, 17, {8, 64}}, {2, 48, 5, {4, 16}},
+      {1, 64, 8, {4, 64}},     {3, 100, 9, {4, 64}},   {5, 2048, 37, {4, 64}}, {2, 300, 13, {4, 128}},
+      {1, 5632, 6, {4, 64}},   {4, 130, 17, {8, 64}},  {2, 48, 5, {4, 16}},    {1, 2048, 48, {4, 64}},
+      {1, 700, 35, {4, 128}},  {17, 640, 33, {4, 64}}, {3, 576, 32, {4, 192}},
   };
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
@@ -175,9 +180,30 @@ TEST(QuantizedMatmul, Bf16ActivationsMatchTheProductWithDequantizedWeights) {
 TEST(QuantizedMatmul, Bf16RowResultsDoNotDependOnBatchOrThreads) {
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
-    // 7 rows: a tile of four rows of x and three single rows on the AVX-512 BF16 kernel.
-    Problem p = make_bf16_problem(7, 640, 45, {4, 64}, 7, true);
-    expect_rows_match_alone(p, kernels.name);
+    // 7 rows: a tile of four rows of x and three single rows on the AVX-512 BF16
+    // kernel; 18 rows: two blocks of B tiles on AMX. 45 W rows: two AMX tiles and 13
+    // rows on the vector kernel.
+    for (int64_t rows : {7, 18}) {
+      Problem p = make_bf16_problem(rows, 640, 45, {4, 64}, 7, true);
+      expect_rows_match_alone(p, kernels.name + " " + std::to_string(rows) + " rows");
+    }
+  }
+  restore_kernels();
+}
+
+// Products stay in place for more rows where a lookup serves more rows of x: 32 on AMX,
+// 16 on AVX-512 BF16 (4 bits, bf16 x), else 8 (on CPUs without a kernel, the smaller
+// limit applies).
+TEST(QuantizedMatmul, InPlaceRowLimitFollowsTheKernel) {
+  const QuantFormat four_bit{4, 64}, eight_bit{8, 64};
+  for (const KernelSetting& kernels : kKernelSettings) {
+    use_kernels(kernels);
+    const int64_t expected = use_amx_kernels()            ? 4 * kQuantizedInPlaceMaxRows
+                             : use_avx512_bf16_kernels() ? 2 * kQuantizedInPlaceMaxRows
+                                                         : kQuantizedInPlaceMaxRows;
+    EXPECT_EQ(quantized_in_place_max_rows(true, four_bit), expected) << kernels.name;
+    EXPECT_EQ(quantized_in_place_max_rows(false, four_bit), kQuantizedInPlaceMaxRows) << kernels.name;
+    EXPECT_EQ(quantized_in_place_max_rows(true, eight_bit), kQuantizedInPlaceMaxRows) << kernels.name;
   }
   restore_kernels();
 }

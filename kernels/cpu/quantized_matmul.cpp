@@ -2,6 +2,8 @@
 // the kernel choice, and the split of output columns between OpenMP threads.
 #include "kernels/cpu/quantized_matmul.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/column_chunks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
@@ -31,18 +33,23 @@ PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool spl
     p.values.assign(size_t(a.rows * p.row_len), 0.0f);
   }
   p.group_sums.assign(size_t(a.rows * p.groups), 0.0f);
+  // Group by group: a division per element cost as much as a small product's kernel.
   for (int64_t m = 0; m < a.rows; ++m) {
-    const int64_t row = m * p.row_len;
-    for (int64_t i = 0; i < a.k; ++i) {
-      const int64_t group = i / g, in_group = i % g;
-      const int64_t slot = row + group * g + (split_nibbles ? (in_group % 2) * (g / 2) + in_group / 2 : in_group);
-      const float value = x_value(a, m * x_row_stride + i);
-      if (as_bf16) {
-        p.values_bf16[size_t(slot)] = a.x_bf16[m * x_row_stride + i];
-      } else {
-        p.values[size_t(slot)] = value;
+    for (int64_t group = 0; group < p.groups; ++group) {
+      const int64_t first = group * g, count = std::min(g, a.k - first), slots = m * p.row_len + first;
+      const int64_t x_offset = m * x_row_stride + first;
+      float sum = 0.0f;
+      for (int64_t in_group = 0; in_group < count; ++in_group) {
+        const int64_t slot = slots + (split_nibbles ? (in_group % 2) * (g / 2) + in_group / 2 : in_group);
+        const float value = x_value(a, x_offset + in_group);
+        if (as_bf16) {
+          p.values_bf16[size_t(slot)] = a.x_bf16[x_offset + in_group];
+        } else {
+          p.values[size_t(slot)] = value;
+        }
+        sum += value;
       }
-      p.group_sums[size_t(m * p.groups + group)] += value;
+      p.group_sums[size_t(m * p.groups + group)] = sum;
     }
   }
   return p;
@@ -75,7 +82,7 @@ void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const Prepa
 int64_t quantized_in_place_max_rows(bool bf16_activations, QuantFormat format) {
 #if defined(__x86_64__)
   if (bf16_activations && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(format)) {
-    return 2 * kQuantizedInPlaceMaxRows;
+    return (use_amx_kernels() ? 4 : 2) * kQuantizedInPlaceMaxRows;
   }
 #endif
   return kQuantizedInPlaceMaxRows;
@@ -92,11 +99,11 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
            "quantized_matmul: row strides (x {}, y {}) below the row lengths (k {}, n {})", x_stride, y_stride, a.k,
            a.n);
   if (a.rows == 0 || a.n == 0) return;
-  enum class Kernel { kPortable, kAvx2, kAvx512Bf16 };
+  enum class Kernel { kPortable, kAvx2, kAvx512Bf16, kAmx };
   Kernel kernel = Kernel::kPortable;
 #if defined(__x86_64__)
   if (a.x_bf16 && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(a.format)) {
-    kernel = Kernel::kAvx512Bf16;
+    kernel = use_amx_kernels() ? Kernel::kAmx : Kernel::kAvx512Bf16;
   } else if (use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format)) {
     kernel = Kernel::kAvx2;
   }
@@ -104,7 +111,18 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
   // The portable kernel reads levels in stored order; the SIMD ones read a 4-bit
   // group's low nibbles (even elements) and then its high nibbles (odd elements).
   const bool split_nibbles = kernel != Kernel::kPortable && a.format.bits == 4;
-  const detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, kernel == Kernel::kAvx512Bf16);
+  const bool bf16_x = kernel == Kernel::kAvx512Bf16 || kernel == Kernel::kAmx;
+  const detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, bf16_x);
+#if defined(__x86_64__)
+  if (kernel == Kernel::kAmx) {
+    // One call per thread: the tile configuration is loaded once, not per chunk.
+    const std::vector<uint16_t> x_tiles = detail::pack_x_for_quantized_amx(x, a.rows);
+    detail::for_each_thread_columns(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
+      detail::quantized_matmul_columns_amx(a, x, x_tiles.data(), y_stride, j0, j1);
+    });
+    return;
+  }
+#endif
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {
 #if defined(__x86_64__)

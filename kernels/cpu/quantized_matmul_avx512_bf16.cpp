@@ -12,9 +12,8 @@
 #if defined(__x86_64__)
 #include <vector>
 
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/quantized_levels_avx512.h"
 #include "kernels/cpu/quantized_matmul_impl.h"
-#include "kernels/cpu/simd_avx512_bf16.h"
 
 namespace tiergen::kernels::detail {
 namespace {
@@ -23,37 +22,6 @@ constexpr int kTileW = 4;       // rows of W per tile, with fewer than kTileX ro
 constexpr int kTileWMany = 2;   // rows of W per tile, with kTileX or more rows of x
 constexpr int kTileX = 4;       // rows of x per tile
 constexpr int64_t kChunk = 32;  // packed bytes (64 levels) per step
-
-// Word i holds bf16(i & 15): the lookup needs no mask for the low nibble, whose
-// neighbour bit (the high nibble's lowest) selects the table's second half.
-TG_AVX512_BF16 inline __m512i level_table() {
-  alignas(64) uint16_t t[32];
-  for (int i = 0; i < 32; ++i) t[i] = uint16_t(float_to_bits(float(i & 15)) >> 16);
-  return _mm512_load_si512(t);
-}
-
-// sum_g min_g * sum(x_g) for one W row, 16 groups per step.
-TG_AVX512_BF16 inline float min_terms(const uint16_t* mins, const float* sums, int64_t groups) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; g += 16) {
-    const int64_t count = groups - g >= 16 ? 16 : groups - g;
-    const __mmask16 mask = __mmask16((1u << count) - 1);
-    acc = _mm512_fmadd_ps(avx512::load_halves(mins + g, count), _mm512_maskz_loadu_ps(mask, sums + g), acc);
-  }
-  return avx512::lane_sum(acc);
-}
-
-// The scales of W rows [j, j + R) as floats, so that each group's scale is a broadcast
-// from memory (a load, not a conversion and a shuffle on the vector ports).
-template <int R>
-TG_AVX512_BF16 void widen_scales(const QuantizedMatmulArgs& a, const QuantizedLayout& l, int64_t j, float* out) {
-  const int64_t count = R * l.groups_per_row;
-  const uint16_t* h = a.scales + j * l.groups_per_row;
-  for (int64_t i = 0; i < count; i += 16) {
-    const int64_t n = count - i >= 16 ? 16 : count - i;
-    _mm512_mask_storeu_ps(out + i, __mmask16((1u << n) - 1), avx512::load_halves(h + i, n));
-  }
-}
 
 // W rows [j, j + R) times x rows [m, m + C): each W byte's levels are looked up once
 // and multiplied with all C rows of x. Every (W row, x row) pair sums in the same order
@@ -124,11 +92,11 @@ TG_AVX512_BF16 void columns(const QuantizedMatmulArgs& a, const PreparedX& x, in
   std::vector<float> scales(size_t(R * l.groups_per_row));
   int64_t j = j0;
   for (; j + R <= j1; j += R) {
-    widen_scales<R>(a, l, j, scales.data());
+    widen_scales(a, l, j, R, scales.data());
     all_rows<R>(a, x, y_row_stride, l, table, scales.data(), j);
   }
   for (; j < j1; ++j) {
-    widen_scales<1>(a, l, j, scales.data());
+    widen_scales(a, l, j, 1, scales.data());
     all_rows<1>(a, x, y_row_stride, l, table, scales.data(), j);
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Internals of quantized_matmul(): x prepared once per call and the kernels over a
 // range of output columns (portable in quantized_matmul.cpp, AVX2 in
-// quantized_matmul_avx2.cpp).
+// quantized_matmul_avx2.cpp, AVX-512 BF16 and AMX in quantized_matmul_avx512_bf16.cpp
+// and quantized_matmul_amx.cpp).
 #include <cstdint>
 #include <vector>
 
@@ -47,6 +48,11 @@ void quantized_matmul_columns_avx2(const QuantizedMatmulArgs& a, const PreparedX
 bool quantized_matmul_avx512_bf16_supports(QuantFormat format);
 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                                           int64_t j0, int64_t j1);
+// AMX (where use_amx_kernels()): the same formats and x, read by B tiles: in place for
+// one row of x, else packed by pack_x_for_quantized_amx (empty for one row).
+std::vector<uint16_t> pack_x_for_quantized_amx(const PreparedX& x, int64_t rows);
+void quantized_matmul_columns_amx(const QuantizedMatmulArgs& a, const PreparedX& x, const uint16_t* x_tiles,
+                                  int64_t y_row_stride, int64_t j0, int64_t j1);
 #endif
 
 }  // namespace tiergen::kernels::detail
