@@ -156,14 +156,15 @@ void use_kernels(const KernelSetting& k) {
 void restore_kernels() { use_kernels(kKernelSettings.front()); }
 
 TEST(QuantizedMatmul, Bf16ActivationsMatchTheProductWithDequantizedWeights) {
-  // 4 bits in groups of 64, 128 and 192 (the AVX-512 BF16 and AMX kernels), a partial
-  // last group, W rows not a multiple of the tiles (4, 16), 1-5 and 17 rows of x (two
-  // blocks of AMX B tiles); 8 bits and groups of 16 go to the other kernels with the
-  // same x.
+  // 4 bits in groups of 64, 128 and 192 (the AVX-512 BF16 and AMX kernels), 8 bits in
+  // groups of 32 and 64 (AMX, else AVX2), a partial last group, W rows not a multiple
+  // of the tiles (4, 16), 1-5 and 17 rows of x (two blocks of AMX B tiles); groups of
+  // 16 go to the other kernels with the same x.
   const std::vector<Shape> shapes = {
       {1, 64, 8, {4, 64}},     {3, 100, 9, {4, 64}},   {5, 2048, 37, {4, 64}}, {2, 300, 13, {4, 128}},
       {1, 5632, 6, {4, 64}},   {4, 130, 17, {8, 64}},  {2, 48, 5, {4, 16}},    {1, 2048, 48, {4, 64}},
-      {1, 700, 35, {4, 128}},  {17, 640, 33, {4, 64}}, {3, 576, 32, {4, 192}},
+      {1, 700, 35, {4, 128}},  {17, 640, 33, {4, 64}}, {3, 576, 32, {4, 192}}, {1, 2048, 48, {8, 64}},
+      {17, 640, 33, {8, 64}},  {2, 100, 20, {8, 32}},
   };
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
@@ -183,27 +184,32 @@ TEST(QuantizedMatmul, Bf16RowResultsDoNotDependOnBatchOrThreads) {
     // 7 rows: a tile of four rows of x and three single rows on the AVX-512 BF16
     // kernel; 18 rows: two blocks of B tiles on AMX. 45 W rows: two AMX tiles and 13
     // rows on the vector kernel.
-    for (int64_t rows : {7, 18}) {
-      Problem p = make_bf16_problem(rows, 640, 45, {4, 64}, 7, true);
-      expect_rows_match_alone(p, kernels.name + " " + std::to_string(rows) + " rows");
+    for (int bits : {4, 8}) {
+      for (int64_t rows : {7, 18}) {
+        Problem p = make_bf16_problem(rows, 640, 45, {bits, 64}, 7, true);
+        expect_rows_match_alone(p, kernels.name + " " + std::to_string(bits) + "-bit, " + std::to_string(rows) +
+                                       " rows");
+      }
     }
   }
   restore_kernels();
 }
 
-// Products stay in place for more rows where a lookup serves more rows of x: 32 on AMX,
-// 16 on AVX-512 BF16 (4 bits, bf16 x), else 8 (on CPUs without a kernel, the smaller
-// limit applies).
+// Products stay in place for more rows where a lookup serves more rows of x, with bf16
+// x: 32 on AMX (4 and 8 bits), 16 on AVX-512 BF16 (4 bits); else 8 (on CPUs without a
+// kernel, the smaller limit applies).
 TEST(QuantizedMatmul, InPlaceRowLimitFollowsTheKernel) {
   const QuantFormat four_bit{4, 64}, eight_bit{8, 64};
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
-    const int64_t expected = use_amx_kernels()            ? 4 * kQuantizedInPlaceMaxRows
-                             : use_avx512_bf16_kernels() ? 2 * kQuantizedInPlaceMaxRows
-                                                         : kQuantizedInPlaceMaxRows;
-    EXPECT_EQ(quantized_in_place_max_rows(true, four_bit), expected) << kernels.name;
+    const int64_t amx = use_amx_kernels() ? 4 * kQuantizedInPlaceMaxRows : 0;
+    const int64_t four_expected = amx                         ? amx
+                                  : use_avx512_bf16_kernels() ? 2 * kQuantizedInPlaceMaxRows
+                                                              : kQuantizedInPlaceMaxRows;
+    EXPECT_EQ(quantized_in_place_max_rows(true, four_bit), four_expected) << kernels.name;
+    EXPECT_EQ(quantized_in_place_max_rows(true, eight_bit), amx ? amx : kQuantizedInPlaceMaxRows) << kernels.name;
     EXPECT_EQ(quantized_in_place_max_rows(false, four_bit), kQuantizedInPlaceMaxRows) << kernels.name;
-    EXPECT_EQ(quantized_in_place_max_rows(true, eight_bit), kQuantizedInPlaceMaxRows) << kernels.name;
+    EXPECT_EQ(quantized_in_place_max_rows(false, eight_bit), kQuantizedInPlaceMaxRows) << kernels.name;
   }
   restore_kernels();
 }

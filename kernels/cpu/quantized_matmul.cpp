@@ -79,10 +79,34 @@ void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const Prepa
 
 }  // namespace detail
 
+namespace {
+
+#if defined(__x86_64__)
+constexpr int64_t kAmxTileRows = 16;  // W rows per AMX tile (kernels/cpu/amx_tiles.h)
+
+// The matrix's last n % 16 W rows, which no AMX tile covers, on the vector kernel for
+// the format, at every row count alike: 4 bits, AVX-512 BF16 with the same x; 8 bits,
+// AVX2 (or portable) with x as fp32.
+void amx_tail_columns(const QuantizedMatmulArgs& a, const detail::PreparedX& x, int64_t x_stride, int64_t y_stride,
+                      int64_t j0) {
+  if (a.format.bits == 4) return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, a.n);
+  const detail::PreparedX fp32 = detail::prepare_x(a, x_stride, false);
+  if (use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format)) {
+    return detail::quantized_matmul_columns_avx2(a, fp32, y_stride, j0, a.n);
+  }
+  detail::quantized_matmul_columns_portable(a, fp32, y_stride, j0, a.n);
+}
+#endif
+
+}  // namespace
+
 int64_t quantized_in_place_max_rows(bool bf16_activations, QuantFormat format) {
 #if defined(__x86_64__)
+  if (bf16_activations && use_amx_kernels() && detail::quantized_matmul_amx_supports(format)) {
+    return 4 * kQuantizedInPlaceMaxRows;
+  }
   if (bf16_activations && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(format)) {
-    return (use_amx_kernels() ? 4 : 2) * kQuantizedInPlaceMaxRows;
+    return 2 * kQuantizedInPlaceMaxRows;
   }
 #endif
   return kQuantizedInPlaceMaxRows;
@@ -102,8 +126,10 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
   enum class Kernel { kPortable, kAvx2, kAvx512Bf16, kAmx };
   Kernel kernel = Kernel::kPortable;
 #if defined(__x86_64__)
-  if (a.x_bf16 && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(a.format)) {
-    kernel = use_amx_kernels() ? Kernel::kAmx : Kernel::kAvx512Bf16;
+  if (a.x_bf16 && use_amx_kernels() && detail::quantized_matmul_amx_supports(a.format)) {
+    kernel = Kernel::kAmx;
+  } else if (a.x_bf16 && use_avx512_bf16_kernels() && detail::quantized_matmul_avx512_bf16_supports(a.format)) {
+    kernel = Kernel::kAvx512Bf16;
   } else if (use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format)) {
     kernel = Kernel::kAvx2;
   }
@@ -116,10 +142,12 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
 #if defined(__x86_64__)
   if (kernel == Kernel::kAmx) {
     // One call per thread: the tile configuration is loaded once, not per chunk.
-    const std::vector<uint16_t> x_tiles = detail::pack_x_for_quantized_amx(x, a.rows);
-    detail::for_each_thread_columns(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
-      detail::quantized_matmul_columns_amx(a, x, x_tiles.data(), y_stride, j0, j1);
+    const int64_t tiled = a.n / kAmxTileRows * kAmxTileRows;
+    const detail::AmxX ax = detail::prepare_x_for_quantized_amx(a, x);
+    detail::for_each_thread_columns(tiled, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
+      detail::quantized_matmul_columns_amx(a, x, ax, y_stride, j0, j1);
     });
+    if (tiled < a.n) amx_tail_columns(a, x, x_stride, y_stride, tiled);
     return;
   }
 #endif

@@ -9,10 +9,11 @@
 // rounding (the dense path rounds each dequantized value first). fp32 accumulation;
 // each element's order depends only on k and the format, never on the number of rows
 // or threads. Kernels here take raw pointers and never LibTorch types.
-// Kernels, picked per call at run time: for 4 bits with bf16 x, AMX (levels looked up
-// as bf16 into A tiles, tdpbf16ps) where the CPU has it, else AVX-512 BF16 (the same
-// lookups, vdpbf16ps); else AVX2/FMA, else portable C++. The choice depends on the CPU
-// and the format, never on the number of rows, so a row's result does not either.
+// Kernels, picked per call at run time: with bf16 x, AMX for 4 and 8 bits (nibbles
+// looked up as bf16 into A tiles, tdpbf16ps) where the CPU has it, else AVX-512 BF16 for
+// 4 bits (the same lookups, vdpbf16ps); else AVX2/FMA, else portable C++. The choice
+// depends on the CPU and the format, never on the number of rows, so a row's result
+// does not either.
 #include <cstdint>
 
 #include "kernels/cpu/quantize.h"
@@ -50,8 +51,9 @@ constexpr int64_t kQuantizedInPlaceMaxRows = 8;
 // The limit model::quantized_linear_product applies: with bf16 activations, twice as
 // many rows where the AVX-512 BF16 kernel runs (one level lookup serves four rows of x;
 // at 16 rows it beats the dense copy, bench_matmul) and four times as many where the AMX
-// kernel does (one lookup serves 16 rows; at 32 rows 9.1 ms against 15.6 for the dense
-// copy on a TinyLlama layer, at 64 rows 20.0 against 18.6); else kQuantizedInPlaceMaxRows.
+// kernel does (one lookup serves 16 rows; 4 bits at 32 rows 8.4 ms against 16.1 for the
+// dense copy on a TinyLlama layer, at 64 rows 18.8 against 18.1); else
+// kQuantizedInPlaceMaxRows.
 int64_t quantized_in_place_max_rows(bool bf16_activations, QuantFormat format);
 
 }  // namespace tiergen::kernels

@@ -1,20 +1,27 @@
-// AMX kernel of quantized_matmul() for 4-bit weights times bf16 activations, where the
-// CPU has AMX-BF16 (Sapphire Rapids and later). The vector kernel
-// (quantized_matmul_avx512_bf16.cpp) multiplies with vdpbf16ps, which costs about as
-// much port time as four FMAs for 32 products; here the tile unit does the products and
-// the vector ports only turn levels into bf16 values:
-// - A tiles: 16 W rows x 32 levels. Per 64 levels of a row (a unit: 32 packed bytes),
-//   one widening load, one shift and two table lookups give the low nibbles (the
-//   group's even elements) and the high nibbles (its odd ones) as two A tiles' rows.
-// - B tiles: x as the vector kernel reads it (a group's even elements, then its odd
-//   ones), one column per row of x: read in place for one row of x, packed for more.
+// AMX kernel of quantized_matmul() for 4- and 8-bit weights times bf16 activations,
+// where the CPU has AMX-BF16 (Sapphire Rapids and later). The vector kernels
+// (quantized_matmul_avx512_bf16.cpp for 4 bits) multiply with vdpbf16ps, which costs
+// about as much port time as four FMAs for 32 products; here the tile unit does the
+// products and the vector ports only turn levels into bf16 values (exact: levels are
+// integers below 256):
+// - A tiles: 16 W rows x 32 nibbles. Per unit (32 packed bytes of a row), one widening
+//   load, one shift and two table lookups give the low and the high nibbles as two A
+//   tiles' rows. 4 bits: they are the levels of the group's even and odd elements.
+//   8 bits: a level is low + 16 high, so the high nibbles meet 16 x (exact in bf16),
+//   and 8-bit weights cost the lookups of 4-bit ones per byte (in a microbenchmark,
+//   two conversions to float and one to bf16 per 32 levels took 26 ns per unit of 16
+//   rows, the nibbles 15; in the decode, reading W bounds both).
+// - B tiles: x as the vector kernels read it (4 bits: a group's even elements, then its
+//   odd ones; 8 bits: in order, and 16 x beside it), one column per row of x: read in
+//   place for one row of x, packed for more.
 // - C: one tile per group, scaled by the rows' group scales into fp32 accumulators.
 // The lookups run two units ahead of the tile products, and a group's C is read back
 // one group later, so neither waits on the store before it (a tile load or a vector
 // load right after the stores that feed it costs more than the products themselves).
 // Every (W row, x row) pair runs the same steps in the same order whatever the number
-// of x rows, so a row's result does not depend on the rows around it; a matrix's last
-// n % 16 W rows go to the vector kernel, for every row count alike.
+// of x rows, so a row's result does not depend on the rows around it. Whole tiles of 16
+// W rows only: quantized_matmul() gives a matrix's last n % 16 rows to a vector kernel,
+// for every row count alike.
 #if defined(__x86_64__)
 #include <algorithm>
 #include <vector>
@@ -27,14 +34,19 @@ namespace tiergen::kernels::detail {
 namespace {
 
 using amx::kTileRows;
-constexpr int64_t kUnitLevels = 64;                // levels of one W row per unit
-constexpr int64_t kUnitBytes = kUnitLevels / 2;    // packed bytes per unit
+constexpr int64_t kUnitBytes = 32;                 // packed bytes of one W row per unit
 constexpr int64_t kUnitsAhead = 2;                 // lookups run this many units ahead
 constexpr int64_t kLevelBuffers = kUnitsAhead + 1;
 
+// Levels of one W row per unit.
+template <int Bits>
+constexpr int64_t unit_levels() {
+  return kUnitBytes * 8 / Bits;
+}
+
 // Tiles: 0 and 1 hold C of even and odd groups; 2 and 3 the A tiles (low and high
-// nibbles); 4 and 5 the B tiles (x's even and odd elements). The tile intrinsics take
-// the register number as a literal.
+// nibbles); 4 and 5 the B tiles they meet. The tile intrinsics take the register
+// number as a literal.
 amx::TileConfig tile_config(int64_t x_columns) {
   amx::TileConfig c;
   for (int t = 0; t < 6; ++t) {
@@ -45,7 +57,8 @@ amx::TileConfig tile_config(int64_t x_columns) {
   return c;
 }
 
-// One unit of 16 W rows as bf16 levels: low nibbles and high nibbles, 64 bytes a row.
+// One unit of 16 W rows as bf16 levels, 64 bytes a row: the low and the high nibbles of
+// its 32 bytes.
 struct alignas(64) UnitLevels {
   uint16_t low[kTileRows * 32];
   uint16_t high[kTileRows * 32];
@@ -78,27 +91,43 @@ TG_AMX inline void prefetch_next_tile(const QuantizedMatmulArgs& a, const Quanti
   }
 }
 
-// Where one block of x rows lives as B tiles.
+// Where one block of x rows lives as B tiles: the operand of the low-nibble tile and
+// that of the high-nibble tile (4 bits: both in one array, the odd elements g / 2
+// after the even ones; 8 bits: x and 16 x, at the same offsets).
 struct XTiles {
-  const uint16_t* base;  // one row: x.values_bf16 of that row; more: its packed block
+  const uint16_t* low;   // one row: that row's prepared x; more: its packed block
+  const uint16_t* high;
   int64_t stride;        // bytes between B tile rows (pairs of k)
   bool packed;
 
-  // The B tile of x's 32 elements from `offset` (a multiple of 32) of the prepared row.
-  const uint16_t* at(int64_t offset) const {
+  // The B tile of 32 elements from `offset` (a multiple of 32) of the prepared row.
+  const uint16_t* at(const uint16_t* base, int64_t offset) const {
     return packed ? base + (offset / amx::kStepK) * amx::kPackedStep : base + offset;
   }
 };
 
-// C (tile C_TILE) += the unit's levels times x's even elements, then its odd ones.
-#define TG_AMX_UNIT_PRODUCTS(C_TILE, LEVELS, B_EVEN, B_ODD, STRIDE) \
-  do {                                                              \
-    _tile_loadd(2, (LEVELS).low, 64);                               \
-    _tile_loadd(4, (B_EVEN), (STRIDE));                             \
-    _tile_dpbf16ps(C_TILE, 2, 4);                                   \
-    _tile_loadd(3, (LEVELS).high, 64);                              \
-    _tile_loadd(5, (B_ODD), (STRIDE));                              \
-    _tile_dpbf16ps(C_TILE, 3, 5);                                   \
+// The B operands of one block of x rows (`packed_offset` into the packed arrays).
+XTiles x_tiles(const QuantizedMatmulArgs& a, const PreparedX& x, const AmxX& ax, int64_t packed_offset,
+               int64_t x_columns) {
+  const bool eight = a.format.bits == 8;
+  if (x_columns == 1) {
+    const uint16_t* low = x.values_bf16.data();
+    return XTiles{low, eight ? ax.times_16.data() : low, 4, false};
+  }
+  const uint16_t* low = ax.packed_low.data() + packed_offset;
+  return XTiles{low, eight ? ax.packed_high.data() + packed_offset : low, 64, true};
+}
+
+// C (tile C_TILE) += the unit's low nibbles times B_LOW, then its high nibbles times
+// B_HIGH.
+#define TG_AMX_UNIT_PRODUCTS(C_TILE, LEVELS, B_LOW, B_HIGH, STRIDE) \
+  do {                                                             \
+    _tile_loadd(2, (LEVELS).low, 64);                              \
+    _tile_loadd(4, (B_LOW), (STRIDE));                             \
+    _tile_dpbf16ps(C_TILE, 2, 4);                                  \
+    _tile_loadd(3, (LEVELS).high, 64);                             \
+    _tile_loadd(5, (B_HIGH), (STRIDE));                            \
+    _tile_dpbf16ps(C_TILE, 3, 5);                                  \
   } while (0)
 
 // fp32 accumulators of 16 W rows times the block's x rows, and the group fold into them.
@@ -137,10 +166,11 @@ struct Accumulators {
 };
 
 // W rows [j, j + 16) times one block of x rows (x_rows of them, from first_x_row).
+template <int Bits>
 TG_AMX void tile_products(const QuantizedMatmulArgs& a, const PreparedX& x, const XTiles& b, int64_t y_row_stride,
                           const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j,
                           int64_t first_x_row, int64_t x_rows, int64_t x_columns) {
-  const int64_t g = a.format.group_size, units_per_group = g / kUnitLevels;
+  const int64_t g = a.format.group_size, units_per_group = g / unit_levels<Bits>();
   const int64_t groups = l.groups_per_row, units = groups * units_per_group;
   const int64_t c_stride = x_columns == 1 ? 4 : 4 * kTileRows;
   UnitLevels levels[kLevelBuffers];
@@ -155,15 +185,18 @@ TG_AMX void tile_products(const QuantizedMatmulArgs& a, const PreparedX& x, cons
       if (u + kUnitsAhead < units) look_up_levels(a, l, table, j, u + kUnitsAhead, levels[ahead_buffer]);
       prefetch_next_tile(a, l, j, u);
       const bool first = unit_in_group == 0, last = unit_in_group == units_per_group - 1;
-      const int64_t even = group * g + unit_in_group * 32, odd = even + g / 2;  // x offsets
+      // x offsets: 4 bits, the unit's even elements and its odd ones; 8 bits, its
+      // elements in both arrays.
+      const int64_t low_x = group * g + unit_in_group * 32, high_x = Bits == 4 ? low_x + g / 2 : low_x;
+      const uint16_t *b_low = b.at(b.low, low_x), *b_high = b.at(b.high, high_x);
       const UnitLevels& unit = levels[buffer];
       if (group % 2 == 0) {
         if (first) _tile_zero(0);
-        TG_AMX_UNIT_PRODUCTS(0, unit, b.at(even), b.at(odd), b.stride);
+        TG_AMX_UNIT_PRODUCTS(0, unit, b_low, b_high, b.stride);
         if (last) _tile_stored(0, c[0], c_stride);
       } else {
         if (first) _tile_zero(1);
-        TG_AMX_UNIT_PRODUCTS(1, unit, b.at(even), b.at(odd), b.stride);
+        TG_AMX_UNIT_PRODUCTS(1, unit, b_low, b_high, b.stride);
         if (last) _tile_stored(1, c[1], c_stride);
       }
       buffer = buffer + 1 == kLevelBuffers ? 0 : buffer + 1;
@@ -186,12 +219,39 @@ TG_AMX void tile_products(const QuantizedMatmulArgs& a, const PreparedX& x, cons
 
 }  // namespace
 
-std::vector<uint16_t> pack_x_for_quantized_amx(const PreparedX& x, int64_t rows) {
-  if (rows == 1) return {};
-  return amx::pack_rows(x.values_bf16.data(), rows, x.row_len, x.row_len);
+bool quantized_matmul_amx_supports(QuantFormat format) {
+  return (format.bits == 4 && format.group_size % unit_levels<4>() == 0) ||
+         (format.bits == 8 && format.group_size % unit_levels<8>() == 0);
 }
 
-TG_AMX void quantized_matmul_columns_amx(const QuantizedMatmulArgs& a, const PreparedX& x, const uint16_t* x_tiles,
+namespace {
+
+// 16 x as bf16 bits: exact (the exponent plus 4), zero for zeros and subnormals (which
+// tiles read as zero), infinities and NaNs as they are, overflow to infinity.
+uint16_t times_16(uint16_t bits) {
+  const int exponent = (bits >> 7) & 0xFF;
+  if (exponent == 0) return 0;
+  if (exponent == 0xFF) return bits;
+  if (exponent + 4 >= 0xFF) return uint16_t((bits & 0x8000) | 0x7F80);
+  return uint16_t(bits + (4 << 7));
+}
+
+}  // namespace
+
+AmxX prepare_x_for_quantized_amx(const QuantizedMatmulArgs& a, const PreparedX& x) {
+  AmxX t;
+  if (a.format.bits == 8) {
+    t.times_16.resize(x.values_bf16.size());
+    for (size_t i = 0; i < x.values_bf16.size(); ++i) t.times_16[i] = times_16(x.values_bf16[i]);
+  }
+  if (a.rows > 1) {
+    t.packed_low = amx::pack_rows(x.values_bf16.data(), a.rows, x.row_len, x.row_len);
+    if (a.format.bits == 8) t.packed_high = amx::pack_rows(t.times_16.data(), a.rows, x.row_len, x.row_len);
+  }
+  return t;
+}
+
+TG_AMX void quantized_matmul_columns_amx(const QuantizedMatmulArgs& a, const PreparedX& x, const AmxX& ax,
                                          int64_t y_row_stride, int64_t j0, int64_t j1) {
   const QuantizedLayout l = quantized_layout(a.n, a.k, a.format);
   const __m512i table = level_table();
@@ -202,18 +262,19 @@ TG_AMX void quantized_matmul_columns_amx(const QuantizedMatmulArgs& a, const Pre
   const amx::TileConfig config = tile_config(x_columns);
   std::vector<float> scales(size_t(kTileRows * l.groups_per_row));
   _tile_loadconfig(&config);
-  int64_t j = j0;
-  for (; j + kTileRows <= j1; j += kTileRows) {
+  for (int64_t j = j0; j + kTileRows <= j1; j += kTileRows) {
     widen_scales(a, l, j, kTileRows, scales.data());
     for (int64_t block = 0; block < amx::x_blocks(a.rows); ++block) {
       const int64_t first = block * kTileRows, rows = std::min(kTileRows, a.rows - first);
-      const XTiles b = x_columns == 1 ? XTiles{x.values_bf16.data(), 4, false}
-                                      : XTiles{x_tiles + block * steps * amx::kPackedStep, 64, true};
-      tile_products(a, x, b, y_row_stride, l, table, scales.data(), j, first, rows, x_columns);
+      const XTiles b = x_tiles(a, x, ax, block * steps * amx::kPackedStep, x_columns);
+      if (a.format.bits == 4) {
+        tile_products<4>(a, x, b, y_row_stride, l, table, scales.data(), j, first, rows, x_columns);
+      } else {
+        tile_products<8>(a, x, b, y_row_stride, l, table, scales.data(), j, first, rows, x_columns);
+      }
     }
   }
   _tile_release();
-  if (j < j1) quantized_matmul_columns_avx512_bf16(a, x, y_row_stride, j, j1);
 }
 
 }  // namespace tiergen::kernels::detail

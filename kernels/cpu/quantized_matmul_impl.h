@@ -48,10 +48,17 @@ void quantized_matmul_columns_avx2(const QuantizedMatmulArgs& a, const PreparedX
 bool quantized_matmul_avx512_bf16_supports(QuantFormat format);
 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                                           int64_t j0, int64_t j1);
-// AMX (where use_amx_kernels()): the same formats and x, read by B tiles: in place for
-// one row of x, else packed by pack_x_for_quantized_amx (empty for one row).
-std::vector<uint16_t> pack_x_for_quantized_amx(const PreparedX& x, int64_t rows);
-void quantized_matmul_columns_amx(const QuantizedMatmulArgs& a, const PreparedX& x, const uint16_t* x_tiles,
+// AMX (where use_amx_kernels()): 4 bits in groups of a multiple of 64, 8 bits of 32;
+// x prepared as bf16 (split nibbles for 4 bits), plus what prepare_x_for_quantized_amx
+// adds. Whole tiles only: [j0, j1) must be a multiple of 16 W rows.
+bool quantized_matmul_amx_supports(QuantFormat format);
+struct AmxX {
+  std::vector<uint16_t> times_16;     // 8 bits: 16 x, laid out as x.values_bf16
+  std::vector<uint16_t> packed_low;   // more than one row: x.values_bf16 as B tiles
+  std::vector<uint16_t> packed_high;  // more than one row, 8 bits: times_16 as B tiles
+};
+AmxX prepare_x_for_quantized_amx(const QuantizedMatmulArgs& a, const PreparedX& x);
+void quantized_matmul_columns_amx(const QuantizedMatmulArgs& a, const PreparedX& x, const AmxX& ax,
                                   int64_t y_row_stride, int64_t j0, int64_t j1);
 #endif
 
