@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/column_chunks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
@@ -82,8 +83,6 @@ void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const Prepa
 namespace {
 
 #if defined(__x86_64__)
-constexpr int64_t kAmxTileRows = 16;  // W rows per AMX tile (kernels/cpu/amx_tiles.h)
-
 // The matrix's last n % 16 W rows, which no AMX tile covers, on the vector kernel for
 // the format, at every row count alike: 4 bits, AVX-512 BF16 with the same x; 8 bits,
 // AVX2 (or portable) with x as fp32.
@@ -142,7 +141,7 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
 #if defined(__x86_64__)
   if (kernel == Kernel::kAmx) {
     // One call per thread: the tile configuration is loaded once, not per chunk.
-    const int64_t tiled = a.n / kAmxTileRows * kAmxTileRows;
+    const int64_t tiled = a.n / detail::amx::kTileRows * detail::amx::kTileRows;
     const detail::AmxX ax = detail::prepare_x_for_quantized_amx(a, x);
     detail::for_each_thread_columns(tiled, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
       detail::quantized_matmul_columns_amx(a, x, ax, y_stride, j0, j1);
