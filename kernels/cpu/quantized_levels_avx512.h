@@ -1,8 +1,8 @@
 #pragma once
-// What the two bf16 kernels of quantized_matmul() for 4-bit weights share (AVX-512 BF16
-// in quantized_matmul_avx512_bf16.cpp, AMX in quantized_matmul_amx.cpp): the table that
-// turns a level into its bf16 value, the per-row sum of the groups' min terms, and the
-// scales of a few W rows widened to floats. Callers are TG_AVX512_BF16 or TG_AMX
+// What the bf16 kernels of quantized_matmul() share (AVX-512 BF16 for 4-bit weights in
+// quantized_matmul_avx512_bf16.cpp, AMX for 4- and 8-bit in quantized_matmul_amx.cpp):
+// the table that turns a nibble into its bf16 value, the per-row sum of the groups' min
+// terms, and the scales of a few W rows widened to floats. Callers are TG_AVX512_BF16 or TG_AMX
 // functions (TG_AMX's target includes this one's).
 #if defined(__x86_64__)
 #include <cstdint>

@@ -78,10 +78,7 @@ TG_AMX void look_up_levels(const QuantizedMatmulArgs& a, const QuantizedLayout& 
 // tile brings the matching 512 bytes of it into L2. Sixteen rows read 32 bytes at a
 // time are too many streams for the hardware prefetcher; without this a W streamed from
 // memory ran at 6.3 GB/s on one thread instead of 7.9 (the vector kernel: 9.2), and
-// 4-bit TinyLlama decode at batch 1 at 0.7x the vector kernel instead of on par. The
-// first units also bring the next rows' scales and mins, one line of each per unit
-// (their 32 bytes per row and group are fewer lines than the tile has units), which
-// the next tile's first reads otherwise wait on.
+// 4-bit TinyLlama decode at batch 1 at 0.7x the vector kernel instead of on par.
 TG_AMX inline void prefetch_next_tile(const QuantizedMatmulArgs& a, const QuantizedLayout& l, int64_t j,
                                       int64_t unit) {
   constexpr int64_t kTileUnitBytes = kTileRows * kUnitBytes;
