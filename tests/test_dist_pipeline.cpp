@@ -217,9 +217,13 @@ class QueueLink final : public runtime::StageLink {
   void set(const std::string&, const std::string&) override {}
   std::string get(const std::string&) override { return {}; }
   void abort(const std::string&) override {}
+  void lose_peers() { peer_gone_ = true; }
 
  protected:
   std::function<void()> send_raw(const at::Tensor& tensor, int peer, int tag) override {
+    // As Gloo does once it has seen the peer's connection close: the send is refused
+    // when it is queued, before any wait.
+    if (peer_gone_) throw std::runtime_error("Connection closed by peer");
     std::lock_guard<std::mutex> lock(boxes_->mutex);
     boxes_->queues[{rank_, peer, tag}].push_back(tensor.clone());
     boxes_->arrived.notify_all();
@@ -238,6 +242,7 @@ class QueueLink final : public runtime::StageLink {
  private:
   int rank_, world_;
   std::shared_ptr<Mailboxes> boxes_;
+  bool peer_gone_ = false;
 };
 
 TEST(StageLinkLabels, AMessageThatIsNotTheExpectedOneIsRefusedBeforeItsPayloadIsRead) {
@@ -266,6 +271,18 @@ TEST(StageLinkLabels, AMessageThatIsNotTheExpectedOneIsRefusedBeforeItsPayloadIs
   e = error_of([&] { receiver2.recv(untouched, 0, L{L::Hidden, 0, 5, 0}); });
   EXPECT_NE(e.find("(12 values) from rank 0, but it sent hidden states of group 0 token 5 batch 0 (6 values"),
             std::string::npos) << e;
+}
+
+// A send the transport refuses as it is queued (its peer already gone) names the peer
+// and the message, as one that fails while completing does.
+TEST(StageLinkLabels, ASendRefusedAtOnceNamesThePeerAndTheMessage) {
+  auto boxes = std::make_shared<Mailboxes>();
+  QueueLink sender(0, 2, boxes);
+  sender.lose_peers();
+  using L = runtime::MessageLabel;
+  const std::string e = error_of([&] { sender.send(at::zeros({2, 3}), 1, L{L::Hidden, 1, 2, 0}); });
+  EXPECT_NE(e.find("rank 0: sending hidden states of group 1 token 2 batch 0 to rank 1 failed (did rank 1 exit?): "
+                   "Connection closed by peer"), std::string::npos) << e;
 }
 
 // ---- The pipeline engine, ranks as threads over Gloo.

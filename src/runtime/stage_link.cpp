@@ -47,18 +47,37 @@ std::string MessageLabel::describe() const {
                         : fmt::format("sampled tokens of group {} token {}", group, token);
 }
 
+namespace {
+
+// A failed send, whether the transport refuses it at once (a connection it already
+// knows is closed) or while it completes, names the peer and the message.
+[[noreturn]] void throw_send_failed(int self, const MessageLabel& label, int peer, const std::exception& e) {
+  TG_THROW("rank {}: sending {} to rank {} failed (did rank {} exit?): {}", self, label.describe(), peer, peer, e.what());
+}
+
+[[noreturn]] void throw_receive_failed(int self, const MessageLabel& label, int peer, const std::exception& e) {
+  TG_THROW("rank {}: receiving {} from rank {} failed (did rank {} exit?): {}", self, label.describe(), peer, peer,
+           e.what());
+}
+
+}  // namespace
+
 std::function<void()> StageLink::send(const at::Tensor& tensor, int peer, const MessageLabel& label) {
   TG_CHECK(tensor.device().is_cpu() && tensor.is_contiguous(), "internal: pipeline messages are contiguous host tensors");
   const int tag = tag_of(label);
-  auto header_sent = send_raw(header_of(label, tensor), peer, tag);
-  auto payload_sent = send_raw(tensor, peer, tag);
+  std::function<void()> header_sent, payload_sent;
+  try {
+    header_sent = send_raw(header_of(label, tensor), peer, tag);
+    payload_sent = send_raw(tensor, peer, tag);
+  } catch (const std::exception& e) {
+    throw_send_failed(rank(), label, peer, e);
+  }
   return [header_sent, payload_sent, peer, label, self = rank()] {
     try {
       header_sent();
       payload_sent();
     } catch (const std::exception& e) {
-      TG_THROW("rank {}: sending {} to rank {} failed (did rank {} exit?): {}", self, label.describe(), peer, peer,
-               e.what());
+      throw_send_failed(self, label, peer, e);
     }
   };
 }
@@ -70,8 +89,7 @@ void StageLink::recv(at::Tensor& tensor, int peer, const MessageLabel& label) {
   try {
     recv_raw(header, peer, tag);
   } catch (const std::exception& e) {
-    TG_THROW("rank {}: receiving {} from rank {} failed (did rank {} exit?): {}", rank(), label.describe(), peer, peer,
-             e.what());
+    throw_receive_failed(rank(), label, peer, e);
   }
   const auto* h = header.data_ptr<int64_t>();
   TG_CHECK(h[0] == kMagic, "rank {}: rank {} sent a message that is not a tiergen pipeline message where {} was expected",
@@ -89,8 +107,7 @@ void StageLink::recv(at::Tensor& tensor, int peer, const MessageLabel& label) {
   try {
     recv_raw(tensor, peer, tag);
   } catch (const std::exception& e) {
-    TG_THROW("rank {}: receiving {} from rank {} failed (did rank {} exit?): {}", rank(), label.describe(), peer, peer,
-             e.what());
+    throw_receive_failed(rank(), label, peer, e);
   }
 }
 
