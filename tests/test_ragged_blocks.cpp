@@ -1,8 +1,9 @@
 // Ragged work is not padded work. In a block of prompts with different lengths and
 // different max_tokens, a sequence costs compute only while it generates: from its
 // end (end-of-sequence, a stop token, its own max_tokens) its row leaves the gpu
-// batch's matmuls, a gpu batch with no live row skips its steps, and the block ends
-// with its last sequence. Each block is padded to its own longest prompt. The tokens
+// batch's matmuls, a gpu batch with no live row skips its steps (or takes the job's
+// next sequences), and the block ends with its last sequence. Each gpu batch is padded
+// to its own longest prompt. The tokens
 // are those of running every prompt in a block of its own, for every placement, with
 // every worker's stream emulated asynchronously too.
 #include <gtest/gtest.h>
@@ -181,11 +182,17 @@ TEST_P(RaggedPlacementTest, TokensEqualOneBlockPerPrompt) {
   runtime::EngineOptions options = cpu_engine_options(offload.path);
   if (emulated) options.device.emulation = emulated_streams(c.name.size() + 7);
   std::vector<runtime::SequenceResult> results;
-  int64_t decode_rows = 0;
+  int64_t decode_rows = 0, refilled = 0;
   {
     runtime::Engine engine(job.spec, *job.model.weights, c.policy, options, workload_of(job.requests));
     results = engine.generate(job.requests);
     decode_rows = engine.stats().computed_rows(false);
+    refilled = engine.stats().refilled_batches;
+  }
+  // A job of more than one block of several gpu batches: batches that finish early
+  // take the next ones while the others generate.
+  if (static_cast<int64_t>(job.requests.size()) > c.policy.block_size() && c.policy.num_gpu_batches > 1) {
+    EXPECT_GT(refilled, 0);
   }
   ASSERT_EQ(results.size(), job.requests.size());
   for (size_t r = 0; r < results.size(); ++r) {

@@ -85,9 +85,9 @@ PrefillOutputs prefill_layer(const model::Spec& spec, const model::LayerWeights&
 
 }  // namespace
 
-void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
-  const bool prefill = i == 0;
+void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
   BatchState& b = batches[static_cast<size_t>(k)];
+  const bool prefill = b.prefilling();
   const model::LayerWeights& w = p.weights->weights;
   const model::StepInputs& step = b.step;
 
@@ -100,7 +100,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       p.hidden_loads.erase(it);
     } else {
       wait_for_store(p.hidden_stored[static_cast<size_t>(k)]);
-      ScopedTimer timer(stats_, Task::LoadHidden, prefill, p.step_id(i, j, k));
+      ScopedTimer timer(stats_, Task::LoadHidden, prefill, p.step_id(pass, j, k));
       hidden_in = b.hidden->gather_to_compute(prefill ? b.prefill_len : 1);
     }
     hidden = hidden_in.tensor;
@@ -113,7 +113,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
       cache_in = it->second.get();
       p.cache_loads.erase(it);
     } else {
-      ScopedTimer timer(stats_, Task::LoadCache, false, p.step_id(i, j, k));
+      ScopedTimer timer(stats_, Task::LoadCache, false, p.step_id(pass, j, k));
       cache_in = p.cache->load(j - 1, k, step.past_len);
     }
   }
@@ -136,10 +136,10 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
 
   at::Tensor out, logits;
   {
-    const StepId id = p.step_id(i, j, k);
+    const StepId id = p.step_id(pass, j, k);
     ScopedTimer timer(stats_, Task::Compute, prefill, id);
     if (prefill && j <= p.L) {
-      const int64_t window = b.prefill_len, before = p.S - window;
+      const int64_t window = b.prefill_len, before = b.S - window;
       const at::Tensor input =
           j == 0 ? b.prompt_ids.narrow(1, before, window).to(device_.compute) : hidden;
       // The groups are of the computed rows (each distinct prompt once).
@@ -201,7 +201,7 @@ void BlockRunner::compute_step(int64_t i, int64_t j, int64_t k, std::vector<Batc
   SplitTensor* home = b.hidden.get();
   auto stored = std::make_shared<std::promise<DeviceEvent>>();
   p.hidden_stored[static_cast<size_t>(k)] = stored->get_future().share();
-  p.owed_stores.push_back([this, home, out, prefill, stored, id = p.step_id(i, j, k)] {
+  p.owed_stores.push_back([this, home, out, prefill, stored, id = p.step_id(pass, j, k)] {
     try {
       ScopedTimer timer(stats_, Task::StoreHidden, prefill, id);
       home->write(out, 0);

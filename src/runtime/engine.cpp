@@ -130,10 +130,8 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
 
 PipelineStage Engine::pipeline_stage() const { return PipelineStage{stage_.layers, options_.link.get()}; }
 
-// A block with fewer sequences than the policy's (the job's last one) runs at its own
-// size rather than padded to the full block: same placement, fewer rows. At most one
-// block of a job is partial (make_blocks), so replacing the partial runner never drops
-// one that a wave of blocks still runs on.
+// A job with fewer sequences than the policy's block runs at its own size rather than
+// padded to the full block: same placement, fewer rows.
 BlockRunner& Engine::runner_for(size_t sequences) {
   const Policy fitted = policy_.fitted_to(static_cast<int64_t>(sequences));
   if (fitted.block_size() == policy_.block_size()) return *runner_;
@@ -143,69 +141,84 @@ BlockRunner& Engine::runner_for(size_t sequences) {
     partial_policy_ = fitted;
     partial_runner_ = std::make_unique<BlockRunner>(spec_, partial_policy_, *weights_, *tiers_, options_.device, stats_,
                                                     options_.faults, pipeline_stage());
-    spdlog::debug("block of {} sequences runs as {} x {}", sequences, fitted.gpu_batch_size, fitted.num_gpu_batches);
+    spdlog::debug("a job of {} sequences runs as {} x {}", sequences, fitted.gpu_batch_size, fitted.num_gpu_batches);
   }
   return *partial_runner_;
 }
 
-void Engine::run_blocks(const std::vector<std::vector<size_t>>& blocks, size_t begin, size_t end,
-                        const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
-                        const TokenCallback& on_token) {
-  struct Active {
-    const std::vector<size_t>* indices;
-    BlockRunner* runner;
-    std::unique_ptr<BlockRun> run;
-    TokenCallback on_token;
-    int64_t padded_len = 0;
-  };
-  const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
-  std::vector<Active> active;
-  for (size_t b = begin; b < end; ++b) {
-    Active a;
-    a.indices = &blocks[b];
-    std::vector<SequenceRequest> block;
-    for (size_t i : blocks[b]) {
-      block.push_back(requests[i]);
-      a.padded_len = std::max<int64_t>(a.padded_len, static_cast<int64_t>(requests[i].prompt.size()));
-    }
-    // The runner's block slot -> the request's index.
-    if (on_token) a.on_token = [&on_token, indices = a.indices](size_t slot, int64_t token) { on_token((*indices)[slot], token); };
-    a.runner = &runner_for(block.size());
-    a.run = a.runner->start(block, a.on_token, static_cast<int64_t>(b - begin));
-    active.push_back(std::move(a));
-  }
-  // Every stage takes the blocks in the same order, so their messages match.
-  for (bool running = true; running;) {
-    running = false;
-    for (Active& a : active) running = a.runner->run_token(*a.run) || running;
-  }
-  for (Active& a : active) {
-    const auto results = a.runner->finish(*a.run);
-    for (size_t s = 0; s < a.indices->size(); ++s) {
-      stats_.sequences += 1;
-      stats_.prompt_tokens += a.padded_len;
-      const auto n = static_cast<int64_t>(results[s].tokens.size());
-      stats_.generated_tokens += n;
-      stats_.decode_tokens += std::max<int64_t>(0, n - 1);
-      on_result((*a.indices)[s], results[s]);
+// The job's gpu batches in the order the runs take them: each block's sequences
+// (make_blocks), gpu_batch_size at a time.
+std::vector<std::vector<size_t>> Engine::make_batches(const std::vector<SequenceRequest>& requests,
+                                                      int64_t gpu_batch_size) const {
+  std::vector<std::vector<size_t>> batches;
+  const auto size = static_cast<size_t>(gpu_batch_size);
+  for (const auto& block : make_blocks(requests)) {
+    for (size_t i = 0; i < block.size(); i += size) {
+      batches.emplace_back(block.begin() + static_cast<std::ptrdiff_t>(i),
+                           block.begin() + static_cast<std::ptrdiff_t>(std::min(block.size(), i + size)));
     }
   }
-  active.clear();  // the blocks' caches go before their disk space is reused
-  if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
+  return batches;
 }
 
 void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
                       const TokenCallback& on_token) {
-  const auto blocks = make_blocks(requests);
-  const auto groups = static_cast<size_t>(stage_.groups);
-  for (size_t b = 0; b < blocks.size(); b += groups) {
-    run_blocks(blocks, b, std::min(blocks.size(), b + groups), requests, on_result, on_token);
-  }
+  if (!requests.empty()) run_job(requests, on_result, on_token);
   if (timeline_) timeline_->collect(stats_, true);
   stats_.peak_bytes = tiers_->peaks();
   stats_.budgets[Tier::Gpu] = options_.budgets.gpu;
   stats_.budgets[Tier::Cpu] = options_.budgets.cpu;
   stats_.budgets[Tier::Disk] = options_.budgets.disk;
+}
+
+// One run per pipeline group (a single process runs one), each taking the job's gpu
+// batches from one queue: the same order on every stage, so their messages match.
+// The runs go a pass at a time, in turn.
+void Engine::run_job(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+                     const TokenCallback& on_token) {
+  BlockRunner& runner = runner_for(std::min<size_t>(requests.size(), static_cast<size_t>(policy_.block_size())));
+  const auto batches = make_batches(requests, runner.policy().gpu_batch_size);
+  size_t next_batch = 0;
+  int64_t longest_prompt = 0, most_tokens = 0;
+  for (const auto& r : requests) {
+    longest_prompt = std::max<int64_t>(longest_prompt, static_cast<int64_t>(r.prompt.size()));
+    most_tokens = std::max(most_tokens, r.max_new_tokens);
+  }
+  struct Group {
+    std::vector<size_t> request_of_slot;  // the run's slot -> the request's index
+    std::unique_ptr<BlockRun> run;
+  };
+  const uint64_t disk_mark = tiers_->disk ? tiers_->disk->mark() : 0;
+  // Groups hold pointers to each other's slot tables: sized once, never moved.
+  std::vector<Group> groups(static_cast<size_t>(stage_.groups));
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<size_t>* slots = &groups[g].request_of_slot;
+    RunFeed feed;
+    feed.next_batch = [&requests, &batches, &next_batch, slots] {
+      std::vector<SequenceRequest> batch;
+      if (next_batch == batches.size()) return batch;
+      for (size_t i : batches[next_batch]) {
+        batch.push_back(requests[i]);
+        slots->push_back(i);
+      }
+      ++next_batch;
+      return batch;
+    };
+    feed.refill_each_batch = options_.refill_batches;
+    feed.max_prompt_len = longest_prompt;
+    feed.max_new_tokens = most_tokens;
+    if (on_token) feed.on_token = [&on_token, slots](size_t slot, int64_t token) { on_token((*slots)[slot], token); };
+    feed.on_result = [&on_result, slots](size_t slot, SequenceResult&& result) { on_result((*slots)[slot], result); };
+    feed.group = static_cast<int64_t>(g);
+    groups[g].run = runner.start(std::move(feed));
+  }
+  for (bool running = true; running;) {
+    running = false;
+    for (Group& group : groups) running = runner.run_token(*group.run) || running;
+  }
+  for (Group& group : groups) runner.finish(*group.run);
+  groups.clear();  // the runs' caches go before their disk space is reused
+  if (tiers_->disk) tiers_->disk->reset_to(disk_mark);
 }
 
 void Engine::write_trace(const std::string& path) const {

@@ -113,6 +113,7 @@ std::string Stats::report() const {
   out += fmt::format("\ncompute steps (prefill / decode): {} / {} over {} / {} rows ({} prefill row-positions)",
                      compute_steps(true), compute_steps(false), computed_rows(true), computed_rows(false),
                      prefill_positions());
+  out += fmt::format("\nschedule: {} passes, {} gpu batches refilled while others generated", passes, refilled_batches);
   out += fmt::format("\npeak memory: gpu {} of {}, cpu {} of {}, disk {} of {}", format_bytes(peak_bytes[Tier::Gpu]),
                      format_bytes(budgets[Tier::Gpu]), format_bytes(peak_bytes[Tier::Cpu]),
                      format_bytes(budgets[Tier::Cpu]), format_bytes(peak_bytes[Tier::Disk]),
@@ -141,6 +142,8 @@ nlohmann::json Stats::to_json() const {
           {"compute_steps", {{"prefill", compute_steps(true)}, {"decode", compute_steps(false)}}},
           {"computed_rows", {{"prefill", computed_rows(true)}, {"decode", computed_rows(false)}}},
           {"prefill_positions", prefill_positions()},
+          {"passes", passes},
+          {"refilled_batches", refilled_batches},
           {"peak_bytes", {{"gpu", peak_bytes[Tier::Gpu]}, {"cpu", peak_bytes[Tier::Cpu]}, {"disk", peak_bytes[Tier::Disk]}}},
           {"budget_bytes", {{"gpu", budgets[Tier::Gpu]}, {"cpu", budgets[Tier::Cpu]}, {"disk", budgets[Tier::Disk]}}}};
 }

@@ -73,7 +73,31 @@ struct PipelineStage {
   StageLink* link = nullptr;
 };
 
-// One block on its way through the schedule (block_state.h).
+// What a run of the schedule takes in and hands out. A run holds num_gpu_batches batch
+// slots of gpu_batch_size rows. A slot whose sequences are all done hands their results
+// out and takes the next gpu batch from `next_batch`: as soon as it is free
+// (`refill_each_batch`), or once every slot is free (one block after another). A
+// refilled batch runs its prefill in the same pass as the other batches' decode
+// tokens, sharing that pass's weight loads.
+struct RunFeed {
+  // The next gpu batch's sequences (1 to gpu_batch_size of them); none: the job has
+  // no more. Every stage of a pipeline must hand out the same batches in the same order.
+  std::function<std::vector<SequenceRequest>()> next_batch;
+  bool refill_each_batch = true;
+  // The longest prompt and max_new_tokens of every sequence the feed hands in: the
+  // KV cache and activation homes are made once, this large, and reused.
+  int64_t max_prompt_len = 0, max_new_tokens = 0;
+  // Called with a sequence's run slot (the run's sequences numbered in the order the
+  // feed handed them in) and each token as it is sampled.
+  TokenCallback on_token;
+  // A sequence's result, as soon as every sequence of its gpu batch is done. On a
+  // pipeline only the last stage's hold tokens.
+  std::function<void(size_t slot, SequenceResult&& result)> on_result;
+  // Names the run's pipeline messages: stages run one run per group at once.
+  int64_t group = 0;
+};
+
+// One run on its way through the schedule (block_state.h).
 struct BlockRun;
 
 class BlockRunner {
@@ -83,42 +107,47 @@ class BlockRunner {
               const PipelineStage& stage = {});
   ~BlockRunner();
 
-  // Runs up to gbs * ngb sequences; a partial block is filled with padding rows.
-  // Sequences cost compute only while they generate: from the first decode token on,
-  // finished sequences and padding rows leave their gpu batch's matmuls and attention
-  // (live_rows.h), a batch with none left skips its steps (loads, compute, stores),
-  // and the block ends when its last sequence does.
-  std::vector<SequenceResult> run(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {});
+  const Policy& policy() const { return policy_; }
 
-  // The same, a token at a time, so a pipeline stage can interleave the blocks of
-  // several groups: while the next stage computes one group's token, this one computes
-  // the next group's. `group` names the block's messages. `run_token` returns false,
-  // running nothing, once the block is done; `finish` then hands out the results (on a
-  // pipeline, only the last stage's hold tokens).
-  std::unique_ptr<BlockRun> start(const std::vector<SequenceRequest>& block, const TokenCallback& on_token = {},
-                                  int64_t group = 0);
+  // Runs the feed's sequences a pass at a time (each running gpu batch's next token),
+  // so a pipeline stage can interleave the runs of several groups: while the next
+  // stage computes one group's pass, this one computes the next group's. Sequences
+  // cost compute only while they generate: from their first decode token on, finished
+  // sequences and padding rows leave their gpu batch's matmuls and attention
+  // (live_rows.h), and a batch with none left hands out its results and takes the next
+  // sequences or drops out. `run_token` returns false, running nothing, once the feed
+  // is spent and every batch is done; `finish` then waits for what is in flight.
+  std::unique_ptr<BlockRun> start(RunFeed feed);
   bool run_token(BlockRun& run);
-  std::vector<SequenceResult> finish(BlockRun& run);
+  void finish(BlockRun& run);
 
  private:
   struct BatchState;
   struct Pending;
   friend struct BlockRun;
 
-  // Marks each gpu batch's live rows for token i and lists the batches that run.
-  void start_token(int64_t i, std::vector<BatchState>& batches, Pending& pending);
+  // Hands out the results of batches whose sequences are all done, and fills free
+  // batch slots from the feed. The same decisions on every stage of a pipeline.
+  void retire_done_batches(BlockRun& run);
+  void fill_free_batches(BlockRun& run);
+  void fill_batch(BlockRun& run, int64_t k, std::vector<SequenceRequest>&& sequences);
+  // Lists the batches that run in this pass and marks their live rows.
+  void start_pass(BlockRun& run);
+  void start_token(BatchState& b, Pending& pending);
   static std::vector<int64_t> prefill_sources(const BatchState& batch, const std::vector<SequenceRequest>& requests);
-  // Step (i, j) of the n-th batch that runs at token i.
-  void run_step(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
-  void compute_step(int64_t i, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
+  // Step (pass, j) of the n-th batch that runs in this pass.
+  void run_step(int64_t pass, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
+  void compute_step(int64_t pass, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& pending);
   void sample_step(bool prefill, BatchState& batch, const at::Tensor& logits, Pending& pending);
-  void score_prompts(const BatchState& batch, const model::LayerWeights& weights, const at::Tensor& hidden,
-                     Pending& pending);
-  void prefetch_next_batch(int64_t i, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
+  void score_prompts(const BatchState& b, const model::LayerWeights& w, const at::Tensor& hidden, Pending& pending);
+  void prefetch_next_batch(int64_t pass, int64_t j, size_t n, std::vector<BatchState>& batches, Pending& pending);
   void submit_owed_stores(Pending& pending);
-  // Pipeline messages of one token (stage_link.h): hidden states in from the previous
+  // This pass's weights of layer j: the prefetched ones when they were loaded for the
+  // pass's phase (or the phases load alike), else loaded now.
+  void take_weights(int64_t pass, int64_t j, Pending& pending);
+  // Pipeline messages of one pass (stage_link.h): hidden states in from the previous
   // stage and out to the next; the last stage's sampled tokens and finished rows out
-  // to every other stage, which apply them before their next token.
+  // to every other stage, which apply them before their next pass.
   void receive_hidden(BlockRun& run);
   void send_hidden(BlockRun& run);
   void send_feedback(BlockRun& run);
@@ -139,6 +168,9 @@ class BlockRunner {
   ScheduleFaults faults_;
   std::vector<int64_t> eos_ids_;
   PipelineStage stage_;
+  // The policy loads weights alike for the prefill and for decode tokens (no cpu
+  // weight compute in one phase only): a layer prefetched for one serves the other.
+  bool phases_load_alike_ = true;
   // Kept across blocks (threads and streams are not free to make).
   std::unique_ptr<Worker> weight_loader_, cache_loader_, storer_;
 };

@@ -18,8 +18,12 @@ struct EngineOptions {
   std::string offload_dir = "/tmp/tiergen-offload";
   int io_threads = 4;
   // Prompts are sorted by length within windows of this many blocks to cut padding;
-  // a block is padded to its own longest prompt, never to the job's.
+  // a gpu batch is padded to its own longest prompt, never to the job's.
   int64_t length_window_blocks = 4;
+  // A gpu batch whose sequences are all done takes the job's next ones at once, while
+  // the other batches of its block still generate (RunFeed::refill_each_batch); off:
+  // the next block starts when every batch of the last one is done.
+  bool refill_batches = true;
   ScheduleFaults faults;  // tests only (block_runner.h)
   // Tests only: compressed weights are dequantized to a dense copy at each layer load,
   // as on a GPU, even when the CPU computes (which otherwise reads them in place), so
@@ -27,7 +31,7 @@ struct EngineOptions {
   bool dequantize_weights_on_cpu = false;
   // A pipeline of one process per stage (stage_link.h): this process computes the
   // layers of stage link->rank() of link->world_size() (split_stages) and runs as
-  // many blocks at once as there are stages, so every stage has one to compute.
+  // many runs at once as there are stages, so every stage has one to compute.
   // Null: one process, every layer.
   std::shared_ptr<StageLink> link;
   // Keep every task's span for write_trace (task_timeline.h). On CUDA, tasks are
@@ -46,7 +50,7 @@ class Engine {
          const EngineOptions& options, const Workload& max_workload);
   ~Engine();
 
-  // Runs every request; `on_result` is called as each block finishes (any order).
+  // Runs every request; `on_result` is called as each gpu batch finishes (any order).
   // `on_token`, when given, is called on this thread with a request's index and each
   // token as it is sampled (progress reporting; the result still comes in on_result).
   void generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
@@ -66,14 +70,13 @@ class Engine {
 
  private:
   std::vector<std::vector<size_t>> make_blocks(const std::vector<SequenceRequest>& requests) const;
-  // The runner for a block of `sequences` (a partial block runs at its own size).
+  std::vector<std::vector<size_t>> make_batches(const std::vector<SequenceRequest>& requests,
+                                                int64_t gpu_batch_size) const;
+  // The runner for a job of `sequences` (a job smaller than a block runs at its own size).
   BlockRunner& runner_for(size_t sequences);
   PipelineStage pipeline_stage() const;
-  // Runs blocks [begin, end) of `blocks` at once, token by token in turn (one per
-  // pipeline stage; a single process runs one at a time).
-  void run_blocks(const std::vector<std::vector<size_t>>& blocks, size_t begin, size_t end,
-                  const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
-                  const TokenCallback& on_token);
+  void run_job(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
+               const TokenCallback& on_token);
 
   model::Spec spec_;
   Policy policy_;

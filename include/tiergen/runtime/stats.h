@@ -55,7 +55,13 @@ class Stats {
 
   // FlexGen's definitions over all blocks: prefill = N*s / t_prefill,
   // decode = N*(n-1) / t_decode, total = N*n / (t_prefill + t_decode).
+  // A pass that prefills refilled gpu batches beside other batches' decode tokens
+  // counts as prefill time (block_runner.h).
   double prefill_seconds = 0, decode_seconds = 0;
+  // Passes of the schedule (each running gpu batch's next token; each loads the
+  // stage's weights once), and gpu batches that took new sequences while other
+  // batches of their run still generated (RunFeed::refill_each_batch).
+  int64_t passes = 0, refilled_batches = 0;
   int64_t sequences = 0;        // N (padding rows of a partial block excluded)
   int64_t prompt_tokens = 0;    // sum of padded prompt lengths (N*s)
   int64_t generated_tokens = 0; // tokens generated for real sequences
