@@ -2,6 +2,8 @@
 // an infeasible policy is refused before any work (no weight read, no offload file).
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <filesystem>
 #include <optional>
 
@@ -221,6 +223,26 @@ TEST(DefaultBudgets, NeverExceedRam) {
   EXPECT_THROW(runtime::resolve_budgets({"30GiB", "", "", 0}, false, h), Error);
   // A CUDA device without room for its headroom.
   EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, host(24, 500, 2)), Error);
+}
+
+// A step's large host temporaries stay in the heap when freed, for the next step to
+// reuse, rather than going back to the OS (and page-faulting in again) at every free.
+TEST(HostAllocator, LargeFreedTemporariesStayInTheHeapForReuse) {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) {
+    GTEST_SKIP() << "the environment sets glibc's thresholds";
+  }
+  runtime::keep_freed_host_memory_for_reuse();
+  const size_t mapped_before = mallinfo2().hblkhd;
+  void* block = std::malloc(96u << 20);  // above glibc's largest default mmap threshold (32 MB)
+  ASSERT_NE(block, nullptr);
+  static_cast<char*>(block)[0] = 1;
+  const size_t mapped_while_held = mallinfo2().hblkhd;
+  std::free(block);
+  const size_t kept_after_free = mallinfo2().fordblks;
+  // From the heap, not an mmap of its own; and once freed, kept for reuse (under a
+  // sanitizer's allocator glibc's counters stay 0 and say nothing).
+  EXPECT_EQ(mapped_while_held, mapped_before);
+  if (mallinfo2().arena > 0) EXPECT_GE(kept_after_free, 96u << 20);
 }
 
 TEST(DefaultBudgets, UnitLessSmallSizesAreRefused) {

@@ -10,6 +10,7 @@
 #include "src/cli/progress.h"
 #include "src/cli/suggest.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/host_memory.h"
 
 namespace tiergen::cli {
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "tiergen", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>())));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  tiergen::runtime::keep_freed_host_memory_for_reuse();
 
   CLI::App app{
       "tiergen: high-throughput offline batch generation with OPT and LLaMA models larger than the GPU,\n"

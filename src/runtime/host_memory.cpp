@@ -1,8 +1,10 @@
 #include "tiergen/runtime/host_memory.h"
 
+#include <malloc.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -60,6 +62,14 @@ std::optional<std::string> ram_backed_filesystem(const std::string& dir) {
   if (type == kTmpfsMagic) return "tmpfs";
   if (type == kRamfsMagic) return "ramfs";
   return std::nullopt;
+}
+
+void keep_freed_host_memory_for_reuse() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return;
+  // Both: a fixed mmap threshold alone leaves the heap trimmed after every prefill
+  // step, a trim threshold alone fixes the mmap threshold at its 128 KiB default.
+  ::mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 }  // namespace tiergen::runtime

@@ -20,4 +20,15 @@ std::optional<uint64_t> cuda_free_bytes(const DeviceContext& device);
 // filesystem; nullopt otherwise.
 std::optional<std::string> ram_backed_filesystem(const std::string& dir);
 
+// A step's host temporaries (a prefill's attention scores and activations: tens to
+// hundreds of MB) are freed and allocated again at every layer. By default glibc
+// returns blocks above its mmap threshold (adjusted as blocks are freed, at most 32 MB)
+// to the OS at each free and trims the heap's free top beyond its trim threshold, so
+// each step page-faults and zeroes them anew (on a small OPT's ragged prefill on the
+// CPU, 40-60% of its compute time). Keeps blocks of up to 512 MiB in the heap and up to
+// 1 GiB of free heap top for the next step; the peak resident memory stays about the
+// same. For the whole process; where MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_
+// is set, glibc's settings from the environment stay.
+void keep_freed_host_memory_for_reuse();
+
 }  // namespace tiergen::runtime
