@@ -116,9 +116,9 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
       std::vector<size_t> block(order.begin() + static_cast<std::ptrdiff_t>(i),
                                 order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), i + block_size)));
       // Within the block, sequences with similar max_tokens share a gpu batch, so a
-      // batch whose sequences are done drops out of the schedule while longer ones still
-      // generate. (Prompt lengths within a gpu batch are left mixed: its prefill runs
-      // by groups of similar length, block_compute.cpp.)
+      // batch whose sequences are done hands its slot to the job's next batch while
+      // longer ones still generate. (Prompt lengths within a gpu batch are left mixed:
+      // its prefill runs by groups of similar length, block_compute.cpp.)
       std::stable_sort(block.begin(), block.end(), [&](size_t a, size_t b) {
         return requests[a].max_new_tokens < requests[b].max_new_tokens;
       });
