@@ -24,11 +24,11 @@ const char* task_name(Task task) {
   return names[static_cast<int>(task)];
 }
 
-Stream stream_of(Lane lane) {
+Stream stream_of(Lane lane, bool gpu_is_host) {
   switch (lane) {
-    case Lane::CpuToGpu:
+    case Lane::CpuToGpu: return gpu_is_host ? Stream::Compute : Stream::Loader;
     case Lane::DiskToCpu: return Stream::Loader;
-    case Lane::GpuToCpu:
+    case Lane::GpuToCpu: return gpu_is_host ? Stream::Compute : Stream::Storer;
     case Lane::CpuToDisk: return Stream::Storer;
     case Lane::Compute: return Stream::Compute;
   }
@@ -43,7 +43,7 @@ const char* stream_name(Stream stream) {
 Linear PhaseModel::stream_once(int stream) const {
   Linear sum;
   for (int lane = 0; lane < kNumLanes; ++lane) {
-    if (static_cast<int>(stream_of(static_cast<Lane>(lane))) == stream) sum += once[lane];
+    if (static_cast<int>(stream_of(static_cast<Lane>(lane), gpu_is_host)) == stream) sum += once[lane];
   }
   return sum;
 }
@@ -51,7 +51,7 @@ Linear PhaseModel::stream_once(int stream) const {
 Linear PhaseModel::stream_block(int stream) const {
   Linear sum;
   for (int lane = 0; lane < kNumLanes; ++lane) {
-    if (static_cast<int>(stream_of(static_cast<Lane>(lane))) == stream) sum += block[lane];
+    if (static_cast<int>(stream_of(static_cast<Lane>(lane), gpu_is_host)) == stream) sum += block[lane];
   }
   return sum;
 }
@@ -86,7 +86,7 @@ struct Terms {
 double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
   const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token();
   const double gpu_batches = double(t.policy.num_gpu_batches);
-  return std::max(flops / flops_rate, gpu_batches * t.sizes.layer_weight_dense_bytes() / t.hw.gpu_memory_bandwidth);
+  return std::max(flops / flops_rate, gpu_batches * t.sizes.layer_weight_dense_bytes() / t.hw.device_weight_read_rate());
 }
 
 // The share of the layers whose host-resident weights are multiplied at home in this
@@ -278,6 +278,7 @@ CostModel build_cost_model(const ModelSizes& sizes, const runtime::Policy& polic
   CostModel model;
   model.prefill = build_prefill(t);
   model.decode = build_decode(t);
+  model.prefill.gpu_is_host = model.decode.gpu_is_host = hw.gpu_is_host;
   model.num_layers = sizes.num_layers();
   model.prompt_len = workload.prompt_len;
   model.gen_len = workload.gen_len;

@@ -29,10 +29,12 @@ const char* lane_name(Lane lane);
 
 // The runtime's workers that run them concurrently: one loader (disk→cpu→gpu reads,
 // as FlexGen's load stream does), one storer (gpu→cpu→disk writes) and the compute
-// device. Within a worker the tasks add up; the workers overlap.
+// device. Within a worker the tasks add up; the workers overlap. Where the host stands
+// in for the GPU (HardwareProfile::gpu_is_host), copies between the gpu and cpu tiers
+// are memcpys on the cores that compute: they add to the compute stream's time.
 enum class Stream { Loader, Storer, Compute };
 constexpr int kNumStreams = 3;
-Stream stream_of(Lane lane);
+Stream stream_of(Lane lane, bool gpu_is_host);
 const char* stream_name(Stream stream);
 
 // The runtime's tasks (LM-Offload's Algorithm 1 plus the compression work).
@@ -56,6 +58,7 @@ struct PhaseModel {
   std::array<Linear, kNumLanes> block;  // summed over the block's gpu batches
   std::array<Linear, kNumTasks> tasks;  // the same times broken down by task
   Linear serial;                        // not overlapped with anything
+  bool gpu_is_host = false;             // stream_of's placement of the gpu<->cpu copies
   void add(Lane lane, Task task, const Linear& seconds);       // per block
   void add_once(Lane lane, Task task, const Linear& seconds);  // per layer
   Linear lane_total(int lane) const { return once[lane] + block[lane]; }

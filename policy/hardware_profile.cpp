@@ -141,6 +141,10 @@ double HardwareProfile::cpu_matmul_rate() const {
   return gpu_is_host ? mm_flops_prefill : 4 * cpu_attention_bandwidth;
 }
 
+double HardwareProfile::device_weight_read_rate() const {
+  return gpu_is_host && cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth : gpu_memory_bandwidth;
+}
+
 double HardwareProfile::cpu_gemv_rate() const {
   return cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth : cpu_attention_bandwidth;
 }

@@ -17,7 +17,9 @@ struct HardwareProfile {
   std::string name;
   std::string source;      // where the numbers come from, which ones are estimates
   std::string path;        // file it was loaded from ("" when built in code)
-  bool gpu_is_host = false;  // the "gpu" tier is host memory (--device cpu)
+  // The "gpu" tier is host memory (--device cpu): its copies to and from the cpu tier
+  // are memcpys by the cores that compute (cost_model.h prices them on the compute stream).
+  bool gpu_is_host = false;
 
   // Links (bytes/s). FlexGen fits separate rates for cache and hidden-state copies.
   double cpu_to_gpu = 0;
@@ -77,6 +79,11 @@ struct HardwareProfile {
   // The rates a prediction uses: the measured ones, else estimates (see the .cpp).
   double cpu_matmul_rate() const;
   double cpu_gemv_rate() const;
+  // Bytes of dense weights per second a few-row product on the compute device reads.
+  // A host standing in for the GPU multiplies with the same kernels over the same
+  // memory as a CPU weight-compute product: its few-row rate, where measured (its
+  // memcpy rate, gpu_memory_bandwidth, would price the same product differently).
+  double device_weight_read_rate() const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;
 };

@@ -251,6 +251,12 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
   if (accepted.empty()) throw_infeasible(spec, workload, budgets, hw, o);
   const int checked = best.exact_checked;
   best = pick(accepted, o.near_tie, o.split_cache_gain);
+  if (best.policy.w_gpu_percent >= 100) {
+    // Every weight on the gpu: none is multiplied where it lives, whatever the
+    // candidate's choice was; the policy says what will happen.
+    best.policy.cpu_weight_compute_prefill = best.policy.cpu_weight_compute_decode = false;
+    best.policy.cpu_weight_compute_layer_percent = 100;
+  }
   best.exact_checked = checked;
   best.lp_solved = static_cast<int>(candidates.size());
   apply_threads(choose_threads(thread_input_for(spec, best.policy, workload, best.prediction, hw), hw), best.policy);

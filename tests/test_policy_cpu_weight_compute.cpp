@@ -137,6 +137,67 @@ TEST(CpuWeightComputeSearch, ASharedLoadBalancesTheLinkAndTheCpu) {
   EXPECT_GT(balanced.prediction.decode_throughput, 1.7 * plain.prediction.decode_throughput);
 }
 
+// The host standing in for the GPU (--device cpu), as `tiergen profile` measured one
+// 2-core machine: memcpy 15 GB/s, few-row products reading weights at 18.3 GB/s.
+HardwareProfile stand_in() {
+  HardwareProfile p = t4_with_cpu_rates(9.7e10, 18.3e9);
+  p.gpu_is_host = true;
+  p.cpu_to_gpu = p.cpu_to_gpu_cache = p.gpu_to_cpu_cache = p.gpu_to_cpu_hidden = 15e9;
+  p.gpu_memory_bandwidth = p.cpu_memory_bandwidth = 15e9;
+  p.mm_flops_prefill = 1.7e11;
+  p.mm_flops_decode = 1.29e11;
+  return p;
+}
+
+double stream(const PhaseTimes& t, Stream which) { return t.streams[static_cast<int>(which)]; }
+double lane(const PhaseTimes& t, Lane which) { return t.lanes[static_cast<int>(which)]; }
+
+// On the stand-in, a weight or cache copy between the gpu and cpu tiers is a memcpy by
+// the cores that compute: it adds to the compute stream instead of overlapping it.
+TEST(CpuStandIn, CopiesBetweenItsTiersRunOnTheComputeCores) {
+  const auto spec = model::resolve_spec("opt-1.3b");
+  const runtime::Policy p = test::make_policy(8, 2, {0, 60, 0, 100, 100, 0}, false);
+  HardwareProfile host = stand_in();
+  const Prediction standing_in = predict(spec, p, {128, 16}, host);
+  host.gpu_is_host = false;
+  const Prediction separate = predict(spec, p, {128, 16}, host);
+  for (const auto* phase : {&standing_in.prefill, &standing_in.decode}) {
+    EXPECT_GT(lane(*phase, Lane::CpuToGpu), 0);
+    EXPECT_NEAR(stream(*phase, Stream::Compute),
+                lane(*phase, Lane::Compute) + lane(*phase, Lane::CpuToGpu) + lane(*phase, Lane::GpuToCpu), 1e-12);
+    EXPECT_NEAR(stream(*phase, Stream::Loader), lane(*phase, Lane::DiskToCpu), 1e-12);
+  }
+  EXPECT_NEAR(stream(separate.decode, Stream::Loader),
+              lane(separate.decode, Lane::CpuToGpu) + lane(separate.decode, Lane::DiskToCpu), 1e-12);
+}
+
+// The stand-in's own few-row products are the CPU's: the same kernels over the same
+// memory as multiplying at home. A small job whose weights fit the stand-in keeps
+// them there (before, the CPU's measured few-row rate, above the memcpy rate, made
+// weights on the cpu tier multiplied at home look faster, and every prefill paid
+// their copy).
+TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{16, 32, 4};
+  const runtime::Budgets b{parse_bytes("4GiB"), parse_bytes("14GiB"), parse_bytes("64GiB")};
+  SearchOptions o;
+  o.dtype_bytes = 4;
+  const auto chosen = search_policy(spec, w, b, stand_in(), o);
+  EXPECT_EQ(chosen.policy.w_gpu_percent, 100) << chosen.policy.describe();
+  EXPECT_FALSE(chosen.policy.cpu_weight_compute_decode || chosen.policy.cpu_weight_compute_prefill)
+      << chosen.policy.describe();
+  // Priced alike: the decode product of resident weights and of weights at home.
+  const ModelSizes sizes(spec, 4);
+  const runtime::Policy resident = test::make_policy(4, 1, {100, 0, 100, 0, 100, 0}, false);
+  runtime::Policy at_home = test::make_policy(4, 1, {0, 100, 100, 0, 100, 0}, false);
+  at_home.cpu_weight_compute_decode = true;
+  const double read = sizes.layer_weight_dense_bytes() / stand_in().cpu_gemv_bandwidth;
+  EXPECT_NEAR(task(predict(spec, resident, w, stand_in(), 4).decode, Task::Compute) -
+                  task(predict(spec, at_home, w, stand_in(), 4).decode, Task::Compute),
+              -(4 * (sizes.linear_input_bytes_per_token() + sizes.linear_output_bytes_per_token())) / 15e9, 1e-9)
+      << "the difference is the activations crossing, not the product (" << read << " s each)";
+}
+
 TEST(CpuWeightComputeModel, HalfTheLayersAtHomeHalveTheLoadAndShareTheProduct) {
   const auto spec = model::resolve_spec("opt-30b");
   const auto hw = t4_with_cpu_rates(1e12, 50e9);
