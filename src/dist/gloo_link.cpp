@@ -3,7 +3,11 @@
 // refuses a multi-process job with what to install.
 #include "tiergen/dist/launch.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -87,9 +91,39 @@ c10::intrusive_ptr<::c10d::Store> make_store(const Launch& l) {
   return c10::make_intrusive<::c10d::PrefixStore>(fmt::format("tiergen/attempt_{}", l.restart_count), base_store(l));
 }
 
-// The address Gloo's pairs listen on: loopback for a single host (a file store or a
-// loopback master), the interface GLOO_SOCKET_IFNAME names (as torch reads it), or
-// this host's name.
+// The local address this host reaches `a` from: the source address of the route the
+// kernel picks (a UDP socket's connect sends nothing). Empty when there is none.
+std::string local_address_towards(const TcpAddress& a) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &found) != 0) return {};
+  std::string local;
+  for (addrinfo* ai = found; ai != nullptr && local.empty(); ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0) continue;
+    sockaddr_storage self{};
+    socklen_t length = sizeof self;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &length) == 0) {
+      const void* address = self.ss_family == AF_INET
+                                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&self)->sin_addr)
+                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&self)->sin6_addr);
+      if (::inet_ntop(self.ss_family, address, text, sizeof text) != nullptr) local = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return local;
+}
+
+// The address Gloo's pairs listen on: the interface GLOO_SOCKET_IFNAME names (as torch
+// reads it); loopback for a single host (a file store or a loopback master); else the
+// address this host reaches the master from, which the other hosts can reach too.
+// (Gloo's own default, the address of the host's name, is often a loopback one, such
+// as Debian's 127.0.1.1: peers on other hosts could not connect to it.)
 std::shared_ptr<::gloo::transport::Device> make_device(const Launch& l) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0') {
     return ::c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
@@ -97,7 +131,13 @@ std::shared_ptr<::gloo::transport::Device> make_device(const Launch& l) {
   if (l.init.rfind("file:", 0) == 0 || is_loopback(parse_tcp(l.init).host)) {
     return ::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   }
-  return ::c10d::ProcessGroupGloo::createDefaultDevice();
+  const TcpAddress master = parse_tcp(l.init);
+  const std::string local = local_address_towards(master);
+  TG_CHECK(!local.empty(), "rank {}: no route from this host to the master {}:{} (set GLOO_SOCKET_IFNAME to the "
+           "interface the ranks reach each other on)", l.rank, master.host, master.port);
+  spdlog::info("pipeline messages on {} (the address this host reaches {} from; GLOO_SOCKET_IFNAME overrides)", local,
+               master.host);
+  return ::c10d::ProcessGroupGloo::createDeviceForHostname(local);
 }
 
 class GlooStageLink final : public runtime::StageLink {
