@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/support/error_of.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/engine.h"
@@ -108,23 +109,45 @@ TEST(RuntimeOffloadDir, EmptyAfterARunFailsMidway) {
   // Weights on the gpu, KV cache on disk, activations split cpu/disk.
   runtime::Policy p = disk_policy(2);
   p.w_gpu_percent = 100;
-  // Budgets for short prompts; a long prompt in a later block then exhausts the disk
-  // tier (its KV cache is allocated when the block starts) after the first blocks ran.
+  const runtime::EngineOptions options = cpu_engine_options(offload.path);
+  const auto requests = greedy_requests(make_prompts({3, 4, 2, 4, 5, 3}, m.spec.vocab_size), {4, 2, 3});
+  // The results go nowhere after the second (as when the results file's disk fills):
+  // the job fails with gpu batches still running and their caches on disk.
+  size_t finished = 0;
+  {
+    runtime::Engine engine(m.spec, *m.weights, p, options, workload_of(requests));
+    const std::string e = error_of([&] {
+      engine.generate(requests, [&](size_t, const runtime::SequenceResult&) {
+        if (++finished > 2) TG_THROW("no space left for results");
+      });
+    });
+    EXPECT_NE(e.find("no space left for results"), std::string::npos) << e;
+    EXPECT_GE(finished, 3u);  // the failure came after work was done
+  }
+  EXPECT_TRUE(files_in(offload.path).empty());
+}
+
+// Budgets for short prompts; a job with a longer one is refused when its run starts,
+// before any of its work (its KV cache and activation homes are made for the job's
+// longest prompt), and leaves nothing behind.
+TEST(RuntimeOffloadDir, EmptyAfterAJobLongerThanPlannedIsRefused) {
+  TinyModel m = make_tiny_model(tiny_llama(44));
+  TempDir offload("offload");
+  runtime::Policy p = disk_policy(2);
+  p.w_gpu_percent = 100;
   const runtime::Workload planned_for{4, 4};
   const runtime::TierBytes planned = runtime::plan_memory(m.spec, p, planned_for, 4).total();
   runtime::EngineOptions options = cpu_engine_options(offload.path);
   options.budgets = runtime::Budgets{planned[Tier::Gpu], planned[Tier::Cpu], planned[Tier::Disk]};
-  auto requests = greedy_requests(make_prompts({3, 4, 2, 4, 30}, m.spec.vocab_size), {4});
+  const auto requests = greedy_requests(make_prompts({3, 4, 2, 4, 30}, m.spec.vocab_size), {4});
   size_t finished = 0;
   {
     runtime::Engine engine(m.spec, *m.weights, p, options, planned_for);
-    try {
+    const std::string e = error_of([&] {
       engine.generate(requests, [&](size_t, const runtime::SequenceResult&) { ++finished; });
-      ADD_FAILURE() << "the long prompt should not fit";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("disk tier budget exceeded"), std::string::npos) << e.what();
-    }
-    EXPECT_GE(finished, 2u);  // the failure came after work was done
+    });
+    EXPECT_NE(e.find("disk tier budget exceeded"), std::string::npos) << e;
+    EXPECT_EQ(finished, 0u);
   }
   EXPECT_TRUE(files_in(offload.path).empty());
 }

@@ -147,18 +147,23 @@ TEST(TaskTimeline, ComputeStepsNeverOverlapAndCpuAttentionIsInsideItsStep) {
   EXPECT_NEAR(compute_us / 1e6, run.compute_seconds, 0.05 * run.compute_seconds + 1e-3);
 }
 
-TEST(TaskTimeline, EachBlockIsNumberedAndComputesEveryStepOnce) {
+TEST(TaskTimeline, EachRunIsNumberedAndComputesEveryStepOnce) {
   TempDir dir("timeline");
-  // 4 sequences per block: a full block, then one of 2.
+  // 4 sequences per block: a full block, then a gpu batch of 2 refills its first slot
+  // (a run's "block" number covers the batches refilled into it).
   const TracedRun run = traced_run(dir, /*overlap=*/true, 1, "cpu", {5, 7, 3, 6, 4, 8});
   const int64_t layers = tiny_opt().layers + 2;
-  std::map<int64_t, std::set<Triple>> steps;  // block -> (token, layer, batch)
+  std::map<int64_t, std::set<Triple>> steps;  // block -> (pass, layer, batch)
   for (const json& c : run.spans.at("compute")) {
     EXPECT_TRUE(steps[c["args"]["block"].get<int64_t>()].insert(step_of(c)).second) << c.dump();
   }
-  ASSERT_EQ(steps.size(), 2u);
-  EXPECT_EQ(static_cast<int64_t>(steps.begin()->second.size()), kTokens * layers * kBatches);
-  EXPECT_EQ(static_cast<int64_t>(steps.rbegin()->second.size()), kTokens * layers * 1);  // 2 sequences: 2 x 1
+  ASSERT_EQ(steps.size(), 1u);
+  // Passes 0..3 run both batch slots, passes 4..7 the third gpu batch in slot 0.
+  const auto& run_steps = steps.begin()->second;
+  EXPECT_EQ(static_cast<int64_t>(run_steps.size()), kTokens * layers * (kBatches + 1));
+  for (int64_t pass = kTokens; pass < 2 * kTokens; ++pass) {
+    EXPECT_TRUE(run_steps.count({pass, 0, 0}) && !run_steps.count({pass, 0, 1})) << "pass " << pass;
+  }
   // Every span of a step names its block: CPU attention among them.
   for (const json& a : run.spans.at("cpu_attention")) EXPECT_GE(a["args"]["block"].get<int64_t>(), 0) << a.dump();
 }
@@ -255,7 +260,8 @@ class TraceCli : public ::testing::Test {
 
 TEST_F(TraceCli, GenerateWritesATraceTheSummaryToolReads) {
   const std::string trace = dir_.path + "/run.trace.json", out = dir_.path + "/out.jsonl";
-  // Three prompts in blocks of two: two blocks.
+  // Three prompts in blocks of two: the third takes the first batch slot once the
+  // first two are done, in passes 5-9 of the one run.
   const Exit run = tiergen({"generate", "-m", model_.string(), "--device", "cpu", "--prompt", "the cat sat",
                             "--prompt", "on a mat", "--prompt", "and slept", "-n", "5", "--ignore-eos", "--percent", "0", "100", "0", "100", "100", "0",
                             "--cpu-attention", "--gpu-batch-size", "1", "--num-gpu-batches", "2", "--offload-dir",
@@ -267,12 +273,12 @@ TEST_F(TraceCli, GenerateWritesATraceTheSummaryToolReads) {
   ASSERT_EQ(check.code, 0) << check.describe() << check.out;
   EXPECT_NE(check.out.find("invariants hold"), std::string::npos) << check.out;
   const std::string table_json = dir_.path + "/token.json";
-  const Exit summary = python({trace, "--block", "1", "--token", "2", "--json", table_json});
+  const Exit summary = python({trace, "--block", "0", "--token", "7", "--json", table_json});
   ASSERT_EQ(summary.code, 0) << summary.describe();
-  EXPECT_NE(summary.out.find("token 2 of"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("token 7 of"), std::string::npos) << summary.out;
   const json table = json::parse(read_file(table_json));
-  EXPECT_EQ(table["block"], 1);
-  EXPECT_EQ(table["token"], 2);
+  EXPECT_EQ(table["block"], 0);
+  EXPECT_EQ(table["token"], 7);
   EXPECT_GT(table["totals_us"]["compute"].get<double>(), 0);
   EXPECT_GT(table["totals_us"]["cpu_attention"].get<double>(), 0);
   EXPECT_EQ(table["layers"].size(), static_cast<size_t>(2 + 2));  // make-tiny-model's 2 layers, embedding, head

@@ -3,6 +3,8 @@
 
     tools/trace-summary.py TRACE [--block B] [--token N] [--json OUT] [--check]
 
+A trace's "block" is a run of the schedule (a block and the gpu batches that refill
+its slots) and its "token" a pass of that run: every running gpu batch's next token.
 For the chosen token of the chosen block (default: the first block's middle decode
 token), per weight layer (0 is the embedding, the last one the LM head): the time its
 weights took on the loader stream, its KV cache and hidden-state loads and stores
