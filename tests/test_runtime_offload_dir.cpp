@@ -103,12 +103,17 @@ TEST(RuntimeOffloadDir, EmptyAfterAWeightReadFailsWhilePlacing) {
   EXPECT_TRUE(files_in(offload.path).empty());
 }
 
+// Weights on the gpu, KV cache on disk, activations split cpu/disk.
+runtime::Policy cache_on_disk_policy() {
+  runtime::Policy p = disk_policy(2);
+  p.w_gpu_percent = 100;
+  return p;
+}
+
 TEST(RuntimeOffloadDir, EmptyAfterARunFailsMidway) {
   TinyModel m = make_tiny_model(tiny_llama(44));
   TempDir offload("offload");
-  // Weights on the gpu, KV cache on disk, activations split cpu/disk.
-  runtime::Policy p = disk_policy(2);
-  p.w_gpu_percent = 100;
+  const runtime::Policy p = cache_on_disk_policy();
   const runtime::EngineOptions options = cpu_engine_options(offload.path);
   const auto requests = greedy_requests(make_prompts({3, 4, 2, 4, 5, 3}, m.spec.vocab_size), {4, 2, 3});
   // The results go nowhere after the second (as when the results file's disk fills):
@@ -133,8 +138,7 @@ TEST(RuntimeOffloadDir, EmptyAfterARunFailsMidway) {
 TEST(RuntimeOffloadDir, EmptyAfterAJobLongerThanPlannedIsRefused) {
   TinyModel m = make_tiny_model(tiny_llama(44));
   TempDir offload("offload");
-  runtime::Policy p = disk_policy(2);
-  p.w_gpu_percent = 100;
+  const runtime::Policy p = cache_on_disk_policy();
   const runtime::Workload planned_for{4, 4};
   const runtime::TierBytes planned = runtime::plan_memory(m.spec, p, planned_for, 4).total();
   runtime::EngineOptions options = cpu_engine_options(offload.path);
