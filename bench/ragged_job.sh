@@ -7,17 +7,21 @@
 # the same conditions. Prints one line per run: label, policy, round, wall seconds, the
 # engine's generation, prefill and decode seconds, passes, and the policy line; then
 # whether each binary's tokens equal the last one's, and the last one's compute steps.
-# Usage: bench/ragged_job.sh [-r ROUNDS] [-f "FIXED POLICY FLAGS"]... LABEL=BINARY...
+# Usage: bench/ragged_job.sh [-r ROUNDS] [-n RANKS] [-f "FIXED POLICY FLAGS"]... LABEL=BINARY...
 # (default: 2 rounds, the fixed policy --gpu-batch-size 8 --num-gpu-batches 4;
-# make-tiny-model is taken from the last binary's folder, else from build/).
+# make-tiny-model is taken from the last binary's folder, else from build/). With
+# -n RANKS > 1 every run is a pipeline of RANKS processes on this host (a file store,
+# the cores split between them); times and passes are the last rank's.
 set -euo pipefail
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 rounds=2
+ranks=1
 fixed=()
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
     -r) rounds=$2; shift 2 ;;
+    -n) ranks=$2; shift 2 ;;
     -f) fixed+=("$2"); shift 2 ;;
     *=*) break ;;
     *) usage >&2; exit 2 ;;
@@ -40,7 +44,7 @@ python3 "$here/make_ragged_prompts.py" --count 200 --min-len 8 --max-len 512 --m
   --vocab 8192 --seed 14 > "$work/prompts.jsonl"
 "$make_model" --arch opt --out "$work/model" --seed 14 --hidden 256 --layers 4 --heads 4 \
   --intermediate 1024 --vocab 8192 --max-positions 1024 > /dev/null
-common=(--model "$work/model" --device cpu -p "$work/prompts.jsonl" --overwrite --offload-dir "$work/offload")
+common=(--model "$work/model" --device cpu -p "$work/prompts.jsonl" --overwrite)
 export XDG_CACHE_HOME=$work/cache
 "$last" profile --quick --cache 2> "$work/profile.log" || { cat "$work/profile.log"; exit 1; }
 policies=("--policy auto" "${fixed[@]}")
@@ -54,7 +58,21 @@ for r in $(seq 1 "$rounds"); do
       read -r -a flags <<< "${policies[$p]}"
       out=$work/${labels[$b]}.p$p
       t0=$(date +%s.%N)
-      "${binaries[$b]}" generate "${flags[@]}" "${common[@]}" -o "$out.jsonl" --stats-json "$out.stats.json" 2> "$out.log"
+      if [ "$ranks" -le 1 ]; then
+        "${binaries[$b]}" generate "${flags[@]}" "${common[@]}" --offload-dir "$work/offload" -o "$out.jsonl" \
+          --stats-json "$out.stats.json" 2> "$out.log"
+      else
+        pids=()
+        for ((k = 0; k < ranks; k++)); do
+          log=$out.log
+          [ "$k" = $((ranks - 1)) ] || log=$out.rank$k.log
+          OMP_NUM_THREADS=$(( $(nproc) / ranks > 0 ? $(nproc) / ranks : 1 )) "${binaries[$b]}" generate "${flags[@]}" \
+            "${common[@]}" --offload-dir "$work/offload$k" --rank "$k" --world-size "$ranks" \
+            --dist-init "file:$work/store" -o "$out.jsonl" --stats-json "$out.stats.json" 2> "$log" &
+          pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid"; done
+      fi
       wall=$(echo "$(date +%s.%N) - $t0" | bc)
       gen=$(grep -o 'generated tokens in [0-9.]* s' "$out.log" | grep -o '[0-9.]* s' | head -1)
       pol=$(grep -o 'policy: gpu batch [0-9]* x [0-9]* batches' "$out.log" | head -1)
