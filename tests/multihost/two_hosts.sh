@@ -29,6 +29,8 @@ trap cleanup EXIT
     ip -n "$host_a" link set "${tag}va" up && ip -n "$host_b" link set "${tag}vb" up &&
     ip -n "$host_a" link set lo up && ip -n "$host_b" link set lo up
 } 2> "$work/netns.log" || skip "could not make network namespaces here: $(head -c 300 "$work/netns.log")"
+ip netns exec "$host_a" true 2> "$work/netns.log" ||
+  skip "could not run a process in a network namespace here: $(head -c 300 "$work/netns.log")"
 
 "$make_model" --arch llama --out "$work/model" --seed 5 --layers 4 > /dev/null
 for i in 0 1 2 3 4 5 6; do
