@@ -7,6 +7,7 @@
 #   tests/run_tsan.sh                  every test in the runtime test files
 #   tests/run_tsan.sh 'PolicyTest*'    a gtest filter
 #   TSAN_JOBS=2                        build parallelism (default 2)
+#   TIERGEN_CMAKE_ARGS=-DTIERGEN_UNITY=ON  extra configure arguments (as CI gives)
 #
 # Only the test_runtime*.cpp files are compiled into this binary. OpenMP (libgomp)
 # and LibTorch are not built with TSan, so their internal synchronization is invisible
@@ -23,7 +24,7 @@ mkdir -p "$build"
 start=$(date +%s)
 echo "== configuring $build (thread, RelWithDebInfo, test_runtime*.cpp)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIERGEN_SANITIZE=thread \
-  -DTIERGEN_BUILD_TESTS=ON '-DTIERGEN_TEST_GLOB=test_runtime*.cpp' >"$build/configure.log" 2>&1 ||
+  -DTIERGEN_BUILD_TESTS=ON '-DTIERGEN_TEST_GLOB=test_runtime*.cpp' ${TIERGEN_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; exit 2; }
 echo "== building tiergen_tests (with tiergen and make-tiny-model, which it depends on)"
 cmake --build "$build" -j"$jobs" --target tiergen_tests

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/strings.h"
 
 namespace tiergen::model {
 
@@ -24,10 +25,6 @@ bool is_regular_file(const std::string& path) {
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // weight_map of model.safetensors.index.json: tensor name -> shard file name.

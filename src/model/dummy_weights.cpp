@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "tiergen/common/strings.h"
 #include "tiergen/model/weight_source.h"
 
 namespace tiergen::model {
@@ -15,10 +16,6 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Half-width of the uniform distribution for a tensor, by its role.
