@@ -25,18 +25,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${ASAN_BUILD:-$root/build-asan}"
 jobs="${ASAN_JOBS:-$(nproc)}"
 filter="${1:-}"
+source "$root/tests/asan_settings.sh"
 
 mkdir -p "$build"
 start=$(date +%s)
 echo "== configuring $build (address,undefined, RelWithDebInfo)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTIERGEN_SANITIZE=address,undefined \
-  -DTIERGEN_BUILD_TESTS=ON ${TIERGEN_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 2; }
+cmake -S "$root" -B "$build" -G Ninja "${asan_cmake_args[@]}" -DTIERGEN_BUILD_TESTS=ON ${TIERGEN_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 2; }
 echo "== building tiergen_tests, tiergen, make-tiny-model"
 cmake --build "$build" -j"$(nproc)" --target tiergen_tests tiergen make-tiny-model
 built=$(date +%s)
 
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1}"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-$asan_options}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-$ubsan_options}"
 # The shards run side by side, one per core: one compute thread each keeps them from
 # oversubscribing the cores (the plain run covers the multi-threaded kernels).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"

@@ -141,10 +141,13 @@ TEST(TaskTimeline, ComputeStepsNeverOverlapAndCpuAttentionIsInsideItsStep) {
     });
     EXPECT_TRUE(inside) << a.dump();
   }
-  // The spans add up to the task times the report gives (host times here).
+  // The spans add up to the task times the report gives (host times here). Each step is
+  // timed twice, by its span and by the stats, a few instructions apart: a preemption
+  // between the two (one scheduler tick, 4 ms, seen under a sanitizer with the cores
+  // shared by two test processes) shows in one sum only.
   double compute_us = 0;
   for (const json& c : computes) compute_us += c["dur"].get<double>();
-  EXPECT_NEAR(compute_us / 1e6, run.compute_seconds, 0.05 * run.compute_seconds + 1e-3);
+  EXPECT_NEAR(compute_us / 1e6, run.compute_seconds, 0.05 * run.compute_seconds + 5e-3);
 }
 
 TEST(TaskTimeline, EachRunIsNumberedAndComputesEveryStepOnce) {

@@ -8,7 +8,7 @@
 #   --prepare-only  make the root and install its packages, then stop (no build)
 # Environment: TIERGEN_TRIXIE_CPU_ROOT (default .cache/trixie-cpu),
 #   TIERGEN_DEBIAN_MIRROR (default: this machine's apt archive),
-#   TIERGEN_TRIXIE_SANITIZE (e.g. address,undefined: a sanitized build and run),
+#   TIERGEN_TRIXIE_ASAN=1 (the build and run of tests/run_asan.sh, as CI runs it),
 #   TIERGEN_CMAKE_ARGS (extra configure arguments, e.g. -DTIERGEN_UNITY=ON).
 # Inside the root the tokenizer reference tests skip (no node there).
 set -euo pipefail
@@ -36,26 +36,26 @@ if [ "$prepare_only" = 1 ]; then cat "$TRIXIE_TIMINGS"; exit 0; fi
 
 trixie_copy_sources "$repo" "$root" src/tiergen
 # Lean build: no fuzzers (clang) and no benchmarks; the test suite is complete. With
-# TIERGEN_TRIXIE_SANITIZE=address,undefined the build is the sanitized one of
-# tests/run_asan.sh, and the suite runs with its options.
-sanitize=${TIERGEN_TRIXIE_SANITIZE:-}
-if [ -n "$sanitize" ]; then
-  build_type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DTIERGEN_SANITIZE=$sanitize")
-  # As tests/run_asan.sh: any report fails the run; one compute thread per shard.
-  test_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1
-            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 OMP_NUM_THREADS=1)
+# TIERGEN_TRIXIE_ASAN=1 the build and the run are the sanitized ones of tests/run_asan.sh
+# (one compute thread per shard, as there).
+if [ "${TIERGEN_TRIXIE_ASAN:-0}" = 1 ]; then
+  source "$repo/tests/asan_settings.sh"
+  build_type=("${asan_cmake_args[@]}")
+  test_env=("ASAN_OPTIONS=$asan_options" "UBSAN_OPTIONS=$ubsan_options" OMP_NUM_THREADS=1)
 else
   build_type=(-DCMAKE_BUILD_TYPE=Release)
   test_env=()
 fi
+# Called as `build_and_test || status=$?`, where set -e does not apply inside: each
+# step returns on failure itself, so that a failing step is never hidden by the next.
 build_and_test() {
   # shellcheck disable=SC2086  # TIERGEN_CMAKE_ARGS holds several words
   trixie_run "$root" cmake -S /src/tiergen -B /build -G Ninja "${build_type[@]}" \
-    -DTIERGEN_BUILD_FUZZERS=OFF -DTIERGEN_BUILD_BENCHES=OFF ${TIERGEN_CMAKE_ARGS:-} >/dev/null
-  trixie_time build trixie_run "$root" cmake --build /build -j"$(nproc)"
+    -DTIERGEN_BUILD_FUZZERS=OFF -DTIERGEN_BUILD_BENCHES=OFF ${TIERGEN_CMAKE_ARGS:-} >/dev/null || return
+  trixie_time build trixie_run "$root" cmake --build /build -j"$(nproc)" || return
   # The GoogleTest suite as one process per core, then the script tests (as run-tests.sh).
   trixie_time gtest trixie_run "$root" env "${test_env[@]}" SHARD_LOG_DIR=/build \
-    bash -c 'cd /build && bash /src/tiergen/tests/run_gtest_shards.sh /build/tiergen_tests'
+    bash -c 'cd /build && bash /src/tiergen/tests/run_gtest_shards.sh /build/tiergen_tests' || return
   trixie_time ctest trixie_run "$root" ctest --test-dir /build --output-on-failure -j"$(nproc)" --timeout 300 -LE gtest
 }
 status=0
