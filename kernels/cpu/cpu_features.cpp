@@ -11,11 +11,14 @@
 namespace tiergen::kernels {
 namespace {
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know
+// "f16c". The AVX2 check covers the OS saving the YMM state.
 bool cpu_supports_avx2_fma_f16c() {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) && defined(__linux__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
   return false;
 #endif
