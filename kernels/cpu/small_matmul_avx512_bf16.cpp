@@ -23,8 +23,10 @@ TG_AVX512_BF16 inline __m512bh load_tail(const uint16_t* p, __mmask32 mask) {
   return (__m512bh)_mm512_maskz_loadu_epi16(mask, p);
 }
 
+// `next` (or null): a row of the next W tile, brought into L1 a line per step.
 template <int R, int C>
-TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m) {
+TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m,
+                         const uint16_t* next) {
   const int64_t k = a.k, k32 = k & ~int64_t(31);
   const uint16_t* w[R];
   const uint16_t* x[C];
@@ -35,6 +37,7 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k32; p += 32) {
+    if (next) _mm_prefetch(reinterpret_cast<const char*>(next + p), _MM_HINT_T0);
     __m512bh xv[C];
     for (int c = 0; c < C; ++c) xv[c] = load32(x[c] + p);
     for (int r = 0; r < R; ++r) {
@@ -60,11 +63,19 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
   }
 }
 
+// With several tiles of x, each tile's pass over the W rows also prefetches one row of
+// the next W rows (pass i, row i mod R): at 16 rows of x the hardware prefetcher alone
+// left the first pass waiting on memory, and 16 rows of x per W byte took 3x the time
+// of one row (bench_matmul; bench/RESULTS.md).
 template <int R>
 TG_AVX512_BF16 void all_rows(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j) {
+  const bool prefetch = a.rows >= 2 * kTileX && j + 2 * R <= a.n;
+  const uint16_t* next_tile = static_cast<const uint16_t*>(a.w) + (j + R) * a.k;
   int64_t m = 0;
-  for (; m + kTileX <= a.rows; m += kTileX) tile<R, kTileX>(a, s, j, m);
-  for (; m < a.rows; ++m) tile<R, 1>(a, s, j, m);
+  for (int pass = 0; m + kTileX <= a.rows; m += kTileX, ++pass) {
+    tile<R, kTileX>(a, s, j, m, prefetch ? next_tile + (pass % R) * a.k : nullptr);
+  }
+  for (; m < a.rows; ++m) tile<R, 1>(a, s, j, m, nullptr);
 }
 
 }  // namespace
