@@ -196,7 +196,8 @@ runtime::HostMemory host(uint64_t ram_gib, uint64_t process_mib, std::optional<u
   runtime::HostMemory h;
   h.ram = ram_gib << 30;
   h.process_overhead = process_mib << 20;
-  if (device_free_gib) h.device_free = *device_free_gib << 30;
+  // The warm-up took 1 GiB of the device (cuBLAS workspaces, kernels).
+  if (device_free_gib) h.device_free = runtime::DeviceFreeMemory{(*device_free_gib + 1) << 30, *device_free_gib << 30};
   return h;
 }
 
@@ -212,7 +213,8 @@ TEST(DefaultBudgets, NeverExceedRam) {
       EXPECT_EQ(cpu.disk, 1ull << 40);
       const auto cuda = runtime::resolve_budgets({"", "", "", 1ull << 40}, true, h);
       EXPECT_LE(cuda.cpu, h.usable_ram()) << ram << " GiB, --device cuda";
-      EXPECT_EQ(cuda.gpu, (80ull << 30) - runtime::kCudaHeadroomBytes);
+      // What the device had after the warm-up, less 512 MiB and 1/64: 78.25 GiB.
+      EXPECT_EQ(cuda.gpu, (80ull << 30) - (512ull << 20) - (80ull << 30) / 64);
     }
   }
   // --device cpu with an explicit gpu tier: the cpu default takes what is left.
@@ -221,8 +223,17 @@ TEST(DefaultBudgets, NeverExceedRam) {
   EXPECT_EQ(b.gpu, 4ull << 30);
   EXPECT_LE(b.gpu + b.cpu, h.usable_ram());
   EXPECT_THROW(runtime::resolve_budgets({"30GiB", "", "", 0}, false, h), Error);
-  // A CUDA device without room for its headroom.
-  EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, host(24, 500, 2)), Error);
+  // A CUDA device with nothing beyond its reserve after the warm-up: 512 MiB free
+  // after it is refused, 1 GiB leaves 496 MiB.
+  runtime::HostMemory small = host(24, 500);
+  small.device_free = runtime::DeviceFreeMemory{1ull << 30, 512ull << 20};
+  EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, small), Error);
+  small.device_free = runtime::DeviceFreeMemory{2ull << 30, 1ull << 30};
+  EXPECT_EQ(runtime::resolve_budgets({"", "", "", 0}, true, small).gpu, (1ull << 30) - (512ull << 20) - (16ull << 20));
+  EXPECT_EQ(small.device_free->warmup_bytes(), 1ull << 30);
+  // Without a reading of the device the default cannot be made: --gpu-mem is asked for.
+  EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, host(24, 500)), Error);
+  EXPECT_EQ(runtime::resolve_budgets({"8GiB", "", "", 0}, true, host(24, 500)).gpu, 8ull << 30);
 }
 
 // A step's large host temporaries stay in the heap when freed, for the next step to

@@ -5,8 +5,9 @@
 #   suite, CPU-vs-CUDA token equality on tiny OPT and LLaMA models over 12 placements
 #   (fp32 must be identical; fp16's agreement rate is reported), overlap on/off
 #   equality at num_gpu_batches 1, 2 and 3 with activations on the GPU, compute-
-#   sanitizer memcheck of a short compressed offloaded run, `tiergen profile`, and an
-#   nsys summary where nsys exists.
+#   sanitizer memcheck of a short compressed offloaded run, the default gpu budget
+#   against the allocator's peak, `tiergen profile`, and an nsys summary where nsys
+#   exists.
 # Every step runs even when an earlier one failed; the summary table (OUTDIR/summary.txt)
 # lists PASS/FAIL/SKIP per step, and the exit status is non-zero when any step failed.
 #
@@ -209,6 +210,13 @@ fi
 step memcheck "command -v compute-sanitizer > /dev/null || exit 77
 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 $tg generate -m $work/tiny-llama -p tools/examples/prompts.txt -n 4 --device cuda \\
   --percent 40 40 0 50 100 0 --compress-weight --compress-cache --gpu-batch-size 2 --num-gpu-batches 2 --offload-dir $work/offload -q --overwrite -o $work/memcheck.jsonl"
+
+# The default gpu tier (free memory after the warm-up, less the reserve) against what
+# the caching allocator really holds: OPT-13B's 26 GB of fp16 weights and a 64-sequence
+# KV cache (27 GB) on the device, no --gpu-mem.
+step default-budget "timeout 300 $tg bench -m opt-13b -s 512 -n 8 -r 1 --warmup 0 --device cuda --percent 100 0 100 0 100 0 \\
+  --gpu-batch-size 64 --num-gpu-batches 1 2>&1 | grep -E 'CUDA device|budgets:|CUDA allocator|peak memory|throughput|rror'
+test \${PIPESTATUS[0]} = 0"
 
 step profile "timeout 300 $tg profile --out $out/hw-profile.json --offload-dir $work/offload
 cp $out/hw-profile.json configs/hw/\$(hw_profile_name).json && echo \"configs/hw/\$(hw_profile_name).json written\""

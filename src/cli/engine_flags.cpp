@@ -28,7 +28,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
       ->capture_default_str();
   c->add_option("--dtype", f.dtype, "Compute dtype: auto (float16 on cuda, float32 on cpu), float32, float16, bfloat16")
       ->capture_default_str();
-  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's free memory minus 4 GiB; with --device cpu, 20% of "
+  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's free memory after a warm-up, less a reserve of 512 MiB + 1/64; with --device cpu, 20% of "
               "the RAM the process does not already use)");
   c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of the RAM the process does not already use, less a --device cpu gpu tier)");
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
@@ -197,15 +197,23 @@ uint64_t free_disk_bytes(const std::string& dir) {
 
 runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext& device, int local_ranks) {
   const auto share = static_cast<uint64_t>(std::max(1, local_ranks));
+  // The device is warmed up only when its free memory sizes the default gpu tier.
+  const bool measure_device = device.is_cuda() && f.gpu_mem.empty();
   const runtime::HostMemory host{runtime::physical_memory_bytes() / share, runtime::process_rss_bytes(),
-                                 runtime::cuda_free_bytes(device)};
+                                 measure_device ? runtime::measure_cuda_free_memory(device) : std::nullopt};
   const runtime::Budgets b = runtime::resolve_budgets(
       {f.gpu_mem, f.cpu_mem, f.disk_mem, free_disk_bytes(f.offload_dir) / share}, device.is_cuda(), host);
+  if (host.device_free) {
+    const runtime::DeviceFreeMemory& d = *host.device_free;
+    spdlog::info("CUDA device: {} free once its context existed, {} after the warm-up (cuBLAS workspaces, kernels); the "
+                 "gpu tier leaves {} of it to the allocator and kernels loaded later", format_bytes(d.at_start),
+                 format_bytes(d.after_warmup), format_bytes(runtime::cuda_reserve_bytes(d.after_warmup)));
+  }
   if (share > 1) {
     spdlog::info("{} ranks on this host: default host budgets are this rank's 1/{} of its RAM and free disk", share, share);
   }
   spdlog::info("budgets: gpu {}{}, cpu {}{}, disk {}{}; RAM {}, of which this process already uses {} (outside the "
-               "tiers)", format_bytes(b.gpu), f.gpu_mem.empty() ? (device.is_cuda() ? " (device free - headroom)" : " (default)") : "",
+               "tiers)", format_bytes(b.gpu), f.gpu_mem.empty() ? (device.is_cuda() ? " (device free - reserve)" : " (default)") : "",
                format_bytes(b.cpu), f.cpu_mem.empty() ? " (default)" : "", format_bytes(b.disk),
                f.disk_mem.empty() ? " (free space)" : "", format_bytes(host.ram), format_bytes(host.process_overhead));
   if (const auto fs = runtime::ram_backed_filesystem(f.offload_dir)) {
@@ -213,6 +221,14 @@ runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext
                  "a disk-backed directory", f.offload_dir, *fs);
   }
   return b;
+}
+
+std::optional<std::string> cuda_allocator_report(const runtime::EngineOptions& options) {
+  const std::optional<uint64_t> reserved = runtime::cuda_peak_reserved_bytes(options.device);
+  if (!reserved) return std::nullopt;
+  return fmt::format("CUDA allocator: peak reserved {} against a gpu tier of {} (the difference is what the tier's "
+                     "accounting does not see: allocator rounding, per-stream pools, workspaces)",
+                     format_bytes(*reserved), format_bytes(options.budgets.gpu));
 }
 
 namespace {

@@ -334,6 +334,7 @@ void run_generate(GenerateFlags& f) {
   }
   if (engine) {
     spdlog::info("{}", engine->stats().report());
+    if (const auto allocator = cuda_allocator_report(options)) spdlog::info("{}", *allocator);
     if (!f.engine.trace.empty()) {
       // Each rank of a pipeline traces its own stage.
       const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;

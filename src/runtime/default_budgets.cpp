@@ -30,6 +30,10 @@ uint64_t parse_budget(const std::string& text, const std::string& flag) {
   return bytes;
 }
 
+uint64_t cuda_reserve_bytes(uint64_t free_after_warmup) {
+  return kCudaLazyKernelReserveBytes + free_after_warmup / kCudaAllocatorReserveDivisor;
+}
+
 Budgets resolve_budgets(const BudgetRequest& f, bool device_is_cuda, const HostMemory& host) {
   Budgets b;
   const auto host_share = static_cast<uint64_t>(static_cast<double>(host.usable_ram()) * kDefaultHostShare);
@@ -38,10 +42,12 @@ Budgets resolve_budgets(const BudgetRequest& f, bool device_is_cuda, const HostM
   } else if (device_is_cuda) {
     TG_CHECK(host.device_free.has_value(), "--gpu-mem not given and the CUDA device's free memory is unknown; "
              "give --gpu-mem");
-    TG_CHECK(*host.device_free > kCudaHeadroomBytes, "the CUDA device has only {} free, less than the {} kept for "
-             "the CUDA context and workspaces; free the device or give --gpu-mem", format_bytes(*host.device_free),
-             format_bytes(kCudaHeadroomBytes));
-    b.gpu = *host.device_free - kCudaHeadroomBytes;
+    const uint64_t free = host.device_free->after_warmup;
+    const uint64_t reserve = cuda_reserve_bytes(free);
+    TG_CHECK(free > reserve, "the CUDA device has only {} free after start-up, no more than the {} kept for the "
+             "allocator and lazily loaded kernels; free the device or give --gpu-mem", format_bytes(free),
+             format_bytes(reserve));
+    b.gpu = free - reserve;
   } else {
     b.gpu = host_share / 4;  // host memory standing in for the gpu: a quarter of the host share
   }

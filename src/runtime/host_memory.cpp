@@ -9,9 +9,13 @@
 #include <fstream>
 
 #ifdef TIERGEN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
+
+#include "tiergen/common/torch_compat.h"
+#include "tiergen/runtime/compressed_tensor.h"
 #endif
 
 namespace tiergen::runtime {
@@ -35,17 +39,70 @@ uint64_t process_rss_bytes() {
   return resident * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
 }
 
-std::optional<uint64_t> cuda_free_bytes(const DeviceContext& device) {
 #ifdef TIERGEN_WITH_CUDA
-  if (!device.is_cuda()) return std::nullopt;
-  const c10::DeviceIndex index = device.cuda_index();
-  const c10::cuda::CUDAGuard guard(index);
+namespace {
+
+std::optional<uint64_t> cuda_free_now() {
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
     (void)cudaGetLastError();  // clear the sticky error state of a failed query
     return std::nullopt;
   }
   return static_cast<uint64_t>(free_bytes);
+}
+
+// One of each kind of device work a decoder layer issues, small: what it loads and
+// allocates for good (handles, workspaces, kernel modules) is what is measured.
+void warm_up_cuda(const DeviceContext& device) {
+  // Fixed values, not random ones: the warm-up must not advance the device's generator.
+  const at::TensorOptions options = device.compute_options();
+  const at::Tensor x = at::linspace(-1.0, 1.0, 16 * 256, options).view({16, 256});
+  const at::Tensor w = at::linspace(-0.5, 0.5, 256 * 256, options).view({256, 256});
+  const at::Tensor bias = at::full({256}, 0.25, options);
+  const at::Tensor linear = at::linear(x, w, bias);  // cuBLASLt with a bias epilogue
+  const at::Tensor product = at::matmul(x, w);       // cuBLAS
+  const at::Tensor batched = at::bmm(x.view({4, 4, 256}), w.view({4, 64, 256}).transpose(1, 2));
+  const at::Tensor normed = at::layer_norm(linear + product, {256}, w[0], bias);
+  const at::Tensor activated = at::silu(normed) * at::relu(normed) + at::gelu(normed);
+  const at::Tensor probs = at::softmax(activated.to(at::kFloat), -1);
+  (void)at::argmax(probs, -1);
+  (void)at::topk(probs, 8, 1, true, true);
+#if TIERGEN_HAS_SDPA
+  const at::Tensor q = batched.view({1, 4, 4, 64});
+  const at::Tensor mask = at::ones({1, 1, 4, 4}, options.dtype(at::kBool)).tril();
+  (void)at::scaled_dot_product_attention(q, q, q, mask);
+#endif
+  const CompressedTensor compressed = compress(activated, CompressionConfig{true, 4, 64});
+  (void)decompress(compressed, device.dtype);  // tiergen's own kernels
+  device.synchronize();
+}
+
+}  // namespace
+#endif
+
+std::optional<DeviceFreeMemory> measure_cuda_free_memory(const DeviceContext& device) {
+#ifdef TIERGEN_WITH_CUDA
+  if (!device.is_cuda()) return std::nullopt;
+  const c10::cuda::CUDAGuard guard(device.cuda_index());
+  const std::optional<uint64_t> at_start = cuda_free_now();
+  if (!at_start) return std::nullopt;
+  warm_up_cuda(device);
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const std::optional<uint64_t> after_warmup = cuda_free_now();
+  if (!after_warmup) return std::nullopt;
+  return DeviceFreeMemory{*at_start, *after_warmup};
+#else
+  (void)device;
+  return std::nullopt;
+#endif
+}
+
+std::optional<uint64_t> cuda_peak_reserved_bytes(const DeviceContext& device) {
+#ifdef TIERGEN_WITH_CUDA
+  if (!device.is_cuda()) return std::nullopt;
+  constexpr size_t kAggregate = 0;  // StatType::AGGREGATE: all pools together
+  return static_cast<uint64_t>(
+      c10::cuda::CUDACachingAllocator::getDeviceStats(device.cuda_index()).reserved_bytes[kAggregate].peak);
 #else
   (void)device;
   return std::nullopt;

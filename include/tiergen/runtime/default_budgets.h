@@ -15,11 +15,21 @@ namespace tiergen::runtime {
 // unit is refused ("--gpu-mem 16" meaning 16 bytes is a typo for 16GiB).
 uint64_t parse_budget(const std::string& text, const std::string& flag);
 
+// A CUDA device's free memory, read twice: once its context exists, and again after
+// one of each kind of work the engine issues has run (cuBLAS handles and workspaces,
+// lazily loaded kernels) and the allocator's cached blocks went back to the device.
+// What the warm-up took stays taken for the whole run (measure_cuda_free_memory).
+struct DeviceFreeMemory {
+  uint64_t at_start = 0;
+  uint64_t after_warmup = 0;
+  uint64_t warmup_bytes() const { return at_start > after_warmup ? at_start - after_warmup : 0; }
+};
+
 // What the default budgets are carved from.
 struct HostMemory {
-  uint64_t ram = 0;                     // physical memory
-  uint64_t process_overhead = 0;        // this process's resident memory at start
-  std::optional<uint64_t> device_free;  // free memory of the CUDA device; nullopt on the CPU
+  uint64_t ram = 0;                              // physical memory
+  uint64_t process_overhead = 0;                 // this process's resident memory at start
+  std::optional<DeviceFreeMemory> device_free;   // the CUDA device's; nullopt on the CPU
   uint64_t usable_ram() const { return ram > process_overhead ? ram - process_overhead : 0; }
 };
 
@@ -30,14 +40,21 @@ struct BudgetRequest {
 };
 
 // Share of usable RAM the default host tiers take together (gpu stand-in + cpu with
-// --device cpu, of which the gpu tier a quarter; cpu alone with CUDA), and what a CUDA
-// device keeps free beyond the gpu tier (CUDA context, cuBLAS workspaces per stream,
-// allocator fragmentation).
+// --device cpu, of which the gpu tier a quarter; cpu alone with CUDA).
 constexpr double kDefaultHostShare = 0.8;
-constexpr uint64_t kCudaHeadroomBytes = 4ull << 30;
+
+// What the default gpu tier leaves of a CUDA device's memory after the warm-up (the
+// context and the warm-up's own cost are already out of `after_warmup`): LibTorch's
+// caching allocator rounds blocks up (to 2 MiB above 1 MiB) and keeps a free pool per
+// stream, and kernels the warm-up did not touch load on first use. A fixed part for
+// the kernels plus 1/64 of the memory for the allocator: 1.7 GiB of an 80 GiB device
+// left free after warm-up, 0.7 GiB of a 15 GiB one.
+constexpr uint64_t kCudaLazyKernelReserveBytes = 512ull << 20;
+constexpr uint64_t kCudaAllocatorReserveDivisor = 64;
+uint64_t cuda_reserve_bytes(uint64_t free_after_warmup);
 
 // Throws tiergen::Error for bad sizes, or when no default fits (a CUDA device with
-// less free memory than the headroom, or a --device cpu gpu tier leaving no RAM).
+// no more free memory than its reserve, or a --device cpu gpu tier leaving no RAM).
 // Warns when the user's own sizes put more in RAM than the machine has.
 Budgets resolve_budgets(const BudgetRequest& request, bool device_is_cuda, const HostMemory& host);
 

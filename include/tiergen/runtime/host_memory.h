@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "tiergen/runtime/default_budgets.h"
 #include "tiergen/runtime/device.h"
 
 namespace tiergen::runtime {
@@ -13,9 +14,18 @@ namespace tiergen::runtime {
 uint64_t physical_memory_bytes();
 // Resident set of this process now (/proc/self/statm); 0 when it cannot be read.
 uint64_t process_rss_bytes();
-// Free bytes of the CUDA device `device` computes on; nullopt on the CPU or in a build
-// without CUDA.
-std::optional<uint64_t> cuda_free_bytes(const DeviceContext& device);
+// The free memory of the CUDA device `device` computes on, before and after a warm-up
+// on the calling thread's stream in the run's dtype: matmuls with and without bias
+// (cuBLAS and cuBLASLt handles and their workspaces), the elementwise, normalisation,
+// softmax and argmax kernels of a decoder layer, and tiergen's quantization kernels.
+// The warm-up's tensors are freed and the allocator's cache emptied before the second
+// reading, so what it keeps is what the engine will keep. nullopt on the CPU, in a
+// build without CUDA, or when the device cannot be queried.
+std::optional<DeviceFreeMemory> measure_cuda_free_memory(const DeviceContext& device);
+// The most device memory LibTorch's caching allocator has held at once on the CUDA
+// device `device` computes on (reserved, cached blocks included), set against the gpu
+// tier to see what the tier's accounting misses; nullopt on the CPU.
+std::optional<uint64_t> cuda_peak_reserved_bytes(const DeviceContext& device);
 // "tmpfs" or "ramfs" when `dir` (or its nearest existing parent) is on a RAM-backed
 // filesystem; nullopt otherwise.
 std::optional<std::string> ram_backed_filesystem(const std::string& dir);
