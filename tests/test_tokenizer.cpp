@@ -10,6 +10,7 @@
 #include "tiergen/common/error.h"
 #include "tiergen/tokenizer/tokenizer.h"
 #include "tiergen/tokenizer/utf8.h"
+#include "src/tokenizer/byte_level.h"
 #include "tests/support/temp_dir.h"
 
 namespace tiergen::tokenizer {
@@ -45,6 +46,16 @@ std::string stream_decode(const Tokenizer& tok, const Ids& ids, std::vector<std:
 }
 
 nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+
+// SentencePiece byte-fallback spellings: exactly "<0x" + two upper-case hex digits + ">".
+TEST(ByteFallbackToken, OnlyItsExactSpellingIsAByte) {
+  EXPECT_EQ(parse_byte_token("<0x41>"), 0x41);
+  EXPECT_EQ(parse_byte_token("<0x00>"), 0);
+  EXPECT_EQ(parse_byte_token("<0xFF>"), 255);
+  for (const char* other : {"<0xff>", "<0x4G>", "<0x41", "0x41>", "<0x410>", "<0X41>", "", "A"}) {
+    EXPECT_EQ(parse_byte_token(other), -1) << other;
+  }
+}
 
 TEST(TokenizerFiles, ExistsIn) {
   EXPECT_TRUE(Tokenizer::exists_in(fixture("byte_level")));

@@ -20,13 +20,6 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   return text;
 }
 
-int parse_byte_token(const std::string& token) {
-  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
-  const auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
-  const int hi = hex(token[3]), lo = hex(token[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
 // The bytes a model token stands for, through the decoder's per-token steps.
 std::string token_bytes(const std::string& spelling, const DecoderSpec& decoder) {
   std::string text = spelling;

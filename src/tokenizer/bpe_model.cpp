@@ -14,20 +14,6 @@ constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
 // Longer words rarely repeat; caching them would only churn the cache.
 constexpr std::size_t kMaxCachedWordBytes = 256;
 
-// "<0x41>" -> 0x41; -1 for anything else.
-int parse_byte_token(std::string_view token) {
-  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
-  int value = 0;
-  for (char c : token.substr(3, 2)) {
-    int digit;
-    if (c >= '0' && c <= '9') digit = c - '0';
-    else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-    else return -1;
-    value = value * 16 + digit;
-  }
-  return value;
-}
-
 bool ends_with_metaspace(std::string_view s) { return s.size() >= 3 && s.substr(s.size() - 3) == kMetaspace; }
 bool starts_with_metaspace(std::string_view s) { return s.substr(0, 3) == kMetaspace; }
 

@@ -57,4 +57,11 @@ std::string bytes_to_byte_level(std::string_view bytes) {
   return out;
 }
 
+int parse_byte_token(std::string_view token) {
+  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
+  const auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  const int hi = hex(token[3]), lo = hex(token[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 }  // namespace tiergen::tokenizer

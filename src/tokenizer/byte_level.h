@@ -21,4 +21,8 @@ bool byte_level_to_bytes(std::string_view token, std::string& out);
 // The byte-level vocabulary spelling of raw bytes (for diagnostics and tests).
 std::string bytes_to_byte_level(std::string_view bytes);
 
+// The byte a SentencePiece byte-fallback token stands for ("<0x41>" -> 0x41; upper-case
+// hex digits, as those vocabularies spell them); -1 for any other token.
+int parse_byte_token(std::string_view token);
+
 }  // namespace tiergen::tokenizer
