@@ -149,12 +149,18 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
     if (tiled < a.n) amx_tail_columns(a, x, x_stride, y_stride, tiled);
     return;
   }
+  if (kernel == Kernel::kAvx512Bf16) {
+    // One call per thread, as for AMX: the level table and the scales' buffer are set
+    // up once per thread rather than once per 16 columns.
+    detail::for_each_thread_columns(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
+      detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, j1);
+    });
+    return;
+  }
 #endif
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {
 #if defined(__x86_64__)
-      case Kernel::kAvx512Bf16:
-        return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, j1);
       case Kernel::kAvx2:
         return detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
 #endif
