@@ -212,11 +212,22 @@ timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 $tg generate -m
   --percent 40 40 0 50 100 0 --compress-weight --compress-cache --gpu-batch-size 2 --num-gpu-batches 2 --offload-dir $work/offload -q --overwrite -o $work/memcheck.jsonl"
 
 # The default gpu tier (free memory after the warm-up, less the reserve) against what
-# the caching allocator really holds: OPT-13B's 26 GB of fp16 weights and a 64-sequence
-# KV cache (27 GB) on the device, no --gpu-mem.
-step default-budget "timeout 300 $tg bench -m opt-13b -s 512 -n 8 -r 1 --warmup 0 --device cuda --percent 100 0 100 0 100 0 \\
-  --gpu-batch-size 64 --num-gpu-batches 1 2>&1 | grep -E 'CUDA device|budgets:|CUDA allocator|peak memory|throughput|rror'
-test \${PIPESTATUS[0]} = 0"
+# the caching allocator really holds: OPT-30B fp16, no --gpu-mem, and a searched policy
+# (the h100-spr profile) whose batches fill the tier. Fails when the run fails (an out
+# of memory is the reserve being too small) or when the plan left over a fifth of the
+# tier unused (then the step tested nothing).
+step default-budget "timeout 420 $tg bench -m opt-30b -s 512 -n 8 -r 1 --warmup 0 --device cuda --policy auto --hw h100-spr \\
+  --json $work/default-budget.json 2>&1 | grep -E 'CUDA device|budgets:|CUDA allocator|policy:|peak memory|throughput|rror'
+test \${PIPESTATUS[0]} = 0 || exit 1
+$py - $work/default-budget.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+budget, peak, reserved = r['budget_bytes']['gpu'], r['peak_bytes']['gpu'], r['cuda_peak_reserved_bytes']
+gib = 2.0**30
+print(f'gpu tier budget {budget/gib:.2f} GiB, tier peak {peak/gib:.2f} GiB ({100*peak/budget:.0f}%), '
+      f'allocator peak reserved {reserved/gib:.2f} GiB: {(reserved-peak)/gib:.2f} GiB beyond the tier')
+sys.exit(0 if peak >= 0.8 * budget else 'the plan used under 80% of the gpu tier: the reserve was not tested')
+PY"
 
 step profile "timeout 300 $tg profile --out $out/hw-profile.json --offload-dir $work/offload
 cp $out/hw-profile.json configs/hw/\$(hw_profile_name).json && echo \"configs/hw/\$(hw_profile_name).json written\""

@@ -2,8 +2,10 @@
 
 #include <atomic>
 
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -14,7 +16,7 @@ namespace {
 // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know
 // "f16c". The AVX2 check covers the OS saving the YMM state.
 bool cpu_supports_avx2_fma_f16c() {
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__)
   __builtin_cpu_init();
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;

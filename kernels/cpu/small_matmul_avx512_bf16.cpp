@@ -64,16 +64,17 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
 }
 
 // With several tiles of x, each tile's pass over the W rows also prefetches one row of
-// the next W rows (pass i, row i mod R): at 16 rows of x the hardware prefetcher alone
-// left the first pass waiting on memory, and 16 rows of x per W byte took 3x the time
-// of one row (bench_matmul; bench/RESULTS.md).
+// the next W rows (pass i, row i mod R; at 16 rows of x all four): the first pass over
+// a W tile otherwise waits on memory, and a throwaway copy of this loop ran 0.7 dot
+// products per cycle with W streaming from memory against 1.7 with W in L2
+// (bench/RESULTS.md, the Zen 5 section).
 template <int R>
 TG_AVX512_BF16 void all_rows(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j) {
   const bool prefetch = a.rows >= 2 * kTileX && j + 2 * R <= a.n;
-  const uint16_t* next_tile = static_cast<const uint16_t*>(a.w) + (j + R) * a.k;
   int64_t m = 0;
   for (int pass = 0; m + kTileX <= a.rows; m += kTileX, ++pass) {
-    tile<R, kTileX>(a, s, j, m, prefetch ? next_tile + (pass % R) * a.k : nullptr);
+    const uint16_t* next_row = prefetch ? static_cast<const uint16_t*>(a.w) + (j + R + pass % R) * a.k : nullptr;
+    tile<R, kTileX>(a, s, j, m, next_row);
   }
   for (; m < a.rows; ++m) tile<R, 1>(a, s, j, m, nullptr);
 }

@@ -27,6 +27,7 @@
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/disk_tier.h"
+#include "tiergen/runtime/host_memory.h"
 
 namespace tiergen::cli {
 
@@ -199,7 +200,8 @@ void run_bench(BenchFlags& f) {
                             : options.device.dtype == at::kFloat    ? "float32"
                                                                     : c10::toString(options.device.dtype);
 
-  const std::optional<std::string> allocator = cuda_allocator_report(options);
+  const std::optional<std::string> allocator = cuda_allocator_report(options, peak[runtime::Tier::Gpu]);
+  const std::optional<uint64_t> cuda_reserved = runtime::cuda_peak_reserved_bytes(options.device);
   std::ostringstream text;
   text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}), {} {}, "
                       "{} warm-up + {} measured runs\n",
@@ -246,6 +248,7 @@ void run_bench(BenchFlags& f) {
         {"peak_gpu_mem_bytes", peak[runtime::Tier::Gpu]},
         {"peak_bytes", {{"gpu", peak[runtime::Tier::Gpu]}, {"cpu", peak[runtime::Tier::Cpu]}, {"disk", peak[runtime::Tier::Disk]}}},
         {"budget_bytes", {{"gpu", options.budgets.gpu}, {"cpu", options.budgets.cpu}, {"disk", options.budgets.disk}}},
+        {"cuda_peak_reserved_bytes", cuda_reserved ? nlohmann::json(*cuda_reserved) : nlohmann::json()},
         // FlexGen's report lines: medians over the measured runs.
         {"prefill_latency_s", metrics.prefill_latency.median},
         {"prefill_throughput", metrics.prefill_throughput.median},

@@ -205,9 +205,10 @@ runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext
       {f.gpu_mem, f.cpu_mem, f.disk_mem, free_disk_bytes(f.offload_dir) / share}, device.is_cuda(), host);
   if (host.device_free) {
     const runtime::DeviceFreeMemory& d = *host.device_free;
-    spdlog::info("CUDA device: {} free once its context existed, {} after the warm-up (cuBLAS workspaces, kernels); the "
-                 "gpu tier leaves {} of it to the allocator and kernels loaded later", format_bytes(d.at_start),
-                 format_bytes(d.after_warmup), format_bytes(runtime::cuda_reserve_bytes(d.after_warmup)));
+    spdlog::info("CUDA device: {} free once its context existed; the warm-up kept {} (cuBLAS workspaces, kernels), "
+                 "leaving {}; the gpu tier leaves {} of that to the allocator and kernels loaded later",
+                 format_bytes(d.at_start), format_bytes(d.warmup_bytes()), format_bytes(d.after_warmup),
+                 format_bytes(runtime::cuda_reserve_bytes(d.after_warmup)));
   }
   if (share > 1) {
     spdlog::info("{} ranks on this host: default host budgets are this rank's 1/{} of its RAM and free disk", share, share);
@@ -223,14 +224,15 @@ runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext
   return b;
 }
 
-std::optional<std::string> cuda_allocator_report(const runtime::EngineOptions& options) {
+std::optional<std::string> cuda_allocator_report(const runtime::EngineOptions& options, uint64_t gpu_tier_peak) {
   const std::optional<uint64_t> reserved = runtime::cuda_peak_reserved_bytes(options.device);
   if (!reserved) return std::nullopt;
-  return fmt::format("CUDA allocator: peak reserved {} against a gpu tier of {} (the difference is what the tier's "
-                     "accounting does not see: allocator rounding, per-stream pools, workspaces)",
-                     format_bytes(*reserved), format_bytes(options.budgets.gpu));
+  const uint64_t unseen = *reserved > gpu_tier_peak ? *reserved - gpu_tier_peak : 0;
+  return fmt::format("CUDA allocator: peak reserved {}; the gpu tier's peak {} of its {} budget; {} beyond the tier "
+                     "(allocator rounding, per-stream pools, workspaces)",
+                     format_bytes(*reserved), format_bytes(gpu_tier_peak), format_bytes(options.budgets.gpu),
+                     format_bytes(unseen));
 }
-
 namespace {
 
 // Ranks of one host each take their own GPU (cuda:LOCAL_RANK), as torchrun and

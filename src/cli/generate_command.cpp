@@ -334,7 +334,8 @@ void run_generate(GenerateFlags& f) {
   }
   if (engine) {
     spdlog::info("{}", engine->stats().report());
-    if (const auto allocator = cuda_allocator_report(options)) spdlog::info("{}", *allocator);
+    const uint64_t gpu_tier_peak = engine->stats().peak_bytes[runtime::Tier::Gpu];
+    if (const auto allocator = cuda_allocator_report(options, gpu_tier_peak)) spdlog::info("{}", *allocator);
     if (!f.engine.trace.empty()) {
       // Each rank of a pipeline traces its own stage.
       const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;

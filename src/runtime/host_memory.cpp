@@ -1,6 +1,7 @@
 #include "tiergen/runtime/host_memory.h"
 
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -86,7 +87,13 @@ std::optional<DeviceFreeMemory> measure_cuda_free_memory(const DeviceContext& de
   const c10::cuda::CUDAGuard guard(device.cuda_index());
   const std::optional<uint64_t> at_start = cuda_free_now();
   if (!at_start) return std::nullopt;
-  warm_up_cuda(device);
+  try {
+    warm_up_cuda(device);
+  } catch (const c10::Error& e) {
+    spdlog::warn("CUDA warm-up for the default gpu budget failed: {}", e.what_without_backtrace());
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    return std::nullopt;
+  }
   c10::cuda::CUDACachingAllocator::emptyCache();
   const std::optional<uint64_t> after_warmup = cuda_free_now();
   if (!after_warmup) return std::nullopt;

@@ -19,8 +19,10 @@ uint64_t process_rss_bytes();
 // (cuBLAS and cuBLASLt handles and their workspaces), the elementwise, normalisation,
 // softmax and argmax kernels of a decoder layer, and tiergen's quantization kernels.
 // The warm-up's tensors are freed and the allocator's cache emptied before the second
-// reading, so what it keeps is what the engine will keep. nullopt on the CPU, in a
-// build without CUDA, or when the device cannot be queried.
+// reading, so what it keeps (handles, workspaces, kernel modules) is what the compute
+// stream keeps for the run; the worker streams' own handles come later and are left to
+// the reserve (cuda_reserve_bytes). nullopt on the CPU, in a build without CUDA, when
+// the device cannot be queried, or when the warm-up fails (a device already full).
 std::optional<DeviceFreeMemory> measure_cuda_free_memory(const DeviceContext& device);
 // The most device memory LibTorch's caching allocator has held at once on the CUDA
 // device `device` computes on (reserved, cached blocks included), set against the gpu
