@@ -200,7 +200,6 @@ void run_bench(BenchFlags& f) {
                             : options.device.dtype == at::kFloat    ? "float32"
                                                                     : c10::toString(options.device.dtype);
 
-  const std::optional<std::string> allocator = cuda_allocator_report(options, peak[runtime::Tier::Gpu]);
   const std::optional<uint64_t> cuda_reserved = runtime::cuda_peak_reserved_bytes(options.device);
   std::ostringstream text;
   text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}), {} {}, "
@@ -213,7 +212,8 @@ void run_bench(BenchFlags& f) {
             << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
             << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
                            format_bytes(peak[runtime::Tier::Cpu]), format_bytes(peak[runtime::Tier::Disk]))
-            << (allocator ? *allocator + "\n" : "")
+            << (cuda_reserved ? cuda_allocator_report(*cuda_reserved, peak[runtime::Tier::Gpu], options.budgets.gpu) + "\n"
+                              : "")
             << repetition_report(metrics, runs.size())
             << (predicted ? predicted_vs_measured(*predicted, measured, scale)
                           : "predicted vs measured: skipped (no hardware profile of this host)\n");

@@ -224,16 +224,13 @@ runtime::Budgets make_budgets(const EngineFlags& f, const runtime::DeviceContext
   return b;
 }
 
-std::optional<std::string> cuda_allocator_report(const runtime::EngineOptions& options, uint64_t gpu_tier_peak) {
-  const std::optional<uint64_t> reserved = runtime::cuda_peak_reserved_bytes(options.device);
-  if (!reserved) return std::nullopt;
-  const uint64_t unseen = *reserved > gpu_tier_peak ? *reserved - gpu_tier_peak : 0;
+std::string cuda_allocator_report(uint64_t peak_reserved, uint64_t gpu_tier_peak, uint64_t gpu_tier_budget) {
+  const uint64_t unseen = peak_reserved > gpu_tier_peak ? peak_reserved - gpu_tier_peak : 0;
   return fmt::format("CUDA allocator: peak reserved {}; the gpu tier's peak {} of its {} budget; {} beyond the tier "
                      "(allocator rounding, per-stream pools, workspaces)",
-                     format_bytes(*reserved), format_bytes(gpu_tier_peak), format_bytes(options.budgets.gpu),
+                     format_bytes(peak_reserved), format_bytes(gpu_tier_peak), format_bytes(gpu_tier_budget),
                      format_bytes(unseen));
-}
-namespace {
+}namespace {
 
 // Ranks of one host each take their own GPU (cuda:LOCAL_RANK), as torchrun and
 // mpirun users expect, unless --device names one.

@@ -67,11 +67,11 @@ runtime::DeviceContext make_device(const EngineFlags& flags);
 // `local_ranks`: processes of one pipeline on this host; the default host budgets
 // (RAM, and free disk) are their shares of it.
 runtime::Budgets make_budgets(const EngineFlags& flags, const runtime::DeviceContext& device, int local_ranks = 1);
-// "CUDA allocator: ...", for CUDA runs (nullopt otherwise): the caching allocator's
-// peak reserved bytes beside the gpu tier's own peak and budget. Reserved minus the
-// tier's peak is what the tier's accounting does not see (allocator rounding,
-// per-stream pools, workspaces): what the default tier's reserve must cover.
-std::optional<std::string> cuda_allocator_report(const runtime::EngineOptions& options, uint64_t gpu_tier_peak);
+// "CUDA allocator: ...": the caching allocator's peak reserved bytes
+// (runtime::cuda_peak_reserved_bytes) beside the gpu tier's own peak and budget.
+// Reserved minus the tier's peak is what the tier's accounting does not see (allocator
+// rounding, per-stream pools, workspaces): what the default tier's reserve must cover.
+std::string cuda_allocator_report(uint64_t peak_reserved, uint64_t gpu_tier_peak, uint64_t gpu_tier_budget);
 // Joins the pipeline when the flags or the launcher's environment say there is more
 // than one rank (EngineOptions::link), and prefixes every log line with the rank.
 runtime::EngineOptions make_engine_options(const EngineFlags& flags);

@@ -20,6 +20,7 @@
 #include "tiergen/io/prompts.h"
 #include "tiergen/io/results.h"
 #include "tiergen/runtime/disk_tier.h"
+#include "tiergen/runtime/host_memory.h"
 #include "tiergen/tokenizer/tokenizer.h"
 
 namespace tiergen::cli {
@@ -334,8 +335,10 @@ void run_generate(GenerateFlags& f) {
   }
   if (engine) {
     spdlog::info("{}", engine->stats().report());
-    const uint64_t gpu_tier_peak = engine->stats().peak_bytes[runtime::Tier::Gpu];
-    if (const auto allocator = cuda_allocator_report(options, gpu_tier_peak)) spdlog::info("{}", *allocator);
+    if (const auto reserved = runtime::cuda_peak_reserved_bytes(options.device)) {
+      spdlog::info("{}", cuda_allocator_report(*reserved, engine->stats().peak_bytes[runtime::Tier::Gpu],
+                                               options.budgets.gpu));
+    }
     if (!f.engine.trace.empty()) {
       // Each rank of a pipeline traces its own stage.
       const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;
