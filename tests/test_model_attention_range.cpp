@@ -112,5 +112,19 @@ TEST(AttentionRange, MatchesDoubleReferenceWithPaddingAndCache) {
   EXPECT_LE((out - expected).abs().max().item<double>(), 1e-5);
 }
 
+// cuDNN attention builds an execution graph per (batch, key length), and decode meets
+// a new key length at every token (62 ms of host time per token on an H200): once the
+// engine has attended, LibTorch's selector no longer offers it.
+TEST(AttentionBackends, CudnnAttentionIsOffOnceTheEngineAttends) {
+#if TIERGEN_SDPA_HAS_CUDNN
+  const RangeCase c = range_case(1.0, at::kFloat);
+  (void)attend(c.q, c.k, c.v, c.step);
+  EXPECT_FALSE(at::globalContext().userEnabledCuDNNSDP());
+  EXPECT_TRUE(at::globalContext().userEnabledMemEfficientSDP());
+#else
+  GTEST_SKIP() << "LibTorch " << TORCH_VERSION << " has no cuDNN attention backend to switch off";
+#endif
+}
+
 }  // namespace
 }  // namespace tiergen::model

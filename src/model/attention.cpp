@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include "tiergen/common/torch_compat.h"
 #include "tiergen/model/forward.h"
@@ -26,6 +27,20 @@ at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, con
 
 #if TIERGEN_HAS_SDPA
 
+// Recent LibTorch builds put cuDNN attention first on Hopper. cuDNN builds an
+// execution graph for every new (batch, key length) it meets, 23-37 ms of host time
+// each, and a decode step attends over one more key at every token: on an H200 the
+// first layer of every OPT-6.7B decode token took 62 ms of the token's 90 (batch 24,
+// all on the GPU; bench/RESULTS.md). The memory-efficient kernel takes the mask too
+// and has no per-shape set-up, so cuDNN attention is switched off for the process the
+// first time the engine attends.
+void avoid_per_shape_attention_backends() {
+#if TIERGEN_SDPA_HAS_CUDNN
+  static std::once_flag once;
+  std::call_once(once, [] { at::globalContext().setSDPUseCuDNN(false); });
+#endif
+}
+
 // [b, kv_heads, total, d] -> [b, heads, total, d]. The memory-efficient CUDA kernel
 // (the one that takes a mask) has no grouped-query mode, and enable_gqa would send
 // the call to the unfused math fallback, so the kv heads are repeated instead.
@@ -36,6 +51,7 @@ at::Tensor repeat_kv_heads(const at::Tensor& kv, int64_t groups) {
 }
 
 at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  avoid_per_shape_attention_backends();
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t total = k.size(2), groups = heads / k.size(1);
   const at::Tensor mask = visibility_mask(step, t, total, q.device());  // true = attend

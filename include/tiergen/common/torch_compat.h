@@ -27,5 +27,12 @@ constexpr bool kHasFusedAttention = TIERGEN_HAS_SDPA != 0;
 #else
 #define TIERGEN_SDPA_HAS_SCALE 0
 #endif
+// Its cuDNN backend, and the switch that turns it off (at::Context::setSDPUseCuDNN),
+// from 2.4 on (earlier builds rank it last, behind the memory-efficient kernel).
+#if TIERGEN_HAS_SDPA && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 4)
+#define TIERGEN_SDPA_HAS_CUDNN 1
+#else
+#define TIERGEN_SDPA_HAS_CUDNN 0
+#endif
 
 }  // namespace tiergen::compat
