@@ -213,8 +213,8 @@ TEST(DefaultBudgets, NeverExceedRam) {
       EXPECT_EQ(cpu.disk, 1ull << 40);
       const auto cuda = runtime::resolve_budgets({"", "", "", 1ull << 40}, true, h);
       EXPECT_LE(cuda.cpu, h.usable_ram()) << ram << " GiB, --device cuda";
-      // What the device had after the warm-up, less 512 MiB and 1/64: 78.25 GiB.
-      EXPECT_EQ(cuda.gpu, (80ull << 30) - (512ull << 20) - (80ull << 30) / 64);
+      // What the device had after the warm-up, less 2.5 GiB and 1/64: 76.25 GiB.
+      EXPECT_EQ(cuda.gpu, (80ull << 30) - (2560ull << 20) - (80ull << 30) / 64);
     }
   }
   // --device cpu with an explicit gpu tier: the cpu default takes what is left.
@@ -223,13 +223,13 @@ TEST(DefaultBudgets, NeverExceedRam) {
   EXPECT_EQ(b.gpu, 4ull << 30);
   EXPECT_LE(b.gpu + b.cpu, h.usable_ram());
   EXPECT_THROW(runtime::resolve_budgets({"30GiB", "", "", 0}, false, h), Error);
-  // A CUDA device with nothing beyond its reserve after the warm-up: 512 MiB free
-  // after it is refused, 1 GiB leaves 496 MiB.
+  // A CUDA device with nothing beyond its reserve after the warm-up: 2.5 GiB free
+  // after it is refused, 4 GiB leaves 1.4375 GiB.
   runtime::HostMemory small = host(24, 500);
-  small.device_free = runtime::DeviceFreeMemory{1ull << 30, 512ull << 20};
+  small.device_free = runtime::DeviceFreeMemory{3ull << 30, 2560ull << 20};
   EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, small), Error);
-  small.device_free = runtime::DeviceFreeMemory{2ull << 30, 1ull << 30};
-  EXPECT_EQ(runtime::resolve_budgets({"", "", "", 0}, true, small).gpu, (1ull << 30) - (512ull << 20) - (16ull << 20));
+  small.device_free = runtime::DeviceFreeMemory{5ull << 30, 4ull << 30};
+  EXPECT_EQ(runtime::resolve_budgets({"", "", "", 0}, true, small).gpu, (4ull << 30) - (2560ull << 20) - (64ull << 20));
   EXPECT_EQ(small.device_free->warmup_bytes(), 1ull << 30);
   // Without a reading of the device the default cannot be made: --gpu-mem is asked for.
   EXPECT_THROW(runtime::resolve_budgets({"", "", "", 0}, true, host(24, 500)), Error);

@@ -28,7 +28,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
       ->capture_default_str();
   c->add_option("--dtype", f.dtype, "Compute dtype: auto (float16 on cuda, float32 on cpu), float32, float16, bfloat16")
       ->capture_default_str();
-  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's free memory after a warm-up, less a reserve of 512 MiB + 1/64; with --device cpu, 20% of "
+  c->add_option("--gpu-mem", f.gpu_mem, "GPU tier budget, e.g. 16GiB (default: the device's free memory after a warm-up, less a reserve of 2.5 GiB + 1/64; with --device cpu, 20% of "
               "the RAM the process does not already use)");
   c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of the RAM the process does not already use, less a --device cpu gpu tier)");
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");

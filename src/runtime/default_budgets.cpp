@@ -31,7 +31,7 @@ uint64_t parse_budget(const std::string& text, const std::string& flag) {
 }
 
 uint64_t cuda_reserve_bytes(uint64_t free_after_warmup) {
-  return kCudaLazyKernelReserveBytes + free_after_warmup / kCudaAllocatorReserveDivisor;
+  return kCudaUntrackedReserveBytes + free_after_warmup / kCudaAllocatorReserveDivisor;
 }
 
 Budgets resolve_budgets(const BudgetRequest& f, bool device_is_cuda, const HostMemory& host) {

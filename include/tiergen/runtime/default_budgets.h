@@ -44,12 +44,16 @@ struct BudgetRequest {
 constexpr double kDefaultHostShare = 0.8;
 
 // What the default gpu tier leaves of a CUDA device's memory after the warm-up (the
-// context and the warm-up's own cost are already out of `after_warmup`): LibTorch's
-// caching allocator rounds blocks up (to 2 MiB above 1 MiB) and keeps a free pool per
-// stream, and kernels the warm-up did not touch load on first use. A fixed part for
-// the kernels plus 1/64 of the memory for the allocator: 1.7 GiB of an 80 GiB device
-// left free after warm-up, 0.7 GiB of a 15 GiB one.
-constexpr uint64_t kCudaLazyKernelReserveBytes = 512ull << 20;
+// context and the warm-up's own cost are already out of `after_warmup`): what the
+// caching allocator holds beyond the tier's own accounting. Measured on an H200
+// (bench/RESULTS.md, 2026-11-26): 0.34 GiB beyond an all-GPU OPT-6.7B plan, 1.08 GiB
+// beyond an all-GPU OPT-30B plan of 103 GiB, 1.65 and 2.38 GiB beyond offloaded
+// OPT-30B plans of 5.8 and 9.5 GiB (weights copied in per layer on their own stream:
+// the allocator keeps a free pool per stream, and the worker streams' cuBLAS handles
+// and kernels load on first use). A fixed part above the largest of those, plus 1/64
+// of the memory for block rounding, which grows with the tier: 3.75 GiB of an 80 GiB
+// device left free after warm-up, 2.7 GiB of a 15 GiB one.
+constexpr uint64_t kCudaUntrackedReserveBytes = 2560ull << 20;
 constexpr uint64_t kCudaAllocatorReserveDivisor = 64;
 uint64_t cuda_reserve_bytes(uint64_t free_after_warmup);
 
