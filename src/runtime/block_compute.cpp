@@ -7,6 +7,7 @@
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
+#include "tiergen/runtime/device.h"
 #include "tiergen/runtime/prompt_scoring.h"
 #include "tiergen/runtime/row_sampler.h"
 
@@ -141,7 +142,7 @@ void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<B
     if (prefill && j <= p.L) {
       const int64_t window = b.prefill_len, before = b.S - window;
       const at::Tensor input =
-          j == 0 ? b.prompt_ids.narrow(1, before, window).to(device_.compute) : hidden;
+          j == 0 ? copy_to_device(b.prompt_ids.narrow(1, before, window), device_.compute) : hidden;
       // The groups are of the computed rows (each distinct prompt once).
       const PrefillOutputs result = prefill_layer(spec_, w, j == 0, live_of(input), live_step, b.prefill_groups, window);
       out = full_of(result.out);
@@ -166,7 +167,7 @@ void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<B
         });
       }
     } else if (j == 0) {  // decode from here on
-      out = full_of(model::embed(spec_, w, live_of(b.next_ids.to(device_.compute)), live_step));
+      out = full_of(model::embed(spec_, w, live_of(copy_to_device(b.next_ids, device_.compute)), live_step));
     } else if (j <= p.L) {
       const at::Tensor x = live_of(hidden);
       const model::QkvProjection qkv = model::project_qkv(spec_, w, x, live_step);

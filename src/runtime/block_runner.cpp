@@ -7,6 +7,7 @@
 
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/device.h"
 #include "tiergen/runtime/task_timeline.h"
 #include "tiergen/model/forward.h"
 
@@ -151,9 +152,9 @@ void BlockRunner::fill_batch(BlockRun& run, int64_t k, std::vector<SequenceReque
     b.slots.push_back(first_slot + r);
     b.samplers.emplace_back(request.sampling, static_cast<uint64_t>(request.index));
   }
-  b.pad_on_device = b.pad.to(device_.compute);
+  b.pad_on_device = copy_to_device(b.pad, device_.compute);
   b.prefill_len = S - b.pad.min().item<int64_t>();
-  b.prefill_pad_on_device = (b.pad - (S - b.prefill_len)).to(device_.compute);
+  b.prefill_pad_on_device = copy_to_device(b.pad - (S - b.prefill_len), device_.compute);
   b.prefill_groups.clear();
   for (auto& request : sequences) run.requests.push_back(std::move(request));
   run.outputs.resize(run.requests.size());

@@ -2,6 +2,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/compressed_tensor.h"
+#include "tiergen/runtime/device.h"
 
 namespace tiergen::runtime {
 
@@ -119,7 +120,7 @@ at::Tensor CacheTensor::as_stored(const at::Tensor& rows) const {
 }
 
 void CacheTensor::put_row(HostCacheView& view, const at::Tensor& rows, int64_t pos) const {
-  const at::Tensor host = rows.to(at::kCPU);
+  const at::Tensor host = copy_to_host_now(rows);
   if (!compression_.enabled) {
     view.values.tensor.narrow(1, pos, 1).copy_(host);
     return;

@@ -83,9 +83,45 @@ bool copy_rows_2d(const at::Tensor& dst, const at::Tensor& src, cudaStream_t str
   return true;
 }
 
+// Page-locked memory for a small copy to or from a CUDA device (kPinnedStagingMaxBytes):
+// from LibTorch's caching host allocator, which reuses a block only after the copies
+// recorded on it are done. Undefined for larger tensors, which copy directly.
+at::Tensor pinned_staging(const at::Tensor& like) {
+  if (like.nbytes() > kPinnedStagingMaxBytes) return at::Tensor();
+  return at::empty(like.sizes(), like.options().device(at::kCPU).pinned_memory(true));
+}
+
 #endif
 
 }  // namespace
+
+at::Tensor copy_to_host_now(const at::Tensor& tensor) {
+#ifdef TIERGEN_WITH_CUDA
+  if (tensor.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(tensor.device().index());
+    const at::Tensor staged = pinned_staging(tensor);
+    if (staged.defined()) {
+      staged.copy_(tensor, /*non_blocking=*/true);
+      c10::cuda::getCurrentCUDAStream(tensor.device().index()).synchronize();
+      return staged;
+    }
+  }
+#endif
+  return tensor.to(at::kCPU);  // blocking and ordered after the current stream's work on a GPU
+}
+
+at::Tensor copy_to_device(const at::Tensor& tensor, const at::Device& device) {
+#ifdef TIERGEN_WITH_CUDA
+  if (device.is_cuda() && tensor.is_cpu() && !tensor.is_pinned()) {
+    const at::Tensor staged = pinned_staging(tensor);
+    if (staged.defined()) {
+      staged.copy_(tensor);
+      return staged.to(device, /*non_blocking=*/true);
+    }
+  }
+#endif
+  return tensor.to(device);
+}
 
 at::Tensor DeviceContext::host_home(at::IntArrayRef sizes, at::ScalarType type, bool pinned) const {
 #ifdef TIERGEN_WITH_CUDA
@@ -121,6 +157,21 @@ void DeviceContext::copy(const at::Tensor& dst, const at::Tensor& src) const {
     if (copy_rows_2d(dst, src, stream.stream())) {
       // A host destination is read by the host next: complete it as copy_ would.
       if (!dst.is_cuda()) stream.synchronize();
+      return;
+    }
+    const bool host_to_device = dst.is_cuda() && src.is_cpu(), device_to_host = dst.is_cpu() && src.is_cuda();
+    const at::Tensor staged = (host_to_device && !src.is_pinned())   ? pinned_staging(src)
+                              : (device_to_host && !dst.is_pinned()) ? pinned_staging(dst)
+                                                                     : at::Tensor();
+    if (staged.defined() && host_to_device) {
+      staged.copy_(src);
+      dst.copy_(staged, /*non_blocking=*/true);
+      return;
+    }
+    if (staged.defined()) {
+      staged.copy_(src, /*non_blocking=*/true);
+      stream.synchronize();  // a host destination is read by the host next
+      dst.copy_(staged);
       return;
     }
     dst.copy_(src, /*non_blocking=*/dst.is_cuda() && (src.is_cuda() || src.is_pinned()));
@@ -186,7 +237,7 @@ at::Tensor DeviceContext::to_compute_in_chunks(const at::Tensor& tensor, uint64_
 
 at::Tensor DeviceContext::to_host_now(const at::Tensor& tensor) const {
   synchronize();
-  return tensor.to(at::kCPU);  // blocking and ordered after this stream's work on a GPU
+  return copy_to_host_now(tensor);
 }
 
 c10::DeviceIndex DeviceContext::cuda_index() const {

@@ -9,6 +9,7 @@
 #include "kernels/cpu/attention.h"
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/compressed_tensor.h"
+#include "tiergen/runtime/device.h"
 
 namespace tiergen::runtime {
 
@@ -60,7 +61,7 @@ std::shared_ptr<CacheLoad> KvCache::load(int64_t layer, int64_t batch, int64_t p
 at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const HostCacheView& keys,
                                          const HostCacheView& values, const at::Tensor& unit_pad, int64_t seq_len) {
   // q_units [n, groups, 1, d] -> host fp32 [n, groups, d]; only q and the output cross.
-  const at::Tensor q = q_units.squeeze(2).to(at::kCPU).to(at::kFloat).contiguous();
+  const at::Tensor q = copy_to_host_now(q_units.squeeze(2)).to(at::kFloat).contiguous();
   at::Tensor out = at::empty_like(q);
   const at::Tensor start = unit_pad.to(at::kCPU).contiguous();
   kernels::DecodeAttentionArgs args;
@@ -80,7 +81,7 @@ at::Tensor KvCache::cpu_kernel_attention(const at::Tensor& q_units, const HostCa
   // may belong to another runtime, or to a thread the policy never configured.
   args.num_threads = at::get_num_threads();
   kernels::decode_attention(args);
-  return out.to(device_.dtype).to(device_.compute).unsqueeze(2);
+  return copy_to_device(out.to(device_.dtype), device_.compute).unsqueeze(2);
 }
 
 void KvCache::check_quantization() { check_quantization_flag(quantize_errors_, "the KV cache's new entries"); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/device.h"
 
 namespace tiergen::runtime {
 
@@ -38,7 +39,7 @@ void LiveRows::update(const std::vector<int64_t>& source, const at::Device& devi
   }
   reordered_ = !std::is_sorted(live_.begin(), live_.end());
   // Only a partly computed batch gathers and scatters; the others never read the index.
-  index_ = all() || none() ? at::Tensor() : at::tensor(live_, at::kLong).to(device);
+  index_ = all() || none() ? at::Tensor() : copy_to_device(at::tensor(live_, at::kLong), device);
   expand_ = at::Tensor();
   if (shared_) {
     std::vector<int64_t> place(source.size(), -1);  // a computed row's place among live_
@@ -47,7 +48,7 @@ void LiveRows::update(const std::vector<int64_t>& source, const at::Device& devi
     for (size_t r = 0; r < source.size(); ++r) {
       expand[r] = source[r] < 0 ? count() : place[static_cast<size_t>(source[r])];
     }
-    expand_ = at::tensor(expand, at::kLong).to(device);
+    expand_ = copy_to_device(at::tensor(expand, at::kLong), device);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
+#include "tiergen/runtime/device.h"
 
 namespace tiergen::runtime {
 
@@ -22,7 +23,7 @@ std::vector<TokenLogprob> score_prompt(const model::Spec& spec, const model::Lay
   // The last position predicts the first generated token, not a prompt token.
   for (int64_t start = 0; start < length - 1; start += kChunkPositions) {
     const int64_t n = std::min(kChunkPositions, length - 1 - start);
-    const at::Tensor logits = model::position_logits(spec, head, hidden.narrow(0, start, n)).to(at::kCPU).contiguous();
+    const at::Tensor logits = copy_to_host_now(model::position_logits(spec, head, hidden.narrow(0, start, n))).contiguous();
     const int64_t vocab = logits.size(1);
     const float* rows = logits.data_ptr<float>();
     for (int64_t t = 0; t < n; ++t) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/device.h"
 
 namespace tiergen::runtime {
 
@@ -17,7 +18,7 @@ Reduction reduction_for(const SequenceSampler& s, bool active) {
 }
 
 at::Tensor row_index(const std::vector<int64_t>& rows, const at::Device& device) {
-  return at::tensor(rows, at::kLong).to(device);
+  return copy_to_device(at::tensor(rows, at::kLong), device);
 }
 
 }  // namespace
@@ -44,7 +45,7 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
   }
   if (!argmax_rows.empty()) {
     // `rows` int64 values cross to the host, not rows x vocab floats.
-    const at::Tensor ids = logits.argmax(1).to(at::kCPU);
+    const at::Tensor ids = copy_to_host_now(logits.argmax(1));
     const auto* id = ids.data_ptr<int64_t>();
     for (int64_t r : argmax_rows) {
       out[static_cast<size_t>(r)] = id[r];
@@ -53,8 +54,8 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
   }
   if (!topk_rows.empty()) {
     const auto top = at::topk(logits.index_select(0, row_index(topk_rows, logits.device())), k, 1, true, true);
-    const at::Tensor values = std::get<0>(top).to(at::kCPU).contiguous();
-    const at::Tensor ids = std::get<1>(top).to(at::kCPU).contiguous();
+    const at::Tensor values = copy_to_host_now(std::get<0>(top)).contiguous();
+    const at::Tensor ids = copy_to_host_now(std::get<1>(top)).contiguous();
     for (size_t i = 0; i < topk_rows.size(); ++i) {
       auto& s = samplers[static_cast<size_t>(topk_rows[i])];
       const int64_t own_k = std::min(s.params().top_k, vocab);  // its first own_k of the k, still sorted
@@ -64,7 +65,7 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
     }
   }
   if (!full_rows.empty()) {
-    const at::Tensor host = logits.index_select(0, row_index(full_rows, logits.device())).to(at::kCPU).contiguous();
+    const at::Tensor host = copy_to_host_now(logits.index_select(0, row_index(full_rows, logits.device()))).contiguous();
     for (size_t i = 0; i < full_rows.size(); ++i) {
       out[static_cast<size_t>(full_rows[i])] = samplers[static_cast<size_t>(full_rows[i])].sample(
           host.data_ptr<float>() + static_cast<int64_t>(i) * vocab, vocab);
