@@ -230,7 +230,9 @@ std::string cuda_allocator_report(uint64_t peak_reserved, uint64_t gpu_tier_peak
                      "(allocator rounding, per-stream pools, workspaces)",
                      format_bytes(peak_reserved), format_bytes(gpu_tier_peak), format_bytes(gpu_tier_budget),
                      format_bytes(unseen));
-}namespace {
+}
+
+namespace {
 
 // Ranks of one host each take their own GPU (cuda:LOCAL_RANK), as torchrun and
 // mpirun users expect, unless --device names one.

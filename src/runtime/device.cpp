@@ -91,6 +91,15 @@ at::Tensor pinned_staging(const at::Tensor& like) {
   return at::empty(like.sizes(), like.options().device(at::kCPU).pinned_memory(true));
 }
 
+// A page-locked copy of a small pageable host tensor, to go to the device from;
+// undefined when `host` is page-locked already or too large to stage.
+at::Tensor staged_for_device(const at::Tensor& host) {
+  if (host.is_pinned()) return at::Tensor();
+  at::Tensor staged = pinned_staging(host);
+  if (staged.defined()) staged.copy_(host);
+  return staged;
+}
+
 #endif
 
 }  // namespace
@@ -112,12 +121,9 @@ at::Tensor copy_to_host_now(const at::Tensor& tensor) {
 
 at::Tensor copy_to_device(const at::Tensor& tensor, const at::Device& device) {
 #ifdef TIERGEN_WITH_CUDA
-  if (device.is_cuda() && tensor.is_cpu() && !tensor.is_pinned()) {
-    const at::Tensor staged = pinned_staging(tensor);
-    if (staged.defined()) {
-      staged.copy_(tensor);
-      return staged.to(device, /*non_blocking=*/true);
-    }
+  if (device.is_cuda() && tensor.is_cpu()) {
+    const at::Tensor staged = staged_for_device(tensor);
+    if (staged.defined()) return staged.to(device, /*non_blocking=*/true);
   }
 #endif
   return tensor.to(device);
@@ -159,19 +165,15 @@ void DeviceContext::copy(const at::Tensor& dst, const at::Tensor& src) const {
       if (!dst.is_cuda()) stream.synchronize();
       return;
     }
-    const bool host_to_device = dst.is_cuda() && src.is_cpu(), device_to_host = dst.is_cpu() && src.is_cuda();
-    const at::Tensor staged = (host_to_device && !src.is_pinned())   ? pinned_staging(src)
-                              : (device_to_host && !dst.is_pinned()) ? pinned_staging(dst)
-                                                                     : at::Tensor();
-    if (staged.defined() && host_to_device) {
-      staged.copy_(src);
-      dst.copy_(staged, /*non_blocking=*/true);
-      return;
-    }
-    if (staged.defined()) {
-      staged.copy_(src, /*non_blocking=*/true);
-      stream.synchronize();  // a host destination is read by the host next
-      dst.copy_(staged);
+    // Small pageable host tensors cross through page-locked staging (copy_to_host_now).
+    if (dst.is_cuda() && src.is_cpu()) {
+      const at::Tensor staged = staged_for_device(src);
+      if (staged.defined()) {
+        dst.copy_(staged, /*non_blocking=*/true);
+        return;
+      }
+    } else if (dst.is_cpu() && src.is_cuda() && !dst.is_pinned() && src.nbytes() <= kPinnedStagingMaxBytes) {
+      dst.copy_(copy_to_host_now(src));  // complete: a host destination is read by the host next
       return;
     }
     dst.copy_(src, /*non_blocking=*/dst.is_cuda() && (src.is_cuda() || src.is_pinned()));
