@@ -1,6 +1,7 @@
 #include "tiergen/model/forward.h"
 
 #include "src/model/model_internal.h"
+#include "tiergen/common/host_device_copy.h"
 #include "tiergen/model/linear.h"
 
 namespace tiergen::model {
@@ -17,19 +18,21 @@ at::Tensor product(const at::Tensor& x, const LayerWeights& w, const std::string
 // The product runs where the weight lives: x (and the bias) go to the weight's device
 // and the result comes back to x's. A weight the policy keeps on the host while the
 // rest of the layer computes on a GPU (runtime::Policy::cpu_weight_compute_*) moves
-// only activations; on one device nothing moves.
+// only activations, through page-locked staging (host_device_copy.h); on one device
+// nothing moves.
 at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string& name) {
   const std::string weight = name + ".weight";
   const at::Tensor bias = w.get_optional(name + ".bias");
   const QuantizedWeight* q = w.quantized(weight);
   const at::Device home = q ? q->packed.device() : w.get(weight).device();
   if (home == x.device()) return product(x, w, weight, bias);
-  return product(x.to(home), w, weight, bias.defined() ? bias.to(home) : bias).to(x.device());
+  return copy_across(product(copy_across(x, home), w, weight, bias.defined() ? copy_across(bias, home) : bias),
+                     x.device());
 }
 
 at::Tensor lookup_rows(const at::Tensor& table, const at::Tensor& ids) {
   if (table.device() == ids.device()) return at::embedding(table, ids);
-  return at::embedding(table, ids.to(table.device())).to(ids.device());
+  return copy_across(at::embedding(table, copy_across(ids, table.device())), ids.device());
 }
 
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {

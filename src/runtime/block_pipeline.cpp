@@ -40,7 +40,7 @@ void BlockRunner::send_hidden(BlockRun& run) {
       ScopedTimer timer(stats_, Task::LoadHidden, b.prefilling());
       const Staged out = b.hidden->gather_to_compute(b.prefilling() ? b.prefill_len : 1);
       out.ready.make_current_stream_wait(device_);
-      host = out.tensor.to(at::kCPU).contiguous();
+      host = copy_to_host_now(out.tensor).contiguous();
       if (host.data_ptr() == out.tensor.data_ptr()) host = host.clone();  // the home is reused next token
     }
     run.sends.push_back(

@@ -83,51 +83,9 @@ bool copy_rows_2d(const at::Tensor& dst, const at::Tensor& src, cudaStream_t str
   return true;
 }
 
-// Page-locked memory for a small copy to or from a CUDA device (kPinnedStagingMaxBytes):
-// from LibTorch's caching host allocator, which reuses a block only after the copies
-// recorded on it are done. Undefined for larger tensors, which copy directly.
-at::Tensor pinned_staging(const at::Tensor& like) {
-  if (like.nbytes() > kPinnedStagingMaxBytes) return at::Tensor();
-  return at::empty(like.sizes(), like.options().device(at::kCPU).pinned_memory(true));
-}
-
-// A page-locked copy of a small pageable host tensor, to go to the device from;
-// undefined when `host` is page-locked already or too large to stage.
-at::Tensor staged_for_device(const at::Tensor& host) {
-  if (host.is_pinned()) return at::Tensor();
-  at::Tensor staged = pinned_staging(host);
-  if (staged.defined()) staged.copy_(host);
-  return staged;
-}
-
 #endif
 
 }  // namespace
-
-at::Tensor copy_to_host_now(const at::Tensor& tensor) {
-#ifdef TIERGEN_WITH_CUDA
-  if (tensor.is_cuda()) {
-    const c10::cuda::CUDAGuard guard(tensor.device().index());
-    const at::Tensor staged = pinned_staging(tensor);
-    if (staged.defined()) {
-      staged.copy_(tensor, /*non_blocking=*/true);
-      c10::cuda::getCurrentCUDAStream(tensor.device().index()).synchronize();
-      return staged;
-    }
-  }
-#endif
-  return tensor.to(at::kCPU);  // blocking and ordered after the current stream's work on a GPU
-}
-
-at::Tensor copy_to_device(const at::Tensor& tensor, const at::Device& device) {
-#ifdef TIERGEN_WITH_CUDA
-  if (device.is_cuda() && tensor.is_cpu()) {
-    const at::Tensor staged = staged_for_device(tensor);
-    if (staged.defined()) return staged.to(device, /*non_blocking=*/true);
-  }
-#endif
-  return tensor.to(device);
-}
 
 at::Tensor DeviceContext::host_home(at::IntArrayRef sizes, at::ScalarType type, bool pinned) const {
 #ifdef TIERGEN_WITH_CUDA

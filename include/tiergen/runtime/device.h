@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "tiergen/common/host_device_copy.h"  // copy_to_host_now, copy_to_device
+
 namespace tiergen::runtime {
 
 struct AsyncEmulation {
@@ -72,20 +74,6 @@ struct DeviceContext {
   // builds, an emulated one under async emulation; no-op otherwise.
   void use_own_stream() const;
 };
-
-// Small copies across the host-device boundary on the calling thread's current stream.
-// From or to a CUDA device, pageable host memory goes through a page-locked staging
-// buffer (LibTorch's caching host allocator, up to kPinnedStagingMaxBytes) and moves as
-// DMA in its stream's order. The driver copies pageable memory through buffers of its
-// own: on an H200, CPU attention that copied its query off the GPU and its output back
-// that way (under 1 MB each) ended 0.1 ms after the next layer's weight chunks, 22 ms
-// instead of 4, as if those copies waited for all the copy engine had queued.
-// Elsewhere these are plain `.to(...)` copies.
-constexpr uint64_t kPinnedStagingMaxBytes = 64ull << 20;
-// `tensor` on the host, complete when this returns (a host tensor is returned as is).
-at::Tensor copy_to_host_now(const at::Tensor& tensor);
-// `tensor` on `device`, queued (a tensor already there is returned as is).
-at::Tensor copy_to_device(const at::Tensor& tensor, const at::Device& device);
 
 // "cpu", "cuda", "cuda:1"; "auto" picks cuda when available. Throws naming the choice.
 // TIERGEN_ASYNC_EMULATION=1 (optionally TIERGEN_ASYNC_EMULATION_SEED, _MAX_DELAY_US)
