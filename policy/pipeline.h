@@ -11,6 +11,17 @@
 // through the slowest stage and one group's way round the ring (every stage plus the
 // hops between them: hidden states on the link, in both phases); the prefill adds the
 // pipeline's fill, W - 1 blocks through the slowest stage after the first went round.
+//
+// Each group loads the stage's streamed weights for its own token, as FlexGen's ring
+// does; sharing one load among the groups in flight buys nothing. The groups reach a
+// stage one after another, so a layer loaded for group g and kept for group g + 1
+// stays on the device for a whole turn: every streamed layer is held at once, which is
+// the memory of keeping them resident, and the search already makes weights resident
+// when that memory is there. Otherwise sharing a load means fewer, larger groups:
+// with G groups of batch / G rows in flight, and a stage taking max(load, rows x
+// compute) per group, a token of the whole batch takes max(W, G) x max(load,
+// (batch / G) x compute) = W x max(load, batch x compute / G) for G <= W and
+// max(G x load, batch x compute) for G >= W, both least at G = W, the runtime's choice.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,9 +1,11 @@
-// `tiergen generate` as a pipeline of processes, launched as a user would: a shell
+// `tiergen generate` (and `bench`) as a pipeline of processes, launched as a user would: a shell
 // loop with --rank/--world-size and a file store, or torchrun's environment (RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT). The last rank writes the results, which are
 // those of one process; a rank that dies ends the job with an error naming it, and
 // --resume finishes the job.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/support/cli_fixture.h"
 #include "tiergen/dist/launch.h"
@@ -257,9 +259,39 @@ TEST_F(CliPipeline, ARankThatFailsEarlyEndsTheOthersAtOnce) {
   EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 
-TEST_F(CliPipeline, BenchIsRefusedForAPipeline) {
-  const Exit e = run(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "2"}, 0, 2));
-  expect_clear_failure(e, {"tiergen bench runs one process", "run tiergen generate on every rank"});
+// `tiergen bench` on 2 ranks: every rank runs its stage of each run (all the same
+// command line); the last reports, the first only logs its stage.
+TEST_F(CliPipeline, BenchRunsOnEveryRankAndTheLastReports) {
+  const fs::path json = dir_ / "bench.json";
+  std::vector<std::vector<std::string>> args;
+  for (int r = 0; r < 2; ++r) {
+    args.push_back(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "3",
+                              "-b", "2", "--num-gpu-batches", "2", "-r", "2", "--warmup", "1", "--json", json.string()},
+                             r, 2));
+  }
+  const auto exits = run_ranks(args);
+  for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_EQ(exits[0].out, "") << "only the last rank reports";
+  EXPECT_NE(exits[0].err.find("stage 0 of 2 (embedding, decoder layer 0): 2 measured runs"), std::string::npos)
+      << exits[0].describe();
+  EXPECT_NE(exits[1].out.find("pipeline of 2 ranks"), std::string::npos) << exits[1].describe();
+  EXPECT_NE(exits[1].out.find("predicted vs measured: skipped (a pipeline"), std::string::npos) << exits[1].describe();
+  const auto record = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(record.at("pipeline").at("ranks"), 2);
+  EXPECT_EQ(record.at("pipeline").at("reporting_rank"), 1);
+  EXPECT_EQ(record.at("num_prompts"), 2 * 2 * 2) << "a block per stage in flight";
+  ASSERT_EQ(record.at("runs").size(), 2u);
+  for (const auto& run : record.at("runs")) EXPECT_EQ(run.at("generated_tokens"), 8 * 3) << run.dump();
+  EXPECT_GT(record.at("total_throughput").get<double>(), 0.0);
+  EXPECT_FALSE(fs::exists(dir_ / "store"));
+
+  // Ranks given different workloads are refused before any run.
+  fs::remove(json);
+  const auto differ = run_ranks(
+      {rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "3"}, 0, 2),
+       rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "4"}, 1, 2)});
+  for (const Exit& e : differ) expect_clear_failure(e, {"were given different jobs: gen_len is"});
+  EXPECT_FALSE(fs::exists(json));
   EXPECT_FALSE(fs::exists(dir_ / "store"));
 }
 

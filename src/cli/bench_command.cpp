@@ -22,12 +22,15 @@
 #include "src/cli/engine_flags.h"
 #include "src/cli/flexgen_flags.h"
 #include "src/cli/host_profile.h"
+#include "src/cli/pipeline_ranks.h"
 #include "src/cli/prediction_report.h"
 #include "src/cli/progress.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/torch_compat.h"
 #include "tiergen/runtime/disk_tier.h"
 #include "tiergen/runtime/host_memory.h"
+#include "tiergen/runtime/stage.h"
 
 namespace tiergen::cli {
 
@@ -112,6 +115,31 @@ std::string host_name() {
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
 }
 
+// The workload as the ranks of a pipeline must share it: every rank makes the same
+// seeded prompts and runs the same warm-up and measured runs, each run a job of all
+// the ranks together.
+nlohmann::ordered_json bench_job(const BenchFlags& f, const model::Spec& spec, const runtime::DeviceContext& device) {
+  return {{"model", spec.name},          {"prompt_len", f.prompt_len}, {"gen_len", f.gen_len},
+          {"cut_gen_len", f.cut_gen_len}, {"seed", f.seed},             {"warmup", f.warmup},
+          {"repetitions", f.repetitions}, {"compute_dtype", compat::dtype_name(device.dtype)}};
+}
+
+// A rank other than the last measures its own stage's passes (waits for its
+// neighbours included) and says so; the last rank reports the pipeline's throughput.
+void log_stage_runs(const runtime::StageLink& link, const std::string& stage, const std::vector<StatsSnapshot>& runs) {
+  const MetricSummaries metrics = MetricSummaries::of(runs);
+  spdlog::info("stage {} of {} ({}): {} measured runs, median {:.3f} s in its passes ({:.3f} s prefill, {:.3f} s "
+               "decode); the last rank reports the pipeline's throughput", link.rank(), link.world_size(), stage,
+               runs.size(), metrics.total_latency.median, metrics.prefill_latency.median,
+               metrics.decode_latency.median);
+}
+
+std::string pipeline_report_line(const runtime::StageLink& link, const std::string& stage, double median_wall) {
+  return fmt::format("pipeline of {} ranks: the times are those of the last stage's passes ({}), its waits for the "
+                     "others included (median run {:.3f} s from start to end); the peak memory is its own\n",
+                     link.world_size(), stage, median_wall);
+}
+
 void run_bench(BenchFlags& f) {
   prepare_engine_flags(f.engine);
   TG_CHECK(f.prompt_len > 0 && f.gen_len > 0, "--prompt-len and --gen-len must be positive");
@@ -131,13 +159,23 @@ void run_bench(BenchFlags& f) {
            "prompt length {} plus {} new tokens exceeds the model's {} positions", f.prompt_len, f.gen_len,
            spec.max_positions);
   const runtime::Workload workload{f.prompt_len, f.gen_len};
-  // Its report is one process's; a pipeline's throughput is what generate's last rank reports.
-  const dist::Launch launch = dist::resolve_launch(f.engine.launch);
-  TG_CHECK(!launch.distributed(), "tiergen bench runs one process; for a pipeline of {} ranks ({}), run tiergen "
-           "generate on every rank (the last one reports the throughput)", launch.world_size, launch.launcher);
+  // On a pipeline (--world-size, torchrun's or MPI's environment) every rank runs
+  // its stage of each run; the last one, which samples, reports.
   const runtime::EngineOptions options = make_engine_options(f.engine);
+  runtime::StageLink* link = options.link.get();
+  const AbortPipelineOnFailure abort_on_failure{link};
+  if (link) check_ranks_agree(*link, "bench", bench_job(f, spec, options.device));
   const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options);
-  const int64_t num_prompts = policy.block_size();
+  if (link) {
+    check_ranks_agree(*link, "block_shape", {{"gpu_batch_size", policy.gpu_batch_size},
+                                             {"num_gpu_batches", policy.num_gpu_batches}});
+  }
+  const bool reports = link == nullptr || link->is_last();
+  const std::string stage =
+      link ? runtime::split_stages(spec, link->world_size())[static_cast<size_t>(link->rank())].describe(spec) : "";
+  // A pipeline keeps a block in flight per stage (FlexGen's ring: gpu batch size x
+  // gpu batches x ranks prompts), else a stage would wait for the others' blocks.
+  const int64_t num_prompts = policy.block_size() * (link ? link->world_size() : 1);
   const int dtype_bytes = options.device.dtype_bytes();
   spdlog::info("policy: {}", policy.describe());
   runtime::install_interrupt_handlers("\ntiergen: interrupted\n");
@@ -149,8 +187,8 @@ void run_bench(BenchFlags& f) {
   const int64_t total_runs = f.warmup + f.repetitions;
   ProgressOptions bar_options;
   bar_options.item_name = "runs";
-  ProgressBar progress(total_runs, total_runs * num_prompts * run_len, !f.quiet && ProgressBar::stderr_is_terminal(),
-                       bar_options);
+  ProgressBar progress(total_runs, total_runs * num_prompts * run_len,
+                       reports && !f.quiet && ProgressBar::stderr_is_terminal(), bar_options);
   const auto on_result = [&](size_t, const runtime::SequenceResult& r) {
     progress.end_sequence(static_cast<int64_t>(r.tokens.size()), run_len);
   };
@@ -162,25 +200,41 @@ void run_bench(BenchFlags& f) {
     progress.end_item();
   }
   std::vector<StatsSnapshot> runs;
+  std::vector<double> wall_seconds;  // each measured run's, start to end of its generate call
   StatsSnapshot measured_sum;
   for (int64_t r = 0; r < f.repetitions; ++r) {
     if (r + 1 == f.repetitions) engine.clear_trace();  // the trace shows the last measured run
     const StatsSnapshot before = StatsSnapshot::of(engine.stats());
+    const auto start = std::chrono::steady_clock::now();
     engine.generate(requests, on_result, on_token);
+    wall_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     progress.end_item();
     runs.push_back(StatsSnapshot::of(engine.stats()) - before);
-    TG_CHECK(runs.back().generated_tokens == num_prompts * run_len, "internal: run {} generated {} tokens, expected {}",
-             r + 1, runs.back().generated_tokens, num_prompts * run_len);
+    // A pipeline's other stages retire the same sequences but never hold their tokens.
+    TG_CHECK(runs.back().sequences == num_prompts && (!reports || runs.back().generated_tokens == num_prompts * run_len),
+             "internal: run {} finished {} sequences with {} tokens, expected {} with {}", r + 1, runs.back().sequences,
+             runs.back().generated_tokens, num_prompts, num_prompts * run_len);
     if (projected) runs.back() = runs.back().projected(num_prompts, run_len, f.gen_len);
     const auto& run = runs.back();
-    spdlog::info("run {}/{}: total latency {:.3f} s, total throughput {:.3f} token/s", r + 1, f.repetitions,
-                 run.total_seconds(), run.total_throughput());
+    if (reports) {
+      spdlog::info("run {}/{}: total latency {:.3f} s, total throughput {:.3f} token/s", r + 1, f.repetitions,
+                   run.total_seconds(), run.total_throughput());
+    } else {
+      spdlog::info("run {}/{}: {:.3f} s in this stage's passes, {:.3f} s in all", r + 1, f.repetitions,
+                   run.total_seconds(), wall_seconds.back());
+    }
     measured_sum += run;
   }
   progress.finish();
   if (!f.engine.trace.empty()) {
-    engine.write_trace(f.engine.trace);
-    spdlog::info("trace of every task in the last measured run: {}", f.engine.trace);
+    // Each rank of a pipeline traces its own stage.
+    const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;
+    engine.write_trace(path);
+    spdlog::info("trace of every task in the last measured run: {}", path);
+  }
+  if (!reports) {
+    log_stage_runs(*link, stage, runs);
+    return;
   }
 
   const BenchSizes sizes = bench_sizes(spec, num_prompts, f.prompt_len, f.gen_len, dtype_bytes);
@@ -189,8 +243,10 @@ void run_bench(BenchFlags& f) {
   runtime::Stats measured;  // all measured runs together, for the per-task comparison
   measured_sum.fill(measured);
   measured.peak_bytes = peak;
-  // The runs are done: a missing or unusable profile only drops the prediction.
-  const auto profile = profile_for_prediction(f.engine.hw);
+  // The runs are done: a missing or unusable profile only drops the prediction. The
+  // prediction is of one process running the whole model (`tiergen policy --stages N`
+  // predicts a pipeline).
+  const auto profile = link ? std::optional<policy::HardwareProfile>() : profile_for_prediction(f.engine.hw);
   std::optional<policy::Prediction> predicted;
   if (profile) predicted = policy::predict(spec, policy, workload, *profile, dtype_bytes);
   const PredictionScale scale{spec.num_layers, f.gen_len, f.repetitions};
@@ -202,12 +258,14 @@ void run_bench(BenchFlags& f) {
 
   const std::optional<uint64_t> cuda_reserved = runtime::cuda_peak_reserved_bytes(options.device);
   std::ostringstream text;
-  text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}), {} {}, "
+  text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}{}), {} {}, "
                       "{} warm-up + {} measured runs\n",
                       spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len,
                       projected ? fmt::format(" (runs cut to {}: decode projected)", run_len) : "", num_prompts,
-                      policy.gpu_batch_size, policy.num_gpu_batches, device, dtype, f.warmup, f.repetitions)
+                      policy.gpu_batch_size, policy.num_gpu_batches,
+                      link ? fmt::format(" x {} ranks", link->world_size()) : "", device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
+            << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median) : "")
             << policy.exactness() << "\n"
             << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
             << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
@@ -216,11 +274,15 @@ void run_bench(BenchFlags& f) {
                               : "")
             << repetition_report(metrics, runs.size())
             << (predicted ? predicted_vs_measured(*predicted, measured, scale)
+                : link    ? "predicted vs measured: skipped (a pipeline; tiergen policy --stages N predicts one)\n"
                           : "predicted vs measured: skipped (no hardware profile of this host)\n");
 
   {
     nlohmann::json runs_json = nlohmann::json::array();
-    for (const auto& r : runs) runs_json.push_back(r.to_json());
+    for (size_t r = 0; r < runs.size(); ++r) {
+      runs_json.push_back(runs[r].to_json());
+      runs_json.back()["wall_s"] = wall_seconds[r];
+    }
     nlohmann::json j = {
         {"tool", "tiergen"},
         {"date", utc_now()},
@@ -249,6 +311,9 @@ void run_bench(BenchFlags& f) {
         {"peak_bytes", {{"gpu", peak[runtime::Tier::Gpu]}, {"cpu", peak[runtime::Tier::Cpu]}, {"disk", peak[runtime::Tier::Disk]}}},
         {"budget_bytes", {{"gpu", options.budgets.gpu}, {"cpu", options.budgets.cpu}, {"disk", options.budgets.disk}}},
         {"cuda_peak_reserved_bytes", cuda_reserved ? nlohmann::json(*cuda_reserved) : nlohmann::json()},
+        {"pipeline", link ? nlohmann::json{{"ranks", link->world_size()}, {"reporting_rank", link->rank()},
+                                           {"reporting_stage", stage}}
+                          : nlohmann::json()},
         // FlexGen's report lines: medians over the measured runs.
         {"prefill_latency_s", metrics.prefill_latency.median},
         {"prefill_throughput", metrics.prefill_throughput.median},

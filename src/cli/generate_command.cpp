@@ -12,6 +12,7 @@
 #include "src/cli/flexgen_flags.h"
 #include "src/cli/generate_requests.h"
 #include "src/cli/host_profile.h"
+#include "src/cli/pipeline_ranks.h"
 #include "src/cli/prediction_report.h"
 #include "src/cli/progress.h"
 #include "src/io/chat_template.h"
@@ -103,22 +104,6 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   return j;
 }
 
-// Every rank of a pipeline must agree on `what` (the job, the block shape): ranks
-// that disagree would mismatch at their first message, or hang until the timeout.
-// Each publishes its view; each compares the others' with its own, naming the field.
-void check_ranks_agree(runtime::StageLink& link, const std::string& topic, const nlohmann::ordered_json& what) {
-  link.set(fmt::format("agree/{}/{}", topic, link.rank()), what.dump());
-  for (int r = 0; r < link.world_size(); ++r) {
-    if (r == link.rank()) continue;
-    const auto other = nlohmann::ordered_json::parse(link.get(fmt::format("agree/{}/{}", topic, r)));
-    for (const auto& [key, value] : what.items()) {
-      TG_CHECK(other.contains(key) && other.at(key) == value, "rank {} and rank {} were given different jobs: {} is "
-               "{} here and {} there; give every rank the same prompts and flags", link.rank(), r, key, value.dump(),
-               other.contains(key) ? other.at(key).dump() : "absent");
-    }
-  }
-}
-
 // The job as the ranks must share it: its record (the model's path left out, it may
 // differ from host to host) and the dtype the device resolved "auto" to.
 nlohmann::ordered_json pipeline_job(nlohmann::ordered_json job, const runtime::DeviceContext& device) {
@@ -160,19 +145,6 @@ std::optional<std::string> render_chat_prompt(const io::PromptRecord& p, const i
     return std::nullopt;
   }
 }
-
-// A pipeline rank that fails tells the others, who may be waiting on the job's store
-// (the job record, the block shape, where a resumed job starts), so they end now
-// rather than at --dist-timeout.
-struct AbortPipelineOnFailure {
-  runtime::StageLink* link = nullptr;
-  int uncaught = std::uncaught_exceptions();
-  ~AbortPipelineOnFailure() {
-    if (link && std::uncaught_exceptions() > uncaught) {
-      link->abort(fmt::format("rank {} failed; its log says why", link->rank()));
-    }
-  }
-};
 
 void run_generate(GenerateFlags& f) {
   check_refused_flags(f.refused);

@@ -1,0 +1,27 @@
+#pragma once
+// What every command run as a pipeline of ranks (generate, bench) does alike: check
+// that the ranks were given the same job before any work, and end the others at once
+// when one fails.
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tiergen/runtime/stage_link.h"
+
+namespace tiergen::cli {
+
+// Every rank of a pipeline must agree on `what` (the job, the block shape): ranks
+// that disagree would mismatch at their first message, or hang until the timeout.
+// Each publishes its view; each compares the others' with its own, naming the field.
+void check_ranks_agree(runtime::StageLink& link, const std::string& topic, const nlohmann::ordered_json& what);
+
+// A pipeline rank that fails tells the others, who may be waiting on the job's store
+// (the job record, the block shape, where a resumed job starts), so they end now
+// rather than at --dist-timeout. No-op without a link.
+struct AbortPipelineOnFailure {
+  runtime::StageLink* link = nullptr;
+  int uncaught = std::uncaught_exceptions();
+  ~AbortPipelineOnFailure();
+};
+
+}  // namespace tiergen::cli
