@@ -287,6 +287,40 @@ TEST_F(TraceCli, GenerateWritesATraceTheSummaryToolReads) {
   EXPECT_EQ(table["layers"].size(), static_cast<size_t>(2 + 2));  // make-tiny-model's 2 layers, embedding, head
 }
 
+// --cpu-attention-batches: each gpu batch's median decode CPU attention, failing when
+// one batch's is far above another's (on the H200, a batch whose small copies queued
+// behind the next layer's weights took 21.9 ms against 4.1).
+TEST_F(TraceCli, CpuAttentionBatchesFailsWhenOneBatchWaitsFarLonger) {
+  const auto attention = [](double ts, double dur, int token, int batch) {
+    return fmt::format(R"({{"name":"cpu_attention","ph":"X","ts":{},"dur":{},"args":{{"block":0,"token":{},"layer":1,"batch":{}}}}})",
+                       ts, dur, token, batch);
+  };
+  const auto write_trace = [&](const std::string& name, double batch1_us) {
+    const std::string trace = dir_.path + "/" + name + ".json";
+    std::string events = attention(0, 90000, 0, 0) + "," + attention(100000, 90000, 0, 1);  // the prefill's: not counted
+    for (int token = 1; token <= 3; ++token) {
+      events += "," + attention(token * 200000, 4100, token, 0) + "," + attention(token * 200000 + 50000, batch1_us, token, 1);
+    }
+    write_file(trace, "{\"traceEvents\":[" + events + "]}");
+    return trace;
+  };
+  const Exit stalled = python({write_trace("stalled", 21900), "--cpu-attention-batches", "2"});
+  EXPECT_EQ(stalled.code, 1) << stalled.describe();
+  EXPECT_NE(stalled.out.find("gpu batch 1: median cpu attention 21.900 ms over 3 decode steps"), std::string::npos)
+      << stalled.out;
+  EXPECT_NE(stalled.err.find("gpu batch 1's CPU attention takes 5.3x batch 0's"), std::string::npos) << stalled.err;
+
+  const Exit even = python({write_trace("even", 5000), "--cpu-attention-batches", "2"});
+  EXPECT_EQ(even.code, 0) << even.describe();
+  EXPECT_NE(even.out.find("slowest / fastest: 1.22x"), std::string::npos) << even.out;
+
+  const std::string none = dir_.path + "/none.json";
+  write_file(none, R"({"traceEvents":[{"name":"compute","ph":"X","ts":0,"dur":1,"args":{"block":0,"token":1,"layer":1,"batch":0}}]})");
+  const Exit without = python({none, "--cpu-attention-batches", "2"});
+  EXPECT_EQ(without.code, 1) << without.describe();
+  EXPECT_NE(without.err.find("no decode CPU attention spans"), std::string::npos) << without.err;
+}
+
 TEST_F(TraceCli, ATracePathInAMissingDirectoryIsRefusedBeforeTheRun) {
   const Exit run = tiergen({"generate", "-m", model_.string(), "--device", "cpu", "--prompt", "hi", "-n", "2", "-o",
                             dir_.path + "/out.jsonl", "--trace", "/nonexistent-tiergen-dir/t.json"});

@@ -6,6 +6,7 @@
 #   (fp32 must be identical; fp16's agreement rate is reported), overlap on/off
 #   equality at num_gpu_batches 1, 2 and 3 with activations on the GPU, no decoder
 #   layer of a decode token far slower than the others (a traced all-GPU OPT-6.7B run),
+#   no gpu batch's CPU attention far slower than another's (a traced offloaded OPT-30B),
 #   compute-sanitizer memcheck of a short compressed offloaded run, the default gpu
 #   budget's reserve against what the allocator held beyond the tier, `tiergen profile`,
 #   and an nsys summary where nsys exists.
@@ -64,11 +65,13 @@ step() {
 
 # ---- Helpers the step commands call (defined here so --dry-run can show the calls).
 
-# tokens FILE: one line of token ids per result record.
-tokens() {
+# records FILE: every result record (text, token ids, finish reason, counts), keys
+# sorted; the job header line is left out (it names the dtype each run asked for).
+records() {
   "$py" -c 'import json,sys
 for line in open(sys.argv[1]):
-    print(json.loads(line).get("token_ids"))' "$1"
+    r = json.loads(line)
+    if "tiergen_job" not in r: print(json.dumps(r, sort_keys=True))' "$1"
 }
 
 # agreement A B: fraction of token positions equal between two results files.
@@ -97,7 +100,8 @@ placements=(
 )
 
 # compare_devices ARCH DTYPE: runs every placement on cpu (float32, the reference) and
-# on cuda (DTYPE); float32 must give identical token ids, float16 reports agreement.
+# on cuda (DTYPE); float32 must give identical result records, float16 reports the
+# agreement of token ids.
 compare_devices() {
   local arch=$1 dtype=$2 failures=0 i=0 p
   for p in "${placements[@]}"; do
@@ -110,7 +114,7 @@ compare_devices() {
     [ -s "$ref" ] || "$tg" "${base[@]}" --device cpu --dtype float32 -o "$ref" || { echo "p$i [$p]: cpu run failed"; failures=$((failures + 1)); continue; }
     "$tg" "${base[@]}" --device cuda --dtype "$dtype" -o "$got" || { echo "p$i [$p]: cuda run failed"; failures=$((failures + 1)); continue; }
     if [ "$dtype" = float32 ]; then
-      if diff <(tokens "$ref") <(tokens "$got") > /dev/null; then echo "p$i [$p]: identical"
+      if diff <(records "$ref") <(records "$got") > /dev/null; then echo "p$i [$p]: identical"
       else echo "p$i [$p]: DIFFERENT ($(agreement "$ref" "$got"))"; failures=$((failures + 1)); fi
     else
       echo "p$i [$p]: $(agreement "$ref" "$got")"
@@ -225,6 +229,17 @@ worst = max(decoder, key=decoder.get)
 print(f'decoder layer compute: median {median/1e3:.3f} ms, layer {worst} {decoder[worst]/1e3:.3f} ms ({decoder[worst]/median:.1f}x)')
 sys.exit(0 if decoder[worst] <= 5 * median else 'one decoder layer takes over 5x the median: a per-token set-up on the compute path')
 PY"
+
+# CPU attention beside offloaded weights: OPT-30B at 16 GiB with FlexGen's policy (24 x 2,
+# weights 20/80, cache and activations on the cpu, CPU attention). The gpu batches of a
+# decode token attend over as many keys each; one far slower than another waits on
+# something else (on the H200, batch 1's small copies queued behind the next layer's
+# weight copy: 21.9 ms against 4.1, before they went through page-locked staging).
+step cpu-attention "timeout 300 $tg bench -m opt-30b -s 512 -n 8 -r 1 --warmup 0 --device cuda --gpu-mem 16GiB \\
+  --percent 20 80 0 100 0 100 --gpu-batch-size 24 --num-gpu-batches 2 --cpu-attention --trace $work/cpu-attention.json \\
+  | grep -E 'throughput|peak memory' || exit 1
+$py tools/trace-summary.py $work/cpu-attention.json | tail -n 1
+$py tools/trace-summary.py $work/cpu-attention.json --cpu-attention-batches 2"
 
 step memcheck "command -v compute-sanitizer > /dev/null || exit 77
 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 $tg generate -m $work/tiny-llama -p tools/examples/prompts.txt -n 4 --device cuda \\

@@ -2,6 +2,7 @@
 """Where one token's time goes, from a `tiergen generate|bench --trace` file.
 
     tools/trace-summary.py TRACE [--block B] [--token N] [--json OUT] [--check]
+    tools/trace-summary.py TRACE --cpu-attention-batches MAX_RATIO
 
 A trace's "block" is a run of the schedule (a block and the gpu batches that refill
 its slots) and its "token" a pass of that run: every running gpu batch's next token.
@@ -21,9 +22,16 @@ block, every gpu batch computed at a token computes every layer of the prefill, 
 non-negative durations; compute spans never overlap (one compute stream); every CPU
 attention span lies inside the compute step of its block, token, layer and gpu batch.
 Exit status 1 names the first violation.
+
+--cpu-attention-batches MAX_RATIO prints each gpu batch's median CPU attention over
+the decode instead, and fails (exit status 1) when the slowest batch's median is over
+MAX_RATIO times the fastest's. The gpu batches of a token attend over the same number
+of keys, so a batch that takes several times longer is waiting on something else: a
+copy it needs queued behind the next layer's weights, for one.
 """
 import argparse
 import json
+import statistics
 import sys
 from collections import defaultdict
 
@@ -117,6 +125,26 @@ def check(spans):
     return None
 
 
+def cpu_attention_batches(spans, max_ratio):
+    """Per gpu batch, the median decode CPU attention; None, or the failure."""
+    by_batch = defaultdict(list)
+    for s in spans:
+        if s["name"] == "cpu_attention" and s["args"]["token"] > 0:
+            by_batch[s["args"]["batch"]].append(s["dur"])
+    if not by_batch:
+        return "no decode CPU attention spans (was the run's --cpu-attention on?)"
+    medians = {b: statistics.median(d) for b, d in sorted(by_batch.items())}
+    for b, m in medians.items():
+        print(f"gpu batch {b}: median cpu attention {m / 1000:.3f} ms over {len(by_batch[b])} decode steps")
+    fastest, slowest = min(medians, key=medians.get), max(medians, key=medians.get)
+    ratio = medians[slowest] / max(medians[fastest], 1e-9)
+    print(f"slowest / fastest: {ratio:.2f}x (batch {slowest} / batch {fastest}; at most {max_ratio}x)")
+    if ratio > max_ratio:
+        return (f"gpu batch {slowest}'s CPU attention takes {ratio:.1f}x batch {fastest}'s: it waits on something "
+                "besides its own keys")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
@@ -124,9 +152,17 @@ def main():
     ap.add_argument("--token", type=int, help="token index (0 is the prefill); default the middle decode token")
     ap.add_argument("--json", help="also write the table as JSON here")
     ap.add_argument("--check", action="store_true", help="check the trace's invariants, print nothing else")
+    ap.add_argument("--cpu-attention-batches", type=float, metavar="MAX_RATIO",
+                    help="print each gpu batch's median decode CPU attention; fail past MAX_RATIO slowest / fastest")
     a = ap.parse_args()
     spans, other = spans_of(a.trace)
     attribute_unlabelled(spans)
+    if a.cpu_attention_batches is not None:
+        problem = cpu_attention_batches(spans, a.cpu_attention_batches)
+        if problem:
+            print(f"{a.trace}: {problem}", file=sys.stderr)
+            return 1
+        return 0
     if a.check:
         problem = check(spans)
         if problem:

@@ -14,7 +14,7 @@ rc=$?
 [ "$rc" = 0 ] || fail "the dry run exited with status $rc"
 
 steps=(facts deps configure build linkage ctest cuda-tests golden tiny-models equality-opt-float32 equality-opt-float16
-  equality-llama-float32 equality-llama-float16 overlap decode-layers memcheck default-budget profile nsys)
+  equality-llama-float32 equality-llama-float16 overlap decode-layers cpu-attention memcheck default-budget profile nsys)
 i=0
 for s in "${steps[@]}"; do
   i=$((i + 1))
@@ -23,7 +23,7 @@ done
 # The commands each step would run are shown, with the settings the GPU host needs.
 for expected in "nvidia-smi" "TORCH_CUDA_ARCH_LIST=9.0 cmake" "-DTIERGEN_ENABLE_CUDA=ON" "ctest --test-dir" \
     "for each of the 12 placements" "--device cuda --dtype float32" "--device cuda --dtype float16" \
-    "for ngb in 1 2 3" "--percent 100 0 100 0 100 0" "compute-sanitizer --tool memcheck" "--device cuda --policy auto" "beyond <= reserve" "trace-summary.py" \
+    "for ngb in 1 2 3" "--percent 100 0 100 0 100 0" "compute-sanitizer --tool memcheck" "--device cuda --policy auto" "beyond <= reserve" "trace-summary.py" "--cpu-attention-batches 2" \
     "profile --out" "nsys stats"; do
   grep -qF -- "$expected" <<< "$listing" || fail "no '$expected' in the listing"
 done
