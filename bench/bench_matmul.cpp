@@ -1,6 +1,7 @@
 // Decode matmuls on the CPU: the seven projections of one transformer layer (default
 // TinyLlama-1.1B: hidden 2048, intermediate 5632, 4 of 32 heads for K/V) at a few
-// rows (sequences in a decode step), fp32 and bf16 weights, comparing
+// rows (sequences in a decode step), fp32, bf16 and fp16 weights (fp16: what a GPU host's
+// host-resident weights are when --cpu-weight-compute multiplies them), comparing
 //   - LibTorch's at::linear (OpenBLAS sgemm for fp32, oneDNN for bf16), which packs W
 //     on every call, with
 //   - tiergen's model::linear_product (kernels/cpu/small_matmul, W read in place),
@@ -68,7 +69,19 @@ std::vector<std::pair<int64_t, int64_t>> layer_shapes(const Options& o) {
   return {{h, h}, {o.kv_dim, h}, {o.kv_dim, h}, {h, h}, {f, h}, {f, h}, {h, f}};
 }
 
+// Whether this LibTorch's at::linear multiplies `dtype` on the CPU (1.13 has no fp16
+// matmul there).
+bool linear_supports(at::ScalarType dtype) {
+  try {
+    (void)at::linear(at::ones({2, 8}, dtype), at::ones({4, 8}, dtype));
+    return true;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
 void bench_dtype(const Options& o, at::ScalarType dtype) {
+  const bool with_linear = linear_supports(dtype);
   std::vector<at::Tensor> weights;
   double weight_bytes = 0;
   for (auto [out, in] : layer_shapes(o)) {
@@ -76,7 +89,9 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
     weight_bytes += double(weights.back().nbytes());
   }
   Streams streams(static_cast<size_t>(weight_bytes));
-  std::printf("\n## %s weights, one layer (%.1f MB)\n", c10::toString(dtype), weight_bytes / 1e6);
+  std::printf("\n## %s weights, one layer (%.1f MB)%s\n", c10::toString(dtype), weight_bytes / 1e6,
+              with_linear ? "" : " (this LibTorch's at::linear cannot multiply them: its column converts both to fp32 "
+                                 "and multiplies, the conversion timed)");
   std::printf("| rows | at::linear ms | small_matmul ms | speed-up | at::linear GB/s | small_matmul GB/s | "
               "read GB/s | small_matmul / read | max rel. diff |\n|---|---|---|---|---|---|---|---|---|\n");
   const int64_t default_rows = kernels::small_matmul_max_rows();
@@ -86,7 +101,10 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
     std::vector<at::Tensor> ref(weights.size()), mine(weights.size());
     auto run = [&](int64_t max_rows, std::vector<at::Tensor>& out) {
       kernels::set_small_matmul_max_rows(max_rows);
-      for (size_t i = 0; i < weights.size(); ++i) out[i] = model::linear_product(xs[i], weights[i]);
+      for (size_t i = 0; i < weights.size(); ++i) {
+        out[i] = max_rows == 0 && !with_linear ? model::linear_product(xs[i].to(at::kFloat), weights[i].to(at::kFloat))
+                                               : model::linear_product(xs[i], weights[i]);
+      }
     };
     const std::vector<double> t = interleaved_medians(
         o.reps, {[&] { run(0, ref); }, [&] { run(1 << 30, mine); }, [&] { streams.read(); }});
@@ -204,6 +222,7 @@ int main(int argc, char** argv) {
               omp_get_max_threads(), o.reps);
   bench_dtype(o, at::kFloat);
   bench_dtype(o, at::kBFloat16);
+  bench_dtype(o, at::kHalf);
   bench_quantized(o);
   return 0;
 }
