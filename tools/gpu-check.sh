@@ -8,7 +8,8 @@
 #   layer of a decode token far slower than the others (a traced all-GPU OPT-6.7B run),
 #   no gpu batch's CPU attention far slower than another's (a traced offloaded OPT-30B),
 #   compute-sanitizer memcheck of a short compressed offloaded run, the default gpu
-#   budget's reserve against what the allocator held beyond the tier, `tiergen profile`,
+#   budget's reserve against what the allocator held beyond the tier, the CPU's products
+#   over host-resident weights (bench_matmul), `tiergen profile`,
 #   and an nsys summary where nsys exists.
 # Every step runs even when an earlier one failed; the summary table (OUTDIR/summary.txt)
 # lists PASS/FAIL/SKIP per step, and the exit status is non-zero when any step failed.
@@ -269,6 +270,14 @@ print(f'gpu tier budget {budget/gib:.2f} GiB, tier peak {peak/gib:.2f} GiB ({100
       f'allocator peak reserved {reserved/gib:.2f} GiB: {beyond/gib:.2f} GiB beyond the tier, reserve {reserve/gib:.2f} GiB')
 sys.exit(0 if beyond <= reserve else 'the allocator held more beyond the tier than the reserve leaves')
 PY"
+
+# The host's own products over host-resident weights (--cpu-weight-compute), one
+# LLaMA-7B-sized layer (404 MB in fp16, more than a last-level cache) at the row counts
+# of decode gpu batches: above 16 rows they leave tiergen's small-row kernel for
+# LibTorch's at::linear, whose fp16 rate the profile does not measure at this size.
+# (The benches are built here only, so a problem in them cannot fail the main build.)
+step cpu-matmul "cmake -S . -B $build -DTIERGEN_BUILD_BENCHES=ON > /dev/null && cmake --build $build --target bench_matmul > /dev/null || exit 1
+timeout 240 $build/bench_matmul --hidden 4096 --intermediate 11008 --kv-dim 4096 --rows 1,4,16,32,64 --reps 3"
 
 step profile "timeout 300 $tg profile --out $out/hw-profile.json --offload-dir $work/offload
 cp $out/hw-profile.json configs/hw/\$(hw_profile_name).json && echo \"configs/hw/\$(hw_profile_name).json written\""

@@ -14,7 +14,7 @@ rc=$?
 [ "$rc" = 0 ] || fail "the dry run exited with status $rc"
 
 steps=(facts deps configure build linkage ctest cuda-tests golden tiny-models equality-opt-float32 equality-opt-float16
-  equality-llama-float32 equality-llama-float16 overlap decode-layers cpu-attention memcheck default-budget profile nsys)
+  equality-llama-float32 equality-llama-float16 overlap decode-layers cpu-attention memcheck default-budget cpu-matmul profile nsys)
 i=0
 for s in "${steps[@]}"; do
   i=$((i + 1))
@@ -24,7 +24,7 @@ done
 for expected in "nvidia-smi" "TORCH_CUDA_ARCH_LIST=9.0 cmake" "-DTIERGEN_ENABLE_CUDA=ON" "ctest --test-dir" \
     "for each of the 12 placements" "--device cuda --dtype float32" "--device cuda --dtype float16" \
     "for ngb in 1 2 3" "--percent 100 0 100 0 100 0" "compute-sanitizer --tool memcheck" "--device cuda --policy auto" "beyond <= reserve" "trace-summary.py" "--cpu-attention-batches 2" \
-    "profile --out" "nsys stats"; do
+    "bench_matmul --hidden 4096" "profile --out" "nsys stats"; do
   grep -qF -- "$expected" <<< "$listing" || fail "no '$expected' in the listing"
 done
 [ "$(grep -c '^  \[' <<< "$listing")" -ge 48 ] || fail "fewer than 12 placements per model and dtype"
