@@ -265,7 +265,9 @@ TEST_F(CliPipeline, BenchRunsOnEveryRankAndTheLastReports) {
   const fs::path json = dir_ / "bench.json";
   std::vector<std::vector<std::string>> args;
   for (int r = 0; r < 2; ++r) {
-    args.push_back(rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "3",
+    // The model's path may differ from rank to rank (hosts mount it in different places).
+    const std::string path = r == 0 ? model().string() : (model() / ".").string();
+    args.push_back(rank_args({kTiergen, "bench", "--model", path, "--device", "cpu", "-s", "8", "-n", "3",
                               "-b", "2", "--num-gpu-batches", "2", "-r", "2", "--warmup", "1", "--json", json.string()},
                              r, 2));
   }
@@ -288,8 +290,10 @@ TEST_F(CliPipeline, BenchRunsOnEveryRankAndTheLastReports) {
   // Ranks given different workloads are refused before any run.
   fs::remove(json);
   const auto differ = run_ranks(
-      {rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "3"}, 0, 2),
-       rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "4"}, 1, 2)});
+      {rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "3", "--json",
+                  json.string()}, 0, 2),
+       rank_args({kTiergen, "bench", "--model", model().string(), "--device", "cpu", "-s", "8", "-n", "4", "--json",
+                  json.string()}, 1, 2)});
   for (const Exit& e : differ) expect_clear_failure(e, {"were given different jobs: gen_len is"});
   EXPECT_FALSE(fs::exists(json));
   EXPECT_FALSE(fs::exists(dir_ / "store"));

@@ -119,9 +119,17 @@ std::string host_name() {
 // seeded prompts and runs the same warm-up and measured runs, each run a job of all
 // the ranks together.
 nlohmann::ordered_json bench_job(const BenchFlags& f, const model::Spec& spec, const runtime::DeviceContext& device) {
-  return {{"model", spec.name},          {"prompt_len", f.prompt_len}, {"gen_len", f.gen_len},
-          {"cut_gen_len", f.cut_gen_len}, {"seed", f.seed},             {"warmup", f.warmup},
-          {"repetitions", f.repetitions}, {"compute_dtype", compat::dtype_name(device.dtype)}};
+  // The model by its shape: its path may differ from host to host.
+  return {{"model_shape", fmt::format("{} {} layers, hidden {}, vocab {}", model::family_name(spec.family),
+                                      spec.num_layers, spec.hidden_size, spec.vocab_size)},
+          {"dummy_weights", f.engine.dummy ? fmt::format("seed {}", f.engine.dummy_seed) : "no"},
+          {"prompt_len", f.prompt_len},
+          {"gen_len", f.gen_len},
+          {"cut_gen_len", f.cut_gen_len},
+          {"seed", f.seed},
+          {"warmup", f.warmup},
+          {"repetitions", f.repetitions},
+          {"compute_dtype", compat::dtype_name(device.dtype)}};
 }
 
 // A rank other than the last measures its own stage's passes (waits for its
@@ -134,10 +142,11 @@ void log_stage_runs(const runtime::StageLink& link, const std::string& stage, co
                metrics.decode_latency.median);
 }
 
-std::string pipeline_report_line(const runtime::StageLink& link, const std::string& stage, double median_wall) {
+std::string pipeline_report_line(const runtime::StageLink& link, const std::string& stage, double median_wall,
+                                 bool projected) {
   return fmt::format("pipeline of {} ranks: the times are those of the last stage's passes ({}), its waits for the "
-                     "others included (median run {:.3f} s from start to end); the peak memory is its own\n",
-                     link.world_size(), stage, median_wall);
+                     "others included (median {}run {:.3f} s from start to end); the peak memory is its own\n",
+                     link.world_size(), stage, projected ? "cut " : "", median_wall);
 }
 
 void run_bench(BenchFlags& f) {
@@ -265,7 +274,7 @@ void run_bench(BenchFlags& f) {
                       policy.gpu_batch_size, policy.num_gpu_batches,
                       link ? fmt::format(" x {} ranks", link->world_size()) : "", device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
-            << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median) : "")
+            << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median, projected) : "")
             << policy.exactness() << "\n"
             << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
             << fmt::format("peak memory: gpu {}, cpu {}, disk {}\n", format_bytes(peak[runtime::Tier::Gpu]),
