@@ -102,8 +102,9 @@ class BenchCli : public ::testing::Test {
 
 fs::path* BenchCli::dir_ = nullptr;
 
+// `one_block`: the default workload, gpu batch size x gpu batches prompts (not --num-prompts).
 void expect_record_consistent(const json& j, int64_t num_prompts, int64_t prompt_len, int64_t gen_len,
-                              int64_t repetitions) {
+                              int64_t repetitions, bool one_block = true) {
   for (const char* key : {"tool", "date", "command", "model", "device", "dtype", "prompt_len", "gen_len", "num_prompts",
                           "gpu_batch_size", "num_gpu_batches", "repetitions", "total_tokens", "model_size_bytes",
                           "cache_size_bytes", "hidden_size_bytes", "peak_gpu_mem_bytes", "peak_bytes",
@@ -117,7 +118,7 @@ void expect_record_consistent(const json& j, int64_t num_prompts, int64_t prompt
   EXPECT_EQ(j["prompt_len"], prompt_len);
   EXPECT_EQ(j["gen_len"], gen_len);
   EXPECT_EQ(j["num_prompts"], num_prompts);
-  EXPECT_EQ(j["gpu_batch_size"].get<int64_t>() * j["num_gpu_batches"].get<int64_t>(), num_prompts);
+  if (one_block) EXPECT_EQ(j["gpu_batch_size"].get<int64_t>() * j["num_gpu_batches"].get<int64_t>(), num_prompts);
   EXPECT_EQ(j["repetitions"], repetitions);
   EXPECT_EQ(j["total_tokens"], num_prompts * gen_len);
   EXPECT_GT(j["model_size_bytes"].get<double>(), 0);
@@ -187,6 +188,28 @@ TEST_F(BenchCli, PolicyAutoAndOverlapOff) {
   const json k = json::parse(slurp(json_off));
   expect_record_consistent(k, 4, 16, 4, 2);
   EXPECT_EQ(k["policy"]["overlap"], false);
+}
+
+// --num-prompts: a job of several blocks and a partial one; with --policy auto the
+// search plans for the job (no block larger than it).
+TEST_F(BenchCli, NumPromptsSizesTheJob) {
+  const std::string json_path = (dir() / "bench-seven.json").string();
+  const Result r = run(bench_args(json_path, {"--gpu-batch-size", "2", "--num-gpu-batches", "2", "--num-prompts", "7",
+                                              "--warmup", "0"}),
+                       dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("7 prompts (2 x 2, blocks of 4)"), std::string::npos) << r.out;
+  const json j = json::parse(slurp(json_path));
+  expect_record_consistent(j, 7, 16, 4, 2, /*one_block=*/false);
+  EXPECT_EQ(j["gpu_batch_size"], 2);
+  EXPECT_EQ(j["num_gpu_batches"], 2);
+
+  const std::string auto_path = (dir() / "bench-three.json").string();
+  const Result searched = run(bench_args(auto_path, {"--policy", "auto", "--num-prompts", "3", "--warmup", "0"}), dir());
+  ASSERT_EQ(searched.code, 0) << searched.err;
+  const json k = json::parse(slurp(auto_path));
+  expect_record_consistent(k, 3, 16, 4, 2, /*one_block=*/false);
+  EXPECT_LE(k["gpu_batch_size"].get<int64_t>() * k["num_gpu_batches"].get<int64_t>(), 3) << k["policy"].dump();
 }
 
 TEST_F(BenchCli, BadArgumentsFailCleanly) {

@@ -1,6 +1,6 @@
 // `tiergen bench`: FlexGen's synthetic workload. N = gpu_batch_size × num_gpu_batches
-// random prompts (seeded token ids) of exactly S tokens each generate exactly n tokens
-// (EOS ignored); one warm-up run, then R measured runs on the same engine. Prints
+// (× ranks on a pipeline, or --num-prompts) random prompts (seeded token ids) of
+// exactly S tokens each generate exactly n tokens (EOS ignored); one warm-up run, then R measured runs on the same engine. Prints
 // FlexGen's report lines for the median run, the policy, predicted versus measured
 // times and mean ± sd over the runs; --json writes all of it as one record, and
 // --format json|csv|md prints it on stdout in that form instead of the text report.
@@ -40,6 +40,7 @@ struct BenchFlags {
   EngineFlags engine;
   int64_t prompt_len = 512, gen_len = 32;
   int64_t repetitions = 3, warmup = 1;
+  int64_t num_prompts = 0;  // 0: one block (per rank, on a pipeline), FlexGen's workload
   uint64_t seed = 0;
   std::string json;
   std::string format = "text";  // of the report on stdout: text, json, csv or md
@@ -129,6 +130,7 @@ nlohmann::ordered_json bench_job(const BenchFlags& f, const model::Spec& spec, c
           {"seed", f.seed},
           {"warmup", f.warmup},
           {"repetitions", f.repetitions},
+          {"num_prompts", f.num_prompts},
           {"compute_dtype", compat::dtype_name(device.dtype)}};
 }
 
@@ -167,7 +169,8 @@ void run_bench(BenchFlags& f) {
   TG_CHECK(f.prompt_len + f.gen_len <= spec.max_positions,
            "prompt length {} plus {} new tokens exceeds the model's {} positions", f.prompt_len, f.gen_len,
            spec.max_positions);
-  const runtime::Workload workload{f.prompt_len, f.gen_len};
+  // --num-prompts sizes the job (and what --policy auto plans for); without it, a block.
+  const runtime::Workload workload{f.prompt_len, f.gen_len, f.num_prompts};
   // On a pipeline (--world-size, torchrun's or MPI's environment) every rank runs
   // its stage of each run; the last one, which samples, reports.
   const runtime::EngineOptions options = make_engine_options(f.engine);
@@ -184,7 +187,8 @@ void run_bench(BenchFlags& f) {
       link ? runtime::split_stages(spec, link->world_size())[static_cast<size_t>(link->rank())].describe(spec) : "";
   // A pipeline keeps a block in flight per stage (FlexGen's ring: gpu batch size x
   // gpu batches x ranks prompts), else a stage would wait for the others' blocks.
-  const int64_t num_prompts = policy.block_size() * (link ? link->world_size() : 1);
+  const int64_t one_block_each = policy.block_size() * (link ? link->world_size() : 1);
+  const int64_t num_prompts = f.num_prompts > 0 ? f.num_prompts : one_block_each;
   const int dtype_bytes = options.device.dtype_bytes();
   spdlog::info("policy: {}", policy.describe());
   runtime::install_interrupt_handlers("\ntiergen: interrupted\n");
@@ -258,7 +262,9 @@ void run_bench(BenchFlags& f) {
   const auto profile = link ? std::optional<policy::HardwareProfile>() : profile_for_prediction(f.engine.hw);
   std::optional<policy::Prediction> predicted;
   if (profile) predicted = policy::predict(spec, policy, workload, *profile, dtype_bytes);
-  const PredictionScale scale{spec.num_layers, f.gen_len, f.repetitions};
+  // Each run executes its prompts' blocks (a partial last one priced as a whole block).
+  const int64_t blocks_per_run = (num_prompts + policy.block_size() - 1) / policy.block_size();
+  const PredictionScale scale{spec.num_layers, f.gen_len, f.repetitions * blocks_per_run};
   const std::string device = options.device.compute.str();
   const std::string dtype = options.device.dtype == at::kHalf       ? "float16"
                             : options.device.dtype == at::kBFloat16 ? "bfloat16"
@@ -272,7 +278,9 @@ void run_bench(BenchFlags& f) {
                       spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len,
                       projected ? fmt::format(" (runs cut to {}: decode projected)", run_len) : "", num_prompts,
                       policy.gpu_batch_size, policy.num_gpu_batches,
-                      link ? fmt::format(" x {} ranks", link->world_size()) : "", device, dtype, f.warmup, f.repetitions)
+                      (link ? fmt::format(" x {} ranks", link->world_size()) : "") +
+                          (num_prompts != one_block_each ? fmt::format(", blocks of {}", policy.block_size()) : ""),
+                      device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
             << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median, projected) : "")
             << policy.exactness() << "\n"
@@ -364,6 +372,9 @@ void setup_bench(CLI::App& app) {
   c->add_option("-n,--gen-len", f->gen_len, "Tokens generated per prompt (EOS is ignored)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("-r,--repetitions", f->repetitions, "Measured runs after the warm-up")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--num-prompts", f->num_prompts, "Prompts per run (default: one block, gpu batch size x gpu "
+                "batches, FlexGen's workload; on a pipeline one block per rank); --policy auto plans for this many")
       ->check(CLI::PositiveNumber);
   c->add_option("--warmup", f->warmup, "Warm-up runs before the measured ones")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
