@@ -1,8 +1,9 @@
 // `tiergen bench`: FlexGen's synthetic workload. N = gpu_batch_size × num_gpu_batches
 // (× ranks on a pipeline, or --num-prompts) random prompts (seeded token ids) of
 // exactly S tokens each generate exactly n tokens (EOS ignored); one warm-up run, then
-// R measured runs on the same engine. Prints FlexGen's report lines for the median run, the policy, predicted versus measured
-// times and mean ± sd over the runs; --json writes all of it as one record, and
+// R measured runs on the same engine. Prints FlexGen's report lines for the median
+// run, the policy, predicted versus measured times and mean ± sd over the runs; --json
+// writes all of it as one record, and
 // --format json|csv|md prints it on stdout in that form instead of the text report.
 // FlexGen's own flags are accepted as flex_opt.py spells them (flexgen_flags.h).
 #include <spdlog/spdlog.h>
