@@ -121,9 +121,7 @@ std::string host_name() {
 // seeded prompts and runs the same warm-up and measured runs, each run a job of all
 // the ranks together.
 nlohmann::ordered_json bench_job(const BenchFlags& f, const model::Spec& spec, const runtime::DeviceContext& device) {
-  // The model by its shape: its path may differ from host to host.
-  return {{"model_shape", fmt::format("{} {} layers, hidden {}, vocab {}", model::family_name(spec.family),
-                                      spec.num_layers, spec.hidden_size, spec.vocab_size)},
+  return {{"model_shape", model_shape(spec)},
           {"dummy_weights", f.engine.dummy ? fmt::format("seed {}", f.engine.dummy_seed) : "no"},
           {"prompt_len", f.prompt_len},
           {"gen_len", f.gen_len},
@@ -179,13 +177,8 @@ void run_bench(BenchFlags& f) {
   const AbortPipelineOnFailure abort_on_failure{link};
   if (link) check_ranks_agree(*link, "bench", bench_job(f, spec, options.device));
   const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options);
-  if (link) {
-    check_ranks_agree(*link, "block_shape", {{"gpu_batch_size", policy.gpu_batch_size},
-                                             {"num_gpu_batches", policy.num_gpu_batches}});
-  }
+  if (link) check_ranks_agree_on_block_shape(*link, policy);
   const bool reports = link == nullptr || link->is_last();
-  const std::string stage =
-      link ? runtime::split_stages(spec, link->world_size())[static_cast<size_t>(link->rank())].describe(spec) : "";
   // A pipeline keeps a block in flight per stage (FlexGen's ring: gpu batch size x
   // gpu batches x ranks prompts), else a stage would wait for the others' blocks.
   const int64_t one_block_each = policy.block_size() * (link ? link->world_size() : 1);
@@ -196,6 +189,9 @@ void run_bench(BenchFlags& f) {
 
   const auto weights = load_weights(f.engine, spec);
   runtime::Engine engine(spec, *weights, policy, options, workload);
+  // This rank's layers, as the engine split them (split_stages is a pure function).
+  const std::string stage =
+      link ? runtime::split_stages(spec, link->world_size())[static_cast<size_t>(link->rank())].describe(spec) : "";
   const auto requests = make_requests(spec, num_prompts, run_len, f);
   // The bar counts every run, warm-up included: each generates exactly N·n tokens.
   const int64_t total_runs = f.warmup + f.repetitions;
@@ -241,8 +237,7 @@ void run_bench(BenchFlags& f) {
   }
   progress.finish();
   if (!f.engine.trace.empty()) {
-    // Each rank of a pipeline traces its own stage.
-    const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;
+    const std::string path = rank_trace_path(f.engine.trace, link);
     engine.write_trace(path);
     spdlog::info("trace of every task in the last measured run: {}", path);
   }

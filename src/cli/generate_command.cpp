@@ -89,7 +89,7 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   nlohmann::ordered_json j;
   j["prompts_hash"] = prompts_hash(prompts);
   j["model"] = fs::is_directory(f.engine.model, ec) ? fs::weakly_canonical(f.engine.model, ec).string() : f.engine.model;
-  j["model_shape"] = fmt::format("{} layers, hidden {}, vocab {}", spec.num_layers, spec.hidden_size, spec.vocab_size);
+  j["model_shape"] = model_shape(spec);
   j["dummy_weights"] = f.engine.dummy ? fmt::format("seed {}", f.engine.dummy_seed) : "no";
   j["dtype"] = f.engine.dtype;
   j["max_tokens"] = d.max_tokens;
@@ -253,11 +253,7 @@ void run_generate(GenerateFlags& f) {
   std::optional<runtime::Policy> policy;
   if (!requests.empty()) {
     policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options);
-    // Hidden states pass gpu batch by gpu batch: every stage runs the same block shape.
-    if (link) {
-      check_ranks_agree(*link, "block_shape", {{"gpu_batch_size", policy->gpu_batch_size},
-                                               {"num_gpu_batches", policy->num_gpu_batches}});
-    }
+    if (link) check_ranks_agree_on_block_shape(*link, *policy);
     spdlog::info("policy: {}", policy->describe());
     runtime::install_interrupt_handlers(
         f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"
@@ -312,8 +308,7 @@ void run_generate(GenerateFlags& f) {
                                                options.budgets.gpu));
     }
     if (!f.engine.trace.empty()) {
-      // Each rank of a pipeline traces its own stage.
-      const std::string path = link ? fmt::format("{}.rank{}", f.engine.trace, link->rank()) : f.engine.trace;
+      const std::string path = rank_trace_path(f.engine.trace, link);
       engine->write_trace(path);
       spdlog::info("trace of every task: {}", path);
     }

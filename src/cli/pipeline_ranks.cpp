@@ -17,6 +17,19 @@ void check_ranks_agree(runtime::StageLink& link, const std::string& topic, const
   }
 }
 
+void check_ranks_agree_on_block_shape(runtime::StageLink& link, const runtime::Policy& policy) {
+  check_ranks_agree(link, "block_shape",
+                    {{"gpu_batch_size", policy.gpu_batch_size}, {"num_gpu_batches", policy.num_gpu_batches}});
+}
+
+std::string model_shape(const model::Spec& spec) {
+  return fmt::format("{} layers, hidden {}, vocab {}", spec.num_layers, spec.hidden_size, spec.vocab_size);
+}
+
+std::string rank_trace_path(const std::string& trace, const runtime::StageLink* link) {
+  return link ? fmt::format("{}.rank{}", trace, link->rank()) : trace;
+}
+
 AbortPipelineOnFailure::~AbortPipelineOnFailure() {
   if (link && std::uncaught_exceptions() > uncaught) {
     link->abort(fmt::format("rank {} failed; its log says why", link->rank()));
