@@ -94,7 +94,7 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
                                  "and multiplies, the conversion timed)");
   std::printf("| rows | at::linear ms | small_matmul ms | speed-up | at::linear GB/s | small_matmul GB/s | "
               "read GB/s | small_matmul / read | max rel. diff |\n|---|---|---|---|---|---|---|---|---|\n");
-  const int64_t default_rows = kernels::small_matmul_max_rows();
+  const int64_t default_rows = kernels::small_matmul_max_rows_setting();
   for (int64_t rows : o.rows) {
     std::vector<at::Tensor> xs;
     for (const auto& w : weights) xs.push_back((at::randn({rows, w.size(1)})).to(dtype));

@@ -201,7 +201,7 @@ TEST(SmallMatmul, RefusesInconsistentArguments) {
 
 class MaxRowsScope {
  public:
-  explicit MaxRowsScope(int64_t rows) : saved_(small_matmul_max_rows()) { set_small_matmul_max_rows(rows); }
+  explicit MaxRowsScope(int64_t rows) : saved_(small_matmul_max_rows_setting()) { set_small_matmul_max_rows(rows); }
   ~MaxRowsScope() { set_small_matmul_max_rows(saved_); }
 
  private:
@@ -246,6 +246,38 @@ TEST(LinearProduct, OffWhenTheLimitIsZeroOrTheWeightIsNotPlain) {
   EXPECT_FALSE(model::uses_small_matmul(x, at::randn({16, 8}).t())) << "transposed view";
   EXPECT_FALSE(model::uses_small_matmul(x.to(at::kDouble), w.to(at::kDouble))) << "float64 reference math";
   EXPECT_TRUE(model::uses_small_matmul(x, w));
+}
+
+// The defaults (no TIERGEN_SMALL_MATMUL_MAX_ROWS): 16 rows; fp16 weights at every row
+// count on a CPU without native fp16 products, where LibTorch's fp16 GEMM is a slow
+// fallback (2.x) or missing (1.13). A set limit applies to every type.
+TEST(LinearProduct, Fp16WeightsTakeEveryRowCountWhereTheCpuLacksNativeFp16) {
+  MaxRowsScope defaults(-1);
+  const at::Tensor w32 = at::randn({8, 16}), w16 = w32.to(at::kHalf);
+  const at::Tensor many = at::randn({600, 16});
+  EXPECT_TRUE(model::uses_small_matmul(at::randn({16, 16}), w32));
+  EXPECT_FALSE(model::uses_small_matmul(at::randn({17, 16}), w32));
+  EXPECT_FALSE(model::uses_small_matmul(at::randn({17, 16}).to(at::kBFloat16), w32.to(at::kBFloat16)));
+  EXPECT_EQ(model::uses_small_matmul(many.to(at::kHalf), w16), !cpu_has_native_fp16_products());
+  EXPECT_EQ(model::uses_small_matmul(many, w16), !cpu_has_native_fp16_products()) << "fp32 activations alike";
+  MaxRowsScope set(16);
+  EXPECT_FALSE(model::uses_small_matmul(many, w16)) << "a set limit holds for fp16 too";
+}
+
+// Many rows go through the kernel in blocks (W read once per block, x converted a block
+// at a time): every block's rows land in their place.
+TEST(LinearProduct, ManyRowsGoInBlocksThatLandInPlace) {
+  MaxRowsScope rows(1 << 20);
+  at::manual_seed(6);
+  const at::Tensor w = at::randn({24, 40}).to(at::kHalf), b = at::randn({24});
+  const at::Tensor x = at::randn({3, 211, 40}).to(at::kHalf);  // 633 rows: blocks of 256, 256 and 121
+  ASSERT_TRUE(model::uses_small_matmul(x, w));
+  const at::Tensor y = model::linear_product(x, w, b);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{3, 211, 24}));
+  EXPECT_EQ(y.scalar_type(), at::kHalf);
+  const at::Tensor exact = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
+  // fp32 sums of fp16 operands, rounded once to fp16: 2^-11 relative, plus the sums'.
+  EXPECT_LT(((y.to(at::kDouble) - exact).abs() / (exact.abs() + 1e-2)).max().item<double>(), 2e-3);
 }
 
 }  // namespace

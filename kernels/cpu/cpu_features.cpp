@@ -53,6 +53,18 @@ bool cpu_supports_amx_bf16() {
 #endif
 }
 
+// AVX512-FP16: CPUID leaf 7 subleaf 0, EDX bit 23; AMX-FP16: subleaf 1, EAX bit 21.
+bool cpu_supports_fp16_products() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if ((edx >> 23) & 1u) return true;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && ((eax >> 21) & 1u);
+#else
+  return false;
+#endif
+}
+
 std::atomic<bool>& amx_enabled() {
   static std::atomic<bool> enabled{cpu_supports_amx_bf16()};
   return enabled;
@@ -87,6 +99,11 @@ bool use_amx_kernels() { return amx_enabled().load(std::memory_order_relaxed); }
 void set_amx_kernels_enabled(bool enabled) {
   static const bool supported = cpu_supports_amx_bf16();
   amx_enabled().store(enabled && supported, std::memory_order_relaxed);
+}
+
+bool cpu_has_native_fp16_products() {
+  static const bool native = cpu_supports_fp16_products();
+  return native;
 }
 
 }  // namespace tiergen::kernels

@@ -23,4 +23,10 @@ void set_avx512_bf16_kernels_enabled(bool enabled);
 bool use_amx_kernels();
 void set_amx_kernels_enabled(bool enabled);
 
+// True when the CPU multiplies fp16 operands natively (AVX512-FP16 or AMX-FP16), where
+// LibTorch's CPU fp16 matmul runs through oneDNN. Elsewhere LibTorch has only a slow
+// fallback for it (2.x) or none (1.13), and fp16 weights go to small_matmul at every
+// row count (small_matmul_max_rows).
+bool cpu_has_native_fp16_products();
+
 }  // namespace tiergen::kernels

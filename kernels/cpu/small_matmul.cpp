@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/amx_tiles.h"
@@ -22,11 +23,11 @@ namespace {
 // an AVX-512 host (bench/RESULTS.md): the packed GEMMs catch up at about 32 rows.
 constexpr int64_t kDefaultMaxRows = 16;
 
-// TIERGEN_SMALL_MATMUL_MAX_ROWS overrides the default (0 turns the kernel off), so
-// whole runs can be compared with and without it.
+// TIERGEN_SMALL_MATMUL_MAX_ROWS overrides the defaults (0 turns the kernel off), so
+// whole runs can be compared with and without it; -1: the defaults.
 int64_t initial_max_rows() {
   const char* env = std::getenv("TIERGEN_SMALL_MATMUL_MAX_ROWS");
-  if (!env || !*env) return kDefaultMaxRows;
+  if (!env || !*env) return -1;
   char* end = nullptr;
   const long long v = std::strtoll(env, &end, 10);
   TG_CHECK(*end == '\0' && v >= 0, "TIERGEN_SMALL_MATMUL_MAX_ROWS must be a row count >= 0, got '{}'", env);
@@ -129,8 +130,15 @@ void small_matmul(const SmallMatmulArgs& a) {
   });
 }
 
-int64_t small_matmul_max_rows() { return max_rows_setting().load(std::memory_order_relaxed); }
+int64_t small_matmul_max_rows(ElemType w_type) {
+  const int64_t setting = small_matmul_max_rows_setting();
+  if (setting >= 0) return setting;
+  if (w_type == ElemType::F16 && !cpu_has_native_fp16_products()) return std::numeric_limits<int64_t>::max();
+  return kDefaultMaxRows;
+}
 
-void set_small_matmul_max_rows(int64_t rows) { max_rows_setting().store(std::max<int64_t>(rows, 0)); }
+int64_t small_matmul_max_rows_setting() { return max_rows_setting().load(std::memory_order_relaxed); }
+
+void set_small_matmul_max_rows(int64_t rows) { max_rows_setting().store(std::max<int64_t>(rows, -1)); }
 
 }  // namespace tiergen::kernels

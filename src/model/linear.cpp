@@ -2,6 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/error.h"
@@ -11,10 +14,20 @@ namespace tiergen::model {
 
 bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight) {
   if (!x.is_cpu() || !weight.is_cpu() || weight.dim() != 2 || !weight.is_contiguous()) return false;
-  if (!kernel_elem_type_of(weight.scalar_type()) || !kernel_elem_type_of(x.scalar_type())) return false;
+  const auto w_type = kernel_elem_type_of(weight.scalar_type());
+  if (!w_type || !kernel_elem_type_of(x.scalar_type())) return false;
   if (x.dim() < 1 || x.size(-1) != weight.size(1) || weight.size(1) == 0) return false;
-  return x.numel() / weight.size(1) <= kernels::small_matmul_max_rows();
+  return x.numel() / weight.size(1) <= kernels::small_matmul_max_rows(*w_type);
 }
+
+namespace {
+
+// Rows of x per small_matmul() call: W is read once per block, and x's fp32 copy
+// stays a block's (fp16 weights take every row count on CPUs without native fp16
+// products, prefill's thousands of rows included).
+constexpr int64_t kRowsPerBlock = 256;
+
+}  // namespace
 
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!uses_small_matmul(x, weight)) return at::linear(x, weight, bias);
@@ -22,21 +35,25 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   // bf16 activations of a bf16 model go in as they are; anything else as fp32 (a no-op
   // view for fp32 inputs). Accumulation is fp32 either way.
   const bool bf16_pair = x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
-  const at::Tensor x2 = x.reshape({-1, k}).to(bf16_pair ? at::kBFloat16 : at::kFloat).contiguous();
+  const at::Tensor rows = x.reshape({-1, k});
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-  at::Tensor y = at::empty({x2.size(0), n}, x2.options().dtype(at::kFloat));
+  at::Tensor y = at::empty({rows.size(0), n}, rows.options().dtype(at::kFloat));
   kernels::SmallMatmulArgs args;
-  args.x = x2.data_ptr();
   args.x_type = bf16_pair ? kernels::ElemType::BF16 : kernels::ElemType::F32;
-  args.rows = x2.size(0);
   args.k = k;
   args.w = weight.data_ptr();
   args.w_type = kernel_elem_type(weight.scalar_type());
   args.n = n;
   args.bias = b.defined() ? b.data_ptr<float>() : nullptr;
-  args.y = y.data_ptr<float>();
   args.num_threads = at::get_num_threads();
-  kernels::small_matmul(args);
+  for (int64_t first = 0; first < rows.size(0); first += kRowsPerBlock) {
+    const int64_t count = std::min(kRowsPerBlock, rows.size(0) - first);
+    const at::Tensor block = rows.narrow(0, first, count).to(bf16_pair ? at::kBFloat16 : at::kFloat).contiguous();
+    args.x = block.data_ptr();
+    args.rows = count;
+    args.y = y.data_ptr<float>() + first * n;
+    kernels::small_matmul(args);
+  }
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = n;
   return y.to(x.scalar_type()).view(shape);
