@@ -82,11 +82,39 @@ struct Terms {
 
 // The layer's matmuls for the whole block: FLOPs over the matmul rate, but never
 // faster than reading the dense weights once per gpu batch (the roofline of the small
-// batches of decode).
+// batches of decode). A host standing in for the GPU multiplies with the CPU's own
+// products: those of as many rows as the profile timed (decode's) are priced by those
+// times, as a CPU weight-compute product is (cpu_matmul_seconds), so the two never
+// differ; larger ones (prefill's) by the device's GEMM rate.
 double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
   const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token();
   const double gpu_batches = double(t.policy.num_gpu_batches);
-  return std::max(flops / flops_rate, gpu_batches * t.sizes.layer_weight_dense_bytes() / t.hw.device_weight_read_rate());
+  const double dense = t.sizes.layer_weight_dense_bytes();
+  const double rows = double(t.policy.gpu_batch_size) * tokens_per_sequence;
+  const auto& timed = t.hw.cpu_product_rates;
+  if (t.hw.gpu_is_host && !timed.empty() && rows <= double(timed.back().first)) {
+    return gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops / gpu_batches);
+  }
+  return std::max(flops / flops_rate, gpu_batches * dense / t.hw.device_weight_read_rate());
+}
+
+// The layer's matmuls for the whole block on the CPU, over weights as they live at
+// home: one product of gpu_batch_size x `tokens` rows per gpu batch. Compressed weights
+// are multiplied in place for few rows (their stored bytes read at the few-row rate);
+// for more rows, through a dense copy made once per layer load.
+double cpu_matmul_seconds(const Terms& t, double tokens) {
+  const double gpu_batches = double(t.policy.num_gpu_batches);
+  const double rows = double(t.policy.gpu_batch_size) * tokens;
+  const double flops = t.bls * tokens * t.sizes.linear_flops_per_token() / gpu_batches;
+  const runtime::CompressionConfig& compress = t.policy.compress_weight;
+  if (!compress.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, t.w, flops);
+  // The portable limit: bf16 activations on AVX-512 BF16 keep twice the rows in place
+  // (kernels::quantized_in_place_max_rows), which this prices as a dense copy.
+  if (rows <= double(kernels::kQuantizedInPlaceMaxRows)) {
+    return gpu_batches * std::max(flops / t.hw.cpu_matmul_rate(), t.w / t.hw.cpu_gemv_rate());
+  }
+  return t.sizes.layer_compressed_dense_bytes(compress) / t.hw.cpu_dequantize +
+         gpu_batches * t.hw.cpu_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops);
 }
 
 // The share of the layers whose host-resident weights are multiplied at home in this
@@ -112,11 +140,9 @@ void add_weight_terms(const Terms& t, double at_home, PhaseModel& phase) {
 }
 
 // The layer's matmuls of `tokens` per sequence: on the gpu, or, for the weights
-// multiplied at home (wc + wn, in the `at_home` share of the layers), on the CPU: FLOPs
-// over its GEMM rate, never faster than reading the weights as stored once per gpu
-// batch at its few-row rate, plus the transient dense copy compressed weights get for
-// many rows; every matrix's input goes to the host and its output comes back, inside
-// the compute step.
+// multiplied at home (wc + wn, in the `at_home` share of the layers), on the CPU
+// (cpu_matmul_seconds); every matrix's input goes to the host and its output comes
+// back, inside the compute step.
 void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, double at_home, PhaseModel& phase) {
   const double on_gpu = linear_seconds(t, tokens, gpu_flops_rate);
   if (at_home <= 0) {
@@ -124,15 +150,7 @@ void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, doub
     return;
   }
   phase.add(Lane::Compute, Task::Compute, Linear::sum(on_gpu, {kWg}) + Linear::sum((1 - at_home) * on_gpu, {kWc, kWn}));
-  const double flops = t.bls * tokens * t.sizes.linear_flops_per_token();
-  const double gpu_batches = double(t.policy.num_gpu_batches);
-  double on_cpu = std::max(flops / t.hw.cpu_matmul_rate(), gpu_batches * t.w / t.hw.cpu_gemv_rate());
-  // The portable limit: bf16 activations on AVX-512 BF16 keep twice the rows in place
-  // (kernels::quantized_in_place_max_rows), which this prices as a dense copy.
-  const bool many_rows = double(t.policy.gpu_batch_size) * tokens > double(kernels::kQuantizedInPlaceMaxRows);
-  if (t.policy.compress_weight.enabled && many_rows) {
-    on_cpu += t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight) / t.hw.cpu_dequantize;
-  }
+  const double on_cpu = cpu_matmul_seconds(t, tokens);
   const double crossing = t.bls * tokens *
                           (t.sizes.linear_input_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
                            t.sizes.linear_output_bytes_per_token() / t.hw.cpu_to_gpu);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <array>
@@ -116,6 +117,17 @@ void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string&
   }
 }
 
+void read_product_rates(HardwareProfile& p, const json& cpu, const std::string& source) {
+  if (!cpu.contains("product_rates")) return;
+  const json& r = cpu.at("product_rates");
+  TG_CHECK(r.is_array(), "{}: hardware profile field 'cpu.product_rates' must be a list of [rows, bytes/s]", source);
+  for (const auto& entry : r) {
+    TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
+             "{}: hardware profile field 'cpu.product_rates' must hold [rows, bytes/s] pairs", source);
+    p.cpu_product_rates.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
+  }
+}
+
 }  // namespace
 
 double HardwareProfile::thread_speedup(int threads) const {
@@ -141,6 +153,20 @@ double HardwareProfile::cpu_matmul_rate() const {
   return gpu_is_host ? mm_flops_prefill : 4 * cpu_attention_bandwidth;
 }
 
+double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops) const {
+  const auto& r = cpu_product_rates;
+  if (r.empty()) return std::max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate());
+  if (rows <= double(r.front().first)) return weight_bytes / r.front().second;
+  for (size_t i = 1; i < r.size(); ++i) {
+    if (rows <= double(r[i].first)) {
+      // Seconds per weight byte, linear in rows between the two measured counts.
+      const double t = (rows - double(r[i - 1].first)) / double(r[i].first - r[i - 1].first);
+      return weight_bytes * ((1 - t) / r[i - 1].second + t / r[i].second);
+    }
+  }
+  return std::max(weight_bytes / r.back().second, flops / cpu_matmul_rate());
+}
+
 double HardwareProfile::device_weight_read_rate() const {
   return gpu_is_host && cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth : gpu_memory_bandwidth;
 }
@@ -160,6 +186,13 @@ void HardwareProfile::validate(const std::string& where) const {
            "{}: hardware profile fields 'stage_link.bandwidth' and 'stage_link.latency' must not be negative", where);
   TG_CHECK(gpu_memory > 0 && cpu_memory > 0 && disk_memory > 0,
            "{}: hardware profile capacities must be positive", where);
+  for (size_t i = 0; i < cpu_product_rates.size(); ++i) {
+    const auto& [rows, rate] = cpu_product_rates[i];
+    TG_CHECK(rows >= 1 && rate > 0 && (i == 0 || rows > cpu_product_rates[i - 1].first),
+             "{}: hardware profile field 'cpu.product_rates' needs ascending row counts (at least 1) and positive "
+             "rates",
+             where);
+  }
   for (size_t i = 0; i < cpu_thread_scaling.size(); ++i) {
     const auto& [threads, speedup] = cpu_thread_scaling[i];
     TG_CHECK(threads >= 1 && speedup > 0 && (i == 0 || threads > cpu_thread_scaling[i - 1].first),
@@ -179,6 +212,8 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
+                {"cpu.product_rates",
+                 "[rows, bytes of host weights per second] of one product of that many rows (optional)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
                 {"compression", "bytes of dense fp16 data per second"},
@@ -191,6 +226,11 @@ json profile_to_json(const HardwareProfile& p) {
   j["cpu"]["thread_scaling"] = scaling;
   for (const auto& [key, value] : optional_cpu_fields(p)) {
     if (*value > 0) j["cpu"][key] = *value;
+  }
+  if (!p.cpu_product_rates.empty()) {
+    json rates = json::array();
+    for (const auto& [rows, rate] : p.cpu_product_rates) rates.push_back({rows, rate});
+    j["cpu"]["product_rates"] = rates;
   }
   if (p.stage_link_bandwidth > 0) {
     j["stage_link"]["bandwidth"] = p.stage_link_bandwidth;
@@ -219,13 +259,14 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
       if (std::string(groups[g]) == f.group) known[g].insert(f.key);
     }
   }
-  known[2].insert({"threads", "thread_scaling"});
+  known[2].insert({"threads", "thread_scaling", "product_rates"});
   for (const auto& [key, value] : optional_cpu_fields(p)) {
     known[2].insert(key);
     if (j.at("cpu").contains(key)) *value = number_at(j.at("cpu"), std::string("cpu.") + key, source);
   }
   for (int g = 0; g < 4; ++g) check_keys(j.at(groups[g]), known[g], std::string(groups[g]) + ".", source);
   read_thread_scaling(p, j.at("cpu"), source);
+  read_product_rates(p, j.at("cpu"), source);
   read_stage_link(p, j, source);
   read_capacities(p, j, source);
   p.validate(source);

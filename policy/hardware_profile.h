@@ -54,6 +54,14 @@ struct HardwareProfile {
   // rows (prefill), and bytes of weights a few-row product (decode) reads per second.
   double cpu_matmul_flops = 0;
   double cpu_gemv_bandwidth = 0;
+  // Optional (empty: not measured): (rows, bytes of weight per second) of one product
+  // of that many rows, ascending rows, as `tiergen profile` measures it with the
+  // runtime's own product (model::linear_product) in the dtype host weights live in,
+  // over a weight larger than the CPU caches. The two rates above price a product as
+  // max(FLOPs at the many-row rate, bytes at the few-row rate); a product of a few
+  // dozen rows can be slower than both (another code path, a dtype the CPU library
+  // widens first), which only a measurement at that row count shows.
+  std::vector<std::pair<int64_t, double>> cpu_product_rates;
 
   // Optional (0: not measured): the link between consecutive pipeline stages, as
   // `tiergen profile --link` measures it over the job's transport (its slowest hop).
@@ -75,10 +83,17 @@ struct HardwareProfile {
   double thread_speedup(int threads) const;
   // Whether the CPU matmul rates were measured (or given): the search considers
   // computing layers on the CPU only then.
-  bool prices_cpu_matmuls() const { return cpu_matmul_flops > 0 && cpu_gemv_bandwidth > 0; }
+  bool prices_cpu_matmuls() const {
+    return (cpu_matmul_flops > 0 && cpu_gemv_bandwidth > 0) || !cpu_product_rates.empty();
+  }
   // The rates a prediction uses: the measured ones, else estimates (see the .cpp).
   double cpu_matmul_rate() const;
   double cpu_gemv_rate() const;
+  // Seconds of one CPU product of `rows` rows over `weight_bytes` of dense host weights
+  // doing `flops`: from cpu_product_rates where measured (interpolated between row
+  // counts; beyond the largest, never faster than there nor than the many-row rate),
+  // else max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate()).
+  double cpu_product_seconds(double rows, double weight_bytes, double flops) const;
   // Bytes of dense weights per second a few-row product on the compute device reads.
   // A host standing in for the GPU multiplies with the same kernels over the same
   // memory as a CPU weight-compute product: its few-row rate, where measured (its

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/quantize.h"
 #include "tiergen/model/linear.h"
+#include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
 
 #if defined(TIERGEN_WITH_CUDA)
@@ -116,6 +118,33 @@ void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, doubl
                write_bw / 1e9);
 }
 
+// Size of the last-level cache cpu0 sees (sysfs), 0 where unknown. glibc's
+// _SC_LEVEL3_CACHE_SIZE is not used: it reads 10x the sysfs size on some AMD guests.
+uint64_t last_level_cache_bytes() {
+  uint64_t bytes = 0;
+  int level = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/cpu/cpu0/cache", ec)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    std::ifstream level_file(entry.path() / "level"), size_file(entry.path() / "size");
+    int l = 0;
+    std::string size;
+    if (!(level_file >> l) || !(size_file >> size) || size.empty() || l < level) continue;
+    char* end = nullptr;
+    uint64_t value = std::strtoull(size.c_str(), &end, 10);
+    if (*end == 'K') value <<= 10;
+    if (*end == 'M') value <<= 20;
+    if (l > level) bytes = 0;
+    level = l;
+    bytes = std::max(bytes, value);
+  }
+  return bytes;
+}
+
+// At least `bytes`, and at least 4x the last-level cache: a working set the cache
+// serves in part would time the cache, not the memory the tiers live in.
+uint64_t beyond_caches(uint64_t bytes) { return std::max(bytes, 4 * last_level_cache_bytes()); }
+
 struct Device {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;  // CPU matmuls in fp32 (fp16 CPU GEMM is slow)
@@ -142,21 +171,22 @@ double bmm_flops(const Device& d, int64_t batch, int64_t m, int64_t k, int64_t n
 }
 
 // Decode attention over a CPU-resident fp16 cache, through the engine's own kernel
-// (kernels/cpu/attention.h): bytes of K and V read per second. `batch` x `context`
-// positions of 32 heads of 128 make 16 KiB per position, so the quick shapes read
-// 128 MiB and the full ones 512 MiB per call: far more than a last-level cache holds,
-// as a real decode's cache is (a cache-resident measurement overstated the rate 7x on
-// one host). Built once, timed at each thread count.
+// (kernels/cpu/attention.h): bytes of K and V read per second. Positions of 32 heads of
+// 128 make 16 KiB each; `context` positions per sequence and enough sequences for
+// `bytes` (at least 4x the last-level cache): more than the cache holds, as a real
+// decode's cache is (a cache-resident measurement overstated the rate 7x on one host).
+// Built once, timed at each thread count.
 class CpuAttentionProbe {
  public:
-  CpuAttentionProbe(int64_t batch, int64_t context)
-      : k_(at::randn({batch, kHeads, context, kHeadDim}).to(at::kHalf)),
-        v_(at::randn({batch, kHeads, context, kHeadDim}).to(at::kHalf)),
-        q_(at::randn({batch, kHeads, kHeadDim})),
-        out_(at::empty({batch, kHeads, kHeadDim})) {
+  CpuAttentionProbe(uint64_t bytes, int64_t context)
+      : batch_(sequences_for(bytes, context)),
+        k_(at::randn({batch_, kHeads, context, kHeadDim}).to(at::kHalf)),
+        v_(at::randn({batch_, kHeads, context, kHeadDim}).to(at::kHalf)),
+        q_(at::randn({batch_, kHeads, kHeadDim})),
+        out_(at::empty({batch_, kHeads, kHeadDim})) {
     args_.q = q_.data_ptr<float>();
     args_.out = out_.data_ptr<float>();
-    args_.batch = batch;
+    args_.batch = batch_;
     args_.num_heads = args_.num_kv_heads = kHeads;
     args_.head_dim = kHeadDim;
     args_.max_len = args_.seq_len = context;
@@ -175,6 +205,11 @@ class CpuAttentionProbe {
 
  private:
   static constexpr int64_t kHeads = 32, kHeadDim = 128;
+  static int64_t sequences_for(uint64_t bytes, int64_t context) {
+    const uint64_t per_sequence = uint64_t(context) * kHeads * kHeadDim * 2 /* K and V */ * 2 /* fp16 */;
+    return int64_t((beyond_caches(bytes) + per_sequence - 1) / per_sequence);
+  }
+  int64_t batch_;
   at::Tensor k_, v_, q_, out_;
   kernels::DecodeAttentionArgs args_;
 };
@@ -228,20 +263,36 @@ void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
   }), "B/s");
 }
 
+// The row counts of one gpu batch's decode product the profile times the CPU at: where
+// the runtime's product changes kernels (model::linear_product's small-row limit, 16 by
+// default) and the gpu batch sizes plans use.
+std::vector<int64_t> product_row_counts(bool quick) {
+  if (quick) return {1, 4, 16, 32, 64};
+  return {1, 2, 4, 8, 16, 24, 32, 48, 64, 128};
+}
+
 // The CPU's own products over host-resident weights in `dtype`, the dtype the weights
-// live in (fp16 on a GPU host): a decode-sized product (4 rows, the runtime's few-row
-// kernel) over a weight larger than the caches, as bytes of weight read per second; and
-// a prefill-sized one as FLOP/s. Left at 0 (not priced: the search then never computes
-// on the CPU) where this LibTorch cannot multiply in that dtype on the CPU.
+// live in (fp16 on a GPU host), through the runtime's product (model::linear_product):
+// decode-sized products of each of product_row_counts() rows over a weight larger than
+// the caches, as bytes of weight per second (4 rows: the few-row rate); and a
+// prefill-sized one as FLOP/s. Left at 0 and empty (not priced: the search then never
+// computes on the CPU) where this LibTorch cannot multiply in that dtype on the CPU.
 void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
   const auto opts = at::TensorOptions().dtype(dtype);
   const int64_t k = 4096, elem = int64_t(at::elementSize(dtype));
-  const int64_t n = (quick ? (64ll << 20) : (256ll << 20)) / (k * elem);
+  const int64_t n = int64_t(beyond_caches(quick ? (64ull << 20) : (256ull << 20))) / (k * elem);
   try {
-    const at::Tensor weight = at::randn({n, k}).to(dtype), x = at::randn({4, k}, opts);
-    p.cpu_gemv_bandwidth = record("cpu few-row matmul", double(weight.nbytes()) / median_seconds(reps, [&] {
-      (void)model::linear_product(x, weight);
-    }), "B/s");
+    const at::Tensor weight = at::randn({n, k}).to(dtype);
+    for (int64_t rows : product_row_counts(quick)) {
+      const at::Tensor x = at::randn({rows, k}, opts);
+      const double rate = record(fmt::format("cpu matmul, {} row{}", rows, rows == 1 ? "" : "s"),
+                                 double(weight.nbytes()) / median_seconds(reps, [&] {
+                                   (void)model::linear_product(x, weight);
+                                 }),
+                                 "B/s");
+      p.cpu_product_rates.emplace_back(rows, rate);
+      if (rows == 4) p.cpu_gemv_bandwidth = rate;
+    }
     const int64_t rows = quick ? 256 : 1024, h = quick ? 1024 : 4096;
     const at::Tensor a = at::randn({rows, h}, opts), w = at::randn({h, h}, opts);
     p.cpu_matmul_flops = record("cpu many-row matmul", 2.0 * double(rows * h * h) / median_seconds(reps, [&] {
@@ -249,6 +300,7 @@ void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int 
     }), "FLOP/s");
   } catch (const c10::Error& e) {
     p.cpu_gemv_bandwidth = p.cpu_matmul_flops = 0;
+    p.cpu_product_rates.clear();
     spdlog::warn("profiler: this LibTorch cannot multiply {} on the CPU ({}); CPU compute of weights is not priced",
                  c10::toString(dtype), e.what_without_backtrace());
   }
@@ -276,12 +328,17 @@ std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>
 HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>* measurements) {
   const Recorder record{measurements};
   TG_CHECK(std::filesystem::is_directory(o.offload_dir), "profiler: --offload-dir {} is not a directory", o.offload_dir);
+  // The threads a run computes with (the engine's rule): LibTorch's default can be
+  // fewer (1 on some virtual machines), which timed the CPU kernels on one core while
+  // the BLAS used every core.
+  const ComputeThreadsScope restore_threads;
+  set_compute_threads();
   HardwareProfile p;
   const int reps = o.quick ? 3 : 9;
   // Copies well beyond a server's last-level cache (over 100 MB on some): a smaller one
   // times the cache, not the memory the tiers live in.
-  const size_t copy_bytes = o.quick ? (256u << 20) : (512u << 20);
-  p.cpu_threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t copy_bytes = beyond_caches(o.quick ? (256u << 20) : (512u << 20));
+  p.cpu_threads = usable_cores();
   p.cpu_memory_bandwidth = record("memcpy", memcpy_bandwidth(copy_bytes, reps), "B/s");
   p.io_bandwidth_per_thread = p.cpu_memory_bandwidth / std::max(1, std::min(p.cpu_threads, 4));
   spdlog::info("memcpy: {:.2f} GB/s", p.cpu_memory_bandwidth / 1e9);
@@ -327,7 +384,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   p.bmm_flops_prefill = record("bmm, prefill shape", bmm_flops(device, small ? 8 : 32, small ? 128 : 512, 128, small ? 128 : 512, reps), "FLOP/s");
   p.bmm_flops_decode = record("bmm, decode shape", bmm_flops(device, small ? 64 : 256, 1, 128, small ? 256 : 2048, reps), "FLOP/s");
   {
-    const CpuAttentionProbe attention(o.quick ? 8 : 16, o.quick ? 1024 : 2048);
+    const CpuAttentionProbe attention(o.quick ? (128u << 20) : (512u << 20), o.quick ? 1024 : 2048);
     p.cpu_attention_bandwidth = record("cpu attention", attention.bandwidth(reps), "B/s");
     const int scaling_threads = o.max_threads > 0 ? std::min(o.max_threads, p.cpu_threads) : p.cpu_threads;
     p.cpu_thread_scaling = plausible_thread_scaling(attention, scaling_threads, o.quick, record);
@@ -347,10 +404,14 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              (p.gpu_is_host ? "; no CUDA device: the gpu numbers describe the host standing in for the GPU "
                               "(--device cpu), its capacity a quarter of physical memory"
                             : "; gpu quantize/dequantize estimated from device memory bandwidth") +
-             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates in the dtype host weights live in "
+             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates (cpu.product_rates by rows of one "
+             "product, over a weight at least 4x the last-level cache) in the dtype host weights live in "
              "(fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
-             "attention kernel over an fp16 cache larger than the CPU caches; cache-slice link rates equal the bulk "
-             "rates";
+             "attention kernel over an fp16 cache at least 4x the last-level cache; cache-slice link rates equal the "
+             "bulk rates" +
+             fmt::format("; CPU kernels timed on {} compute threads (every usable core unless OMP_NUM_THREADS says "
+                         "otherwise, as runs compute)",
+                         at::get_num_threads());
   p.validate("measured profile");
   return p;
 }

@@ -118,6 +118,30 @@ TEST(CpuWeightComputeSearch, ChosenWhereTheLinkIsTheBottleneckAndTheCpuFast) {
   EXPECT_FALSE(refused.policy.cpu_weight_compute_decode || refused.policy.cpu_weight_compute_prefill);
 }
 
+// A profile that timed the CPU's products by rows (`tiergen profile`'s
+// cpu.product_rates) prices the plan's own row count: products of 32 rows that run at a
+// hundredth of the few-row rate (another code path, a dtype the CPU library widens
+// first) rule computing at home out for gpu batches of 32, which the two rates alone
+// price as fast.
+TEST(CpuWeightComputeSearch, ProductRatesByRowsDecideAtThePlansBatchSize) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
+  SearchOptions o;
+  o.gpu_batch_sizes = {32};
+  HardwareProfile even = t4_with_cpu_rates(5e12, 200e9);
+  even.cpu_product_rates = {{1, 200e9}, {16, 200e9}, {64, 200e9}};
+  const auto fast = search_policy(spec, w, b, even, o);
+  EXPECT_TRUE(fast.policy.cpu_weight_compute_decode) << fast.policy.describe();
+
+  HardwareProfile slow_beyond_16 = even;
+  slow_beyond_16.cpu_product_rates = {{1, 200e9}, {16, 200e9}, {24, 2e9}, {64, 2e9}};
+  const auto slow = search_policy(spec, w, b, slow_beyond_16, o);
+  EXPECT_EQ(slow.policy.gpu_batch_size, 32);
+  EXPECT_FALSE(slow.policy.cpu_weight_compute_decode || slow.policy.cpu_weight_compute_prefill)
+      << slow.policy.describe();
+}
+
 // Where the CPU multiplies about as fast as the link moves weights and has nothing else
 // to do (small batches, the KV cache on the gpu), neither alone is best: half the
 // layers compute at home while the others' weights load, nearly halving decode.
@@ -224,6 +248,46 @@ TEST(CpuWeightComputeProfile, TheRatesAreOptionalPositiveFieldsThatRoundTrip) {
   EXPECT_FALSE(profile_to_json(builtin).at("cpu").contains("gemv_bandwidth")) << "unmeasured rates are not written";
   j["cpu"]["gemv_bandwidth"] = -1;
   EXPECT_THROW(profile_from_json(j, "p.json"), Error);
+}
+
+// Seconds per weight byte interpolated linearly in rows between measured counts; below
+// the first count its rate; beyond the last, never faster than there nor than the
+// many-row FLOP rate; without the table, the two rates as before.
+TEST(CpuWeightComputeProfile, ProductRatesPriceAProductByItsRowCount) {
+  HardwareProfile p = t4_with_cpu_rates(1e12, 40e9);
+  const double bytes = 1e9;
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(32, bytes, 32e9), std::max(32e9 / 1e12, bytes / 40e9));
+  p.cpu_product_rates = {{1, 40e9}, {16, 40e9}, {32, 10e9}, {64, 8e9}};
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(1, bytes, 1e9), bytes / 40e9);
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(0.5, bytes, 0.5e9), bytes / 40e9);
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(8, bytes, 8e9), bytes / 40e9);
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(24, bytes, 24e9), bytes * (0.5 / 40e9 + 0.5 / 10e9));
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(32, bytes, 32e9), bytes / 10e9);
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(128, bytes, 100e9), bytes / 8e9) << "bounded by the last measured rate";
+  EXPECT_DOUBLE_EQ(p.cpu_product_seconds(512, bytes, 512e9), 512e9 / 1e12) << "bounded by the many-row rate";
+  EXPECT_TRUE(p.prices_cpu_matmuls());
+  p.cpu_matmul_flops = p.cpu_gemv_bandwidth = 0;
+  EXPECT_TRUE(p.prices_cpu_matmuls()) << "the table alone prices products";
+}
+
+TEST(CpuWeightComputeProfile, ProductRatesRoundTripAndMalformedOnesAreRefused) {
+  HardwareProfile p = t4_with_cpu_rates(2e12, 80e9);
+  p.cpu_product_rates = {{1, 80e9}, {32, 12.5e9}};
+  nlohmann::json j = profile_to_json(p);
+  EXPECT_EQ(profile_from_json(j, "p.json").cpu_product_rates, p.cpu_product_rates);
+  EXPECT_FALSE(profile_to_json(t4_with_cpu_rates(2e12, 80e9)).at("cpu").contains("product_rates"))
+      << "an unmeasured table is not written";
+  for (const char* bad : {R"([[32, 1e10], [1, 4e10]])", R"([[0, 1e10]])", R"([[1, -1]])", R"([[1, 0]])",
+                          R"([1, 2])", R"([[1.5, 1e10]])", R"("fast")"}) {
+    j["cpu"]["product_rates"] = nlohmann::json::parse(bad);
+    try {
+      (void)profile_from_json(j, "p.json");
+      ADD_FAILURE() << "accepted cpu.product_rates " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("p.json: hardware profile field 'cpu.product_rates'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Hardware profiles: the shipped files load, save/load round-trips, errors name the
 // file and the field, thread scaling interpolates, and Algorithm 3's pieces.
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 #include "policy/hardware_profile.h"
 #include "policy/profiler.h"
 #include "policy/thread_search.h"
+#include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
 #include "tests/support/temp_dir.h"
 
@@ -203,11 +207,43 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   EXPECT_NO_THROW(measured.validate("measured"));
   EXPECT_FALSE(measured.source.empty());
   EXPECT_FALSE(measured.cpu_thread_scaling.empty());
+  // The CPU's products timed at the row counts plans use, the few-row rate at 4 rows.
+  std::vector<int64_t> rows;
+  for (const auto& [r, rate] : measured.cpu_product_rates) {
+    rows.push_back(r);
+    if (r == 4) EXPECT_EQ(rate, measured.cpu_gemv_bandwidth);
+  }
+  EXPECT_EQ(rows, (std::vector<int64_t>{1, 4, 16, 32, 64}));
+  EXPECT_TRUE(measured.prices_cpu_matmuls());
   const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
   save_profile(measured, path);
   EXPECT_EQ(profile_to_json(load_profile(path)).dump(), profile_to_json(measured).dump());
   std::remove(path.c_str());
   EXPECT_THROW(measure_host(ProfilerOptions{"/nonexistent-dir", true}), Error);
+}
+
+// The CPU kernels are timed on the threads a run computes with (every usable core
+// unless OMP_NUM_THREADS says otherwise), not on LibTorch's default, which is 1 on
+// some virtual machines; the caller's count is left as it was.
+TEST(PolicyProfile, CpuKernelsAreTimedOnTheThreadsRunsUse) {
+  const int before = at::get_num_threads();
+  std::optional<std::string> omp;
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) omp = env;
+  unsetenv("OMP_NUM_THREADS");
+  at::set_num_threads(1);
+  ProfilerOptions options;
+  options.offload_dir = ::testing::TempDir();
+  options.quick = true;
+  options.max_threads = 1;
+  const HardwareProfile measured = measure_host(options);
+  const int after = at::get_num_threads();
+  if (omp) setenv("OMP_NUM_THREADS", omp->c_str(), 1);
+  at::set_num_threads(before);
+  EXPECT_EQ(after, 1) << "the caller's thread count is restored";
+  EXPECT_EQ(measured.cpu_threads, usable_cores());
+  EXPECT_NE(measured.source.find(fmt::format("CPU kernels timed on {} compute threads", usable_cores())),
+            std::string::npos)
+      << measured.source;
 }
 
 }  // namespace

@@ -220,7 +220,7 @@ void setup_policy_command(CLI::App& app) {
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Never compute decode attention on the CPU");
   cmd->add_flag("--no-cpu-weight-compute", o->no_cpu_weight_compute,
                 "Never multiply host-resident weights on the CPU (considered only when the hardware profile has "
-                "cpu.matmul_flops and cpu.gemv_bandwidth)");
+                "cpu.product_rates, or cpu.matmul_flops and cpu.gemv_bandwidth)");
   cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
                   "stage, named PATH with .stageR before the extension");
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "

@@ -1,16 +1,15 @@
 #include "tiergen/runtime/engine.h"
 
-#include <sched.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
-#include <thread>
 
 #include <ATen/Parallel.h>
 
 #include "tiergen/common/bytes.h"
+#include "tiergen/common/compute_threads.h"
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/task_timeline.h"
@@ -21,27 +20,13 @@ namespace {
 
 bool uses_disk(const MemoryPlan& plan) { return plan.total()[Tier::Disk] > 0; }
 
-// Cores this process may run on (its CPU affinity), at least 1.
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 // The policy's thread counts (LM-Offload's Algorithm 3): intra-op threads for compute
 // and CPU attention, inter-op threads for LibTorch's scheduler. Without a count in the
-// policy, compute uses every usable core unless OMP_NUM_THREADS says otherwise:
-// LibTorch's own default comes from its count of physical cores, which on some virtual
-// machines is 1 (Debian's LibTorch 1.13 on a 2-core KVM guest), leaving decode
-// matmuls and CPU attention on one core.
+// policy, compute uses every usable core unless OMP_NUM_THREADS says otherwise
+// (common/compute_threads.h).
 void apply_threads(const ThreadConfig& threads) {
+  set_compute_threads(threads.compute_intra_op);
   const int cores = usable_cores();
-  if (threads.compute_intra_op > 0) {
-    at::set_num_threads(std::min(threads.compute_intra_op, cores));
-  } else if (const char* env = std::getenv("OMP_NUM_THREADS"); env == nullptr || *env == '\0') {
-    at::set_num_threads(cores);
-  }
   if (threads.compute_inter_op > 0) {
     // Settable once per process, before any inter-op work; later calls are refused.
     try {

@@ -1,0 +1,32 @@
+#include "tiergen/common/compute_threads.h"
+
+#include <ATen/Parallel.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+namespace tiergen {
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void set_compute_threads(int requested) {
+  const int cores = usable_cores();
+  if (requested > 0) {
+    at::set_num_threads(std::min(requested, cores));
+  } else if (const char* env = std::getenv("OMP_NUM_THREADS"); env == nullptr || *env == '\0') {
+    at::set_num_threads(cores);
+  }
+}
+
+ComputeThreadsScope::ComputeThreadsScope() : saved_(at::get_num_threads()) {}
+
+ComputeThreadsScope::~ComputeThreadsScope() { at::set_num_threads(saved_); }
+
+}  // namespace tiergen
