@@ -7,7 +7,8 @@
 # Usage: bench/compare/gpu_suite.sh OUTDIR [CASE...]   (default: every case below)
 # Environment: TIERGEN (default build-gpu/tiergen), FLEXGEN_DIR (a FlexGen checkout,
 #   default baselines/flexgen), HF_HOME (an offline cache holding facebook/opt-30b's
-#   tokenizer for FlexGen), HW (a `tiergen profile` JSON; measured with --quick into
+#   tokenizer for FlexGen; default baselines/hf-cache where it exists). Both defaults
+#   are what bench/compare/prepare_flexgen.sh makes from a FlexGen checkout. HW (a `tiergen profile` JSON; measured with --quick into
 #   OUTDIR when absent), CASE_TIMEOUT (seconds per system and case, default 240),
 #   PYTHON (default python3), SYSTEMS ("compare auto" by default: compare runs FlexGen
 #   and tiergen with FlexGen's policy, auto runs tiergen --policy auto).
@@ -23,6 +24,7 @@ py=${PYTHON:-python3}
 limit=${CASE_TIMEOUT:-240}
 systems=" ${SYSTEMS:-compare auto} "
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+if [ -z "${HF_HOME:-}" ] && [ -d "$repo/baselines/hf-cache" ]; then export HF_HOME=$repo/baselines/hf-cache; fi
 
 # name | model | gpu cap | FlexGen's policy flags (--percent, batches, options)
 cases=(
