@@ -21,7 +21,9 @@
 #   PYTHON (default python3, with torch installed),
 #   TIERGEN_GPU_STEPS (space-separated step names to run, in the script's order;
 #   default all), TIERGEN_OVERLAP_NGB (gpu batch counts of the overlap step,
-#   default "1 2 3 2 2").
+#   default "1 2 3 2 2"), TIERGEN_GPU_TARGETS (what the build step builds, default
+#   everything; "tiergen" alone for a session that only benchmarks, about half the
+#   compile).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: tools/gpu-check.sh OUTDIR [--dry-run]}
@@ -173,7 +175,8 @@ step configure "TORCH_CUDA_ARCH_LIST=9.0 cmake -S . -B $build -G '$generator' -D
   -DCMAKE_CUDA_COMPILER=\$(command -v nvcc) -DTIERGEN_CUDA_ARCHITECTURES=90 -DTIERGEN_BUILD_BENCHES=OFF \\
   -DCMAKE_PREFIX_PATH=\"$torch_prefix\"  # the unpacked .debs come through the CMAKE_PREFIX_PATH environment variable"
 
-step build "cmake --build $build -j$jobs"
+targets=${TIERGEN_GPU_TARGETS:+--target $TIERGEN_GPU_TARGETS}
+step build "cmake --build $build -j$jobs $targets"
 
 step linkage "ldd $tg | grep -E 'torch_cuda|c10_cuda|cudart|cublas|gomp|fmt|spdlog'
 if ldd $tg | grep -q 'cublas.*/usr/local/cuda'; then echo 'the toolkit cuBLAS is linked'; exit 1; fi
