@@ -82,7 +82,9 @@ struct HardwareProfile {
   // Speedup of the attention operators at `threads` (interpolated, 1 when unknown).
   double thread_speedup(int threads) const;
   // Whether the CPU matmul rates were measured (or given): the search considers
-  // computing layers on the CPU only then.
+  // computing layers on the CPU only then. A profile with cpu_product_rates alone is
+  // enough; the many-row bound beyond its row counts and compressed weights' in-place
+  // products then use the estimates of cpu_matmul_rate() and cpu_gemv_rate().
   bool prices_cpu_matmuls() const {
     return (cpu_matmul_flops > 0 && cpu_gemv_bandwidth > 0) || !cpu_product_rates.empty();
   }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -17,7 +18,8 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <thread>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -118,27 +120,42 @@ void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, doubl
                write_bw / 1e9);
 }
 
-// Size of the last-level cache cpu0 sees (sysfs), 0 where unknown. glibc's
+// The last-level cache of the whole machine (sysfs): one instance's size times the
+// instances (distinct shared_cpu_list) among the CPUs, 0 where unknown. A server with
+// one L3 per core complex or socket holds that much across its cores, and a probe's
+// column chunks stay with the same thread from one repetition to the next. glibc's
 // _SC_LEVEL3_CACHE_SIZE is not used: it reads 10x the sysfs size on some AMD guests.
 uint64_t last_level_cache_bytes() {
   uint64_t bytes = 0;
   int level = 0;
+  std::set<std::string> instances;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/cpu/cpu0/cache", ec)) {
-    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
-    std::ifstream level_file(entry.path() / "level"), size_file(entry.path() / "size");
-    int l = 0;
-    std::string size;
-    if (!(level_file >> l) || !(size_file >> size) || size.empty() || l < level) continue;
-    char* end = nullptr;
-    uint64_t value = std::strtoull(size.c_str(), &end, 10);
-    if (*end == 'K') value <<= 10;
-    if (*end == 'M') value <<= 20;
-    if (l > level) bytes = 0;
-    level = l;
-    bytes = std::max(bytes, value);
+  const std::filesystem::path cpus("/sys/devices/system/cpu");
+  for (auto cpu = std::filesystem::directory_iterator(cpus, ec); !ec && cpu != std::filesystem::directory_iterator();
+       cpu.increment(ec)) {
+    const std::string name = cpu->path().filename().string();
+    if (name.size() < 4 || name.rfind("cpu", 0) != 0 || !std::isdigit(static_cast<unsigned char>(name[3]))) continue;
+    std::error_code cache_ec;
+    for (auto index = std::filesystem::directory_iterator(cpu->path() / "cache", cache_ec);
+         !cache_ec && index != std::filesystem::directory_iterator(); index.increment(cache_ec)) {
+      if (index->path().filename().string().rfind("index", 0) != 0) continue;
+      std::ifstream level_file(index->path() / "level"), size_file(index->path() / "size"),
+          shared_file(index->path() / "shared_cpu_list");
+      int l = 0;
+      std::string size, shared;
+      if (!(level_file >> l) || !(size_file >> size) || size.empty() || l < level) continue;
+      if (!(shared_file >> shared)) shared = name;
+      char* end = nullptr;
+      uint64_t value = std::strtoull(size.c_str(), &end, 10);
+      if (*end == 'K') value <<= 10;
+      if (*end == 'M') value <<= 20;
+      if (l > level) instances.clear();
+      level = l;
+      bytes = std::max(bytes, value);
+      instances.insert(shared);
+    }
   }
-  return bytes;
+  return bytes * instances.size();
 }
 
 // At least `bytes`, and at least 4x the last-level cache: a working set the cache
@@ -264,11 +281,11 @@ void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
 }
 
 // The row counts of one gpu batch's decode product the profile times the CPU at: where
-// the runtime's product changes kernels (model::linear_product's small-row limit, 16 by
-// default) and the gpu batch sizes plans use.
+// the runtime's product changes kernels (model::linear_product's small-row limit, 16 and
+// 17 rows by default) and the gpu batch sizes plans use.
 std::vector<int64_t> product_row_counts(bool quick) {
-  if (quick) return {1, 4, 16, 32, 64};
-  return {1, 2, 4, 8, 16, 24, 32, 48, 64, 128};
+  if (quick) return {1, 4, 16, 17, 32, 64};
+  return {1, 2, 4, 8, 16, 17, 24, 32, 48, 64, 128};
 }
 
 // The CPU's own products over host-resident weights in `dtype`, the dtype the weights

@@ -258,8 +258,14 @@ TEST(LinearProduct, Fp16WeightsTakeEveryRowCountWhereTheCpuLacksNativeFp16) {
   EXPECT_TRUE(model::uses_small_matmul(at::randn({16, 16}), w32));
   EXPECT_FALSE(model::uses_small_matmul(at::randn({17, 16}), w32));
   EXPECT_FALSE(model::uses_small_matmul(at::randn({17, 16}).to(at::kBFloat16), w32.to(at::kBFloat16)));
-  EXPECT_EQ(model::uses_small_matmul(many.to(at::kHalf), w16), !cpu_has_native_fp16_products());
-  EXPECT_EQ(model::uses_small_matmul(many, w16), !cpu_has_native_fp16_products()) << "fp32 activations alike";
+  const bool unlimited = use_avx2_kernels() && !cpu_has_native_fp16_products();
+  EXPECT_EQ(model::uses_small_matmul(many.to(at::kHalf), w16), unlimited);
+  EXPECT_EQ(model::uses_small_matmul(many, w16), unlimited) << "fp32 activations alike";
+  if (use_avx2_kernels()) {
+    set_avx2_kernels_enabled(false);
+    EXPECT_FALSE(model::uses_small_matmul(many, w16)) << "not on the portable kernel";
+    set_avx2_kernels_enabled(true);
+  }
   MaxRowsScope set(16);
   EXPECT_FALSE(model::uses_small_matmul(many, w16)) << "a set limit holds for fp16 too";
 }
@@ -278,6 +284,17 @@ TEST(LinearProduct, ManyRowsGoInBlocksThatLandInPlace) {
   const at::Tensor exact = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
   // fp32 sums of fp16 operands, rounded once to fp16: 2^-11 relative, plus the sums'.
   EXPECT_LT(((y.to(at::kDouble) - exact).abs() / (exact.abs() + 1e-2)).max().item<double>(), 2e-3);
+
+  // fp32 x (its blocks are views, the result written in place) and bf16 x bf16.
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor y32 = model::linear_product(x32, w, b);
+  EXPECT_EQ(y32.scalar_type(), at::kFloat);
+  EXPECT_LT(((y32.to(at::kDouble) - exact).abs() / (exact.abs() + 1e-2)).max().item<double>(), 1e-4);
+  const at::Tensor wb = w.to(at::kBFloat16), xb = x.to(at::kBFloat16);
+  const at::Tensor yb = model::linear_product(xb, wb, b);
+  EXPECT_EQ(yb.scalar_type(), at::kBFloat16);
+  const at::Tensor exact_b = at::linear(xb.to(at::kDouble), wb.to(at::kDouble), b.to(at::kDouble));
+  EXPECT_LT(((yb.to(at::kDouble) - exact_b).abs() / (exact_b.abs() + 1e-2)).max().item<double>(), 1.0 / 64);
 }
 
 }  // namespace

@@ -22,8 +22,9 @@
 #   TIERGEN_GPU_STEPS (space-separated step names to run, in the script's order;
 #   default all), TIERGEN_OVERLAP_NGB (gpu batch counts of the overlap step,
 #   default "1 2 3 2 2"), TIERGEN_GPU_TARGETS (what the build step builds, default
-#   everything; "tiergen" alone for a session that only benchmarks, about half the
-#   compile).
+#   everything; "tiergen" alone for a run that only benchmarks, about half the
+#   compile: pair it with TIERGEN_GPU_STEPS="facts deps configure build", since the
+#   test steps need the test binaries).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: tools/gpu-check.sh OUTDIR [--dry-run]}

@@ -8,8 +8,8 @@
 # Environment: TIERGEN (default build-gpu/tiergen), FLEXGEN_DIR (a FlexGen checkout,
 #   default baselines/flexgen), HF_HOME (an offline cache holding facebook/opt-30b's
 #   tokenizer for FlexGen; default baselines/hf-cache where it exists). Both defaults
-#   are what bench/compare/prepare_flexgen.sh makes from a FlexGen checkout. HW (a `tiergen profile` JSON; measured with --quick into
-#   OUTDIR when absent), CASE_TIMEOUT (seconds per system and case, default 240),
+#   are what bench/compare/prepare_flexgen.sh makes from a FlexGen checkout.
+#   HW (a `tiergen profile` JSON; measured with --quick into OUTDIR when absent), CASE_TIMEOUT (seconds per system and case, default 240),
 #   PYTHON (default python3), SYSTEMS ("compare auto" by default: compare runs FlexGen
 #   and tiergen with FlexGen's policy, auto runs tiergen --policy auto).
 set -uo pipefail

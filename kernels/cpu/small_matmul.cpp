@@ -24,7 +24,8 @@ namespace {
 constexpr int64_t kDefaultMaxRows = 16;
 
 // TIERGEN_SMALL_MATMUL_MAX_ROWS overrides the defaults (0 turns the kernel off), so
-// whole runs can be compared with and without it; -1: the defaults.
+// whole runs can be compared with and without it; unset, the setting is -1 (the
+// defaults).
 int64_t initial_max_rows() {
   const char* env = std::getenv("TIERGEN_SMALL_MATMUL_MAX_ROWS");
   if (!env || !*env) return -1;
@@ -133,7 +134,10 @@ void small_matmul(const SmallMatmulArgs& a) {
 int64_t small_matmul_max_rows(ElemType w_type) {
   const int64_t setting = small_matmul_max_rows_setting();
   if (setting >= 0) return setting;
-  if (w_type == ElemType::F16 && !cpu_has_native_fp16_products()) return std::numeric_limits<int64_t>::max();
+  // The AVX2/F16C kernel, not the portable one, is what beats LibTorch's fallback.
+  if (w_type == ElemType::F16 && use_avx2_kernels() && !cpu_has_native_fp16_products()) {
+    return std::numeric_limits<int64_t>::max();
+  }
   return kDefaultMaxRows;
 }
 

@@ -42,9 +42,9 @@ void small_matmul(const SmallMatmulArgs& args);
 
 // The largest row count for which callers route a product with weights of `w_type` to
 // small_matmul() instead of a packed GEMM: 16 (the measured crossover with OpenBLAS and
-// oneDNN, bench/bench_matmul.cpp), and no limit for fp16 weights on a CPU without
-// native fp16 products, where LibTorch's fp16 GEMM is a fallback several times slower
-// (cpu_has_native_fp16_products). TIERGEN_SMALL_MATMUL_MAX_ROWS or
+// oneDNN, bench/bench_matmul.cpp), and no limit for fp16 weights where the AVX2 kernels
+// run on a CPU without native fp16 products, where LibTorch's fp16 GEMM is a fallback
+// several times slower (cpu_has_native_fp16_products). TIERGEN_SMALL_MATMUL_MAX_ROWS or
 // set_small_matmul_max_rows() sets one limit for every type, process-wide; 0 turns the
 // small-row path off (benchmarks and tests compare both); a negative value restores
 // the defaults.

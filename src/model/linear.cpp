@@ -22,9 +22,9 @@ bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight) {
 
 namespace {
 
-// Rows of x per small_matmul() call: W is read once per block, and x's fp32 copy
-// stays a block's (fp16 weights take every row count on CPUs without native fp16
-// products, prefill's thousands of rows included).
+// Rows of x per small_matmul() call: W is read once per block, and x's fp32 copy and
+// the fp32 result stay a block's (fp16 weights take every row count on CPUs without
+// native fp16 products, prefill's thousands of rows included).
 constexpr int64_t kRowsPerBlock = 256;
 
 }  // namespace
@@ -36,8 +36,13 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   // view for fp32 inputs). Accumulation is fp32 either way.
   const bool bf16_pair = x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16;
   const at::Tensor rows = x.reshape({-1, k});
+  const int64_t total = rows.size(0);
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-  at::Tensor y = at::empty({rows.size(0), n}, rows.options().dtype(at::kFloat));
+  // The result in x's dtype; for 16-bit x each block's fp32 sums go through a scratch.
+  const bool fp32_out = x.scalar_type() == at::kFloat;
+  at::Tensor out = at::empty({total, n}, rows.options());
+  const at::Tensor scratch =
+      fp32_out ? at::Tensor() : at::empty({std::min(kRowsPerBlock, total), n}, rows.options().dtype(at::kFloat));
   kernels::SmallMatmulArgs args;
   args.x_type = bf16_pair ? kernels::ElemType::BF16 : kernels::ElemType::F32;
   args.k = k;
@@ -46,17 +51,18 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   args.n = n;
   args.bias = b.defined() ? b.data_ptr<float>() : nullptr;
   args.num_threads = at::get_num_threads();
-  for (int64_t first = 0; first < rows.size(0); first += kRowsPerBlock) {
-    const int64_t count = std::min(kRowsPerBlock, rows.size(0) - first);
+  for (int64_t first = 0; first < total; first += kRowsPerBlock) {
+    const int64_t count = std::min(kRowsPerBlock, total - first);
     const at::Tensor block = rows.narrow(0, first, count).to(bf16_pair ? at::kBFloat16 : at::kFloat).contiguous();
     args.x = block.data_ptr();
     args.rows = count;
-    args.y = y.data_ptr<float>() + first * n;
+    args.y = fp32_out ? out.data_ptr<float>() + first * n : scratch.data_ptr<float>();
     kernels::small_matmul(args);
+    if (!fp32_out) out.narrow(0, first, count).copy_(scratch.narrow(0, 0, count));
   }
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = n;
-  return y.to(x.scalar_type()).view(shape);
+  return out.view(shape);
 }
 
 namespace {
