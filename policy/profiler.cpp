@@ -292,7 +292,7 @@ std::vector<int64_t> product_row_counts(bool quick) {
 // live in (fp16 on a GPU host), through the runtime's product (model::linear_product):
 // decode-sized products of each of product_row_counts() rows over a weight larger than
 // the caches, as bytes of weight per second (4 rows: the few-row rate); and a
-// prefill-sized one as FLOP/s. Left at 0 and empty (not priced: the search then never
+// prefill-sized one (256 rows with --quick, else 1024) over the same weight as FLOP/s. Left at 0 and empty (not priced: the search then never
 // computes on the CPU) where this LibTorch cannot multiply in that dtype on the CPU.
 void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
   const auto opts = at::TensorOptions().dtype(dtype);
@@ -310,10 +310,11 @@ void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int 
       p.cpu_product_rates.emplace_back(rows, rate);
       if (rows == 4) p.cpu_gemv_bandwidth = rate;
     }
-    const int64_t rows = quick ? 256 : 1024, h = quick ? 1024 : 4096;
-    const at::Tensor a = at::randn({rows, h}, opts), w = at::randn({h, h}, opts);
-    p.cpu_matmul_flops = record("cpu many-row matmul", 2.0 * double(rows * h * h) / median_seconds(reps, [&] {
-      (void)model::linear_product(a, w);
+    // The many-row rate over the same weight: a cache-resident one overstates it.
+    const int64_t rows = quick ? 256 : 1024;
+    const at::Tensor a = at::randn({rows, k}, opts);
+    p.cpu_matmul_flops = record("cpu many-row matmul", 2.0 * double(rows * n * k) / median_seconds(reps, [&] {
+      (void)model::linear_product(a, weight);
     }), "FLOP/s");
   } catch (const c10::Error& e) {
     p.cpu_gemv_bandwidth = p.cpu_matmul_flops = 0;
