@@ -80,24 +80,15 @@ struct Terms {
   double kv_home;  // KV bytes of one token, one layer, as stored
 };
 
-// The layer's matmuls for the whole block: FLOPs over the matmul rate, but never
-// faster than reading the dense weights once per gpu batch (the roofline of the small
-// batches of decode). A host standing in for the GPU multiplies with the CPU's own
-// products: those of as many rows as the profile timed (decode's) are priced by those
-// times, as a CPU weight-compute product is (cpu_matmul_seconds), so the two never
-// differ; larger ones (prefill's) by the device's GEMM rate, never faster per byte
-// than the most rows timed (a product only grows with its rows).
+// The layer's matmuls for the whole block, one product of gpu_batch_size x `tokens`
+// rows per gpu batch on the compute device (HardwareProfile::device_product_seconds):
+// FLOPs over the matmul rate, never faster than reading the dense weights once per gpu
+// batch (the roofline of the small batches of decode).
 double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
-  const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token();
   const double gpu_batches = double(t.policy.num_gpu_batches);
-  const double dense = t.sizes.layer_weight_dense_bytes();
-  const auto& timed = t.hw.cpu_product_rates;
-  if (!t.hw.gpu_is_host || timed.empty()) {
-    return std::max(flops / flops_rate, gpu_batches * dense / t.hw.device_weight_read_rate());
-  }
   const double rows = double(t.policy.gpu_batch_size) * tokens_per_sequence;
-  if (rows <= double(timed.back().first)) return gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops / gpu_batches);
-  return std::max(flops / flops_rate, gpu_batches * dense / timed.back().second);
+  const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token() / gpu_batches;
+  return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate);
 }
 
 // The layer's matmuls for the whole block on the CPU, over weights as they live at

@@ -96,11 +96,14 @@ struct HardwareProfile {
   // counts; beyond the largest, never faster than there nor than the many-row rate),
   // else max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate()).
   double cpu_product_seconds(double rows, double weight_bytes, double flops) const;
-  // Bytes of dense weights per second a few-row product on the compute device reads.
-  // A host standing in for the GPU multiplies with the same kernels over the same
-  // memory as a CPU weight-compute product: its few-row rate, where measured (its
-  // memcpy rate, gpu_memory_bandwidth, would price the same product differently).
-  double device_weight_read_rate() const;
+  // Seconds of one product of `rows` rows on the compute device over `weight_bytes` of
+  // dense weights doing `flops` at `flops_rate`: never faster than reading the weights
+  // (the roofline of decode's few rows). A host standing in for the GPU multiplies with
+  // the same kernels over the same memory as a CPU weight-compute product, so it is
+  // priced as one (cpu_product_seconds within the timed rows; beyond them, never faster
+  // per byte than the most rows timed; without the table, its few-row rate), not by its
+  // memcpy rate, gpu_memory_bandwidth, which would price the same product differently.
+  double device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate) const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;
 };

@@ -160,7 +160,10 @@ uint64_t last_level_cache_bytes() {
 
 // At least `bytes`, and at least 4x the last-level cache: a working set the cache
 // serves in part would time the cache, not the memory the tiers live in.
-uint64_t beyond_caches(uint64_t bytes) { return std::max(bytes, 4 * last_level_cache_bytes()); }
+uint64_t beyond_caches(uint64_t bytes) {
+  static const uint64_t cache = last_level_cache_bytes();  // read from sysfs once
+  return std::max(bytes, 4 * cache);
+}
 
 struct Device {
   at::Device device = at::kCPU;

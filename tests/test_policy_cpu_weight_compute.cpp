@@ -246,6 +246,12 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
                   task(predict(spec, at_home, w, stand_in(), 4).decode, Task::Compute),
               -(4 * (sizes.linear_input_bytes_per_token() + sizes.linear_output_bytes_per_token())) / 15e9, 1e-9)
       << "the difference is the activations crossing, not the product (" << read << " s each)";
+  // Alike too where the profile timed its products by rows.
+  HardwareProfile timed = stand_in();
+  timed.cpu_product_rates = {{1, 25e9}, {4, 12e9}, {16, 9e9}, {64, 3e9}};  // 4 rows: not the two-rate 18.3e9
+  EXPECT_NEAR(task(predict(spec, resident, w, timed, 4).decode, Task::Compute) -
+                  task(predict(spec, at_home, w, timed, 4).decode, Task::Compute),
+              -(4 * (sizes.linear_input_bytes_per_token() + sizes.linear_output_bytes_per_token())) / 15e9, 1e-9);
 }
 
 TEST(CpuWeightComputeModel, HalfTheLayersAtHomeHalveTheLoadAndShareTheProduct) {

