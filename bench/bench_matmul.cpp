@@ -8,11 +8,15 @@
 // and both with a streaming read of as many bytes as the weights, all timed in the same
 // interleaved rounds. Reported: weight GB/s and the share of the streaming read.
 // Usage: bench_matmul [--hidden 2048] [--intermediate 5632] [--kv-dim 256] [--reps 7]
-//                     [--threads N] [--rows 1,4,16,32,64]
+//                     [--threads N] [--rows 1,4,16,32,64] [--layers 8]
+// --layers: distinct copies of the layer, multiplied one after another as a decode token
+// runs its layers, so the weights come from memory and not from a last-level cache
+// that one layer fits (a 4-bit TinyLlama layer is 24.8 MB); times are per layer.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -35,6 +39,7 @@ struct Options {
   int64_t hidden = 2048, intermediate = 5632, kv_dim = 256;
   int reps = 7;
   int threads = 0;
+  int layers = 8;
   std::vector<int64_t> rows = {1, 4, 8, 16, 32, 64};
 };
 
@@ -55,6 +60,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--reps") o.reps = std::atoi(v.c_str());
     else if (k == "--threads") o.threads = std::atoi(v.c_str());
     else if (k == "--rows") o.rows = parse_list(v);
+    else if (k == "--layers") o.layers = std::max(1, std::atoi(v.c_str()));
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);
@@ -82,28 +88,33 @@ bool linear_supports(at::ScalarType dtype) {
 
 void bench_dtype(const Options& o, at::ScalarType dtype) {
   const bool with_linear = linear_supports(dtype);
-  std::vector<at::Tensor> weights;
-  double weight_bytes = 0;
-  for (auto [out, in] : layer_shapes(o)) {
-    weights.push_back((at::randn({out, in}) * 0.02).to(dtype).contiguous());
-    weight_bytes += double(weights.back().nbytes());
+  const auto shapes = layer_shapes(o);
+  std::vector<at::Tensor> weights;  // layer after layer
+  double weight_bytes = 0;          // all layers
+  for (int layer = 0; layer < o.layers; ++layer) {
+    for (auto [out, in] : shapes) {
+      weights.push_back((at::randn({out, in}) * 0.02).to(dtype).contiguous());
+      weight_bytes += double(weights.back().nbytes());
+    }
   }
   Streams streams(static_cast<size_t>(weight_bytes));
-  std::printf("\n## %s weights, one layer (%.1f MB)%s\n", c10::toString(dtype), weight_bytes / 1e6,
+  std::printf("\n## %s weights, one layer (%.1f MB), ms per layer over %d layers%s\n", c10::toString(dtype),
+              weight_bytes / o.layers / 1e6, o.layers,
               with_linear ? "" : " (this LibTorch's at::linear cannot multiply them: its column converts both to fp32 "
                                  "and multiplies, the conversion timed)");
   std::printf("| rows | at::linear ms | small_matmul ms | speed-up | at::linear GB/s | small_matmul GB/s | "
               "read GB/s | small_matmul / read | max rel. diff |\n|---|---|---|---|---|---|---|---|---|\n");
   const int64_t default_rows = kernels::small_matmul_max_rows_setting();
   for (int64_t rows : o.rows) {
-    std::vector<at::Tensor> xs;
-    for (const auto& w : weights) xs.push_back((at::randn({rows, w.size(1)})).to(dtype));
+    std::vector<at::Tensor> xs;  // one per projection, shared by the layers
+    for (auto [out, in] : shapes) xs.push_back((at::randn({rows, in})).to(dtype));
     std::vector<at::Tensor> ref(weights.size()), mine(weights.size());
     auto run = [&](int64_t max_rows, std::vector<at::Tensor>& out) {
       kernels::set_small_matmul_max_rows(max_rows);
       for (size_t i = 0; i < weights.size(); ++i) {
-        out[i] = max_rows == 0 && !with_linear ? model::linear_product(xs[i].to(at::kFloat), weights[i].to(at::kFloat))
-                                               : model::linear_product(xs[i], weights[i]);
+        const at::Tensor& x = xs[i % shapes.size()];
+        out[i] = max_rows == 0 && !with_linear ? model::linear_product(x.to(at::kFloat), weights[i].to(at::kFloat))
+                                               : model::linear_product(x, weights[i]);
       }
     };
     const std::vector<double> t = interleaved_medians(
@@ -113,8 +124,9 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
       const at::Tensor r = ref[i].to(at::kDouble), m = mine[i].to(at::kDouble);
       diff = std::max(diff, ((r - m).abs().max() / r.abs().max()).item<double>());
     }
-    std::printf("| %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1f | %.0f%% | %.1e |\n", (long long)rows, t[0] * 1e3,
-                t[1] * 1e3, t[0] / t[1], gbs(weight_bytes, t[0]), gbs(weight_bytes, t[1]), gbs(weight_bytes, t[2]),
+    std::printf("| %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1f | %.0f%% | %.1e |\n", (long long)rows,
+                t[0] * 1e3 / o.layers, t[1] * 1e3 / o.layers, t[0] / t[1], gbs(weight_bytes, t[0]),
+                gbs(weight_bytes, t[1]), gbs(weight_bytes, t[2]),
                 100 * t[2] / t[1], diff);
   }
   kernels::set_small_matmul_max_rows(default_rows);
@@ -131,29 +143,34 @@ void bench_quantized(const Options& o) {
     std::vector<uint16_t> m4, s4, m8, s8;
     at::Tensor dense;  // dequantize target
   };
-  std::vector<Matrix> mats;
-  double bf16_bytes = 0, q4_bytes = 0;
-  for (auto [out, in] : layer_shapes(o)) {
-    Matrix m;
-    m.n = out, m.k = in;
-    const at::Tensor w = (at::randn({out, in}) * 0.02).contiguous();
-    m.bf16 = w.to(at::kBFloat16);
-    m.dense = at::empty({out, in}, at::kBFloat16);
-    for (int bits : {4, 8}) {
-      const kernels::QuantFormat f{bits, 64};
-      const kernels::QuantizedLayout l = kernels::quantized_layout(out, in, f);
-      auto& packed = bits == 4 ? m.q4 : m.q8;
-      auto& mins = bits == 4 ? m.m4 : m.m8;
-      auto& scales = bits == 4 ? m.s4 : m.s8;
-      packed.resize(l.packed_bytes()), mins.resize(l.meta_elems()), scales.resize(l.meta_elems());
-      kernels::quantize(w.data_ptr<float>(), kernels::ElemType::F32, out, in, f, packed.data(), mins.data(), scales.data());
-      if (bits == 4) q4_bytes += double(l.total_bytes());
+  const auto shapes = layer_shapes(o);
+  std::vector<Matrix> mats;             // layer after layer
+  double bf16_bytes = 0, q4_bytes = 0;  // one layer
+  for (int layer = 0; layer < o.layers; ++layer) {
+    for (auto [out, in] : shapes) {
+      Matrix m;
+      m.n = out, m.k = in;
+      const at::Tensor w = (at::randn({out, in}) * 0.02).contiguous();
+      m.bf16 = w.to(at::kBFloat16);
+      m.dense = at::empty({out, in}, at::kBFloat16);
+      for (int bits : {4, 8}) {
+        const kernels::QuantFormat f{bits, 64};
+        const kernels::QuantizedLayout l = kernels::quantized_layout(out, in, f);
+        auto& packed = bits == 4 ? m.q4 : m.q8;
+        auto& mins = bits == 4 ? m.m4 : m.m8;
+        auto& scales = bits == 4 ? m.s4 : m.s8;
+        packed.resize(l.packed_bytes()), mins.resize(l.meta_elems()), scales.resize(l.meta_elems());
+        kernels::quantize(w.data_ptr<float>(), kernels::ElemType::F32, out, in, f, packed.data(), mins.data(),
+                          scales.data());
+        if (bits == 4 && layer == 0) q4_bytes += double(l.total_bytes());
+      }
+      if (layer == 0) bf16_bytes += double(m.bf16.nbytes());
+      mats.push_back(std::move(m));
     }
-    bf16_bytes += double(m.bf16.nbytes());
-    mats.push_back(std::move(m));
   }
-  std::printf("\n## 4/8-bit weights (groups of 64) used in place vs bf16, one layer (bf16 %.1f MB, 4-bit %.1f MB)\n",
-              bf16_bytes / 1e6, q4_bytes / 1e6);
+  std::printf("\n## 4/8-bit weights (groups of 64) used in place vs bf16, one layer (bf16 %.1f MB, 4-bit %.1f MB), "
+              "ms per layer over %d layers\n",
+              bf16_bytes / 1e6, q4_bytes / 1e6, o.layers);
   // "bf16 x" runs the kernel this CPU picks (AMX where it has it); "AVX-512 BF16" the
   // same products with AMX turned off, for the side-by-side.
   std::printf("| rows | bf16 small_matmul ms | 8-bit in place ms | 4-bit in place ms | 4-bit in place, bf16 x ms | "
@@ -161,28 +178,27 @@ void bench_quantized(const Options& o) {
               "4-bit vs bf16 | 4-bit bf16 x vs bf16 | bf16 x vs its AVX-512 BF16 | 4-bit in place vs dequantize "
               "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t rows : o.rows) {
-    std::vector<at::Tensor> xs, xs_bf16;
-    std::vector<at::Tensor> ys;
-    for (const auto& m : mats) {
-      xs.push_back(at::randn({rows, m.k}));
+    std::vector<at::Tensor> xs, xs_bf16, ys;  // one per projection, shared by the layers
+    for (auto [out, in] : shapes) {
+      xs.push_back(at::randn({rows, in}));
       xs_bf16.push_back(xs.back().to(at::kBFloat16));
-      ys.push_back(at::empty({rows, m.n}));
+      ys.push_back(at::empty({rows, out}));
     }
     auto in_place = [&](int bits, bool bf16_x) {
       for (size_t i = 0; i < mats.size(); ++i) {
         const Matrix& m = mats[i];
         kernels::QuantizedMatmulArgs a;
         if (bf16_x) {
-          a.x_bf16 = reinterpret_cast<const uint16_t*>(xs_bf16[i].data_ptr<at::BFloat16>());
+          a.x_bf16 = reinterpret_cast<const uint16_t*>(xs_bf16[i % shapes.size()].data_ptr<at::BFloat16>());
         } else {
-          a.x = xs[i].data_ptr<float>();
+          a.x = xs[i % shapes.size()].data_ptr<float>();
         }
         a.rows = rows, a.k = m.k, a.n = m.n;
         a.packed = bits == 4 ? m.q4.data() : m.q8.data();
         a.mins = bits == 4 ? m.m4.data() : m.m8.data();
         a.scales = bits == 4 ? m.s4.data() : m.s8.data();
         a.format = {bits, 64};
-        a.y = ys[i].data_ptr<float>();
+        a.y = ys[i % shapes.size()].data_ptr<float>();
         a.num_threads = at::get_num_threads();
         kernels::quantized_matmul(a);
       }
@@ -192,11 +208,11 @@ void bench_quantized(const Options& o) {
         Matrix& m = mats[i];
         kernels::dequantize(m.q4.data(), m.m4.data(), m.s4.data(), m.n, m.k, {4, 64}, m.dense.data_ptr(),
                             kernels::ElemType::BF16);
-        model::linear_product(xs_bf16[i], m.dense);
+        model::linear_product(xs_bf16[i % shapes.size()], m.dense);
       }
     };
     auto bf16 = [&] {
-      for (size_t i = 0; i < mats.size(); ++i) model::linear_product(xs_bf16[i], mats[i].bf16);
+      for (size_t i = 0; i < mats.size(); ++i) model::linear_product(xs_bf16[i % shapes.size()], mats[i].bf16);
     };
     auto without_amx = [&] {
       kernels::set_amx_kernels_enabled(false);
@@ -206,8 +222,9 @@ void bench_quantized(const Options& o) {
     const std::vector<double> t =
         interleaved_medians(o.reps, {bf16, [&] { in_place(8, false); }, [&] { in_place(4, false); },
                                      [&] { in_place(4, true); }, without_amx, dequantize_then_matmul});
+    const double ms = 1e3 / o.layers;  // seconds over all layers to ms per layer
     std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |\n",
-                (long long)rows, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[4] * 1e3, t[5] * 1e3,
+                (long long)rows, t[0] * ms, t[1] * ms, t[2] * ms, t[3] * ms, t[4] * ms, t[5] * ms,
                 t[0] / t[1], t[0] / t[2], t[0] / t[3], t[4] / t[3], t[5] / t[2]);
   }
 }
