@@ -145,8 +145,9 @@ TEST_F(CliPipeline, ProfileLinkMeasuresTheStageLinkThatPolicyStagesUses) {
   }
   fs::remove(dir_ / "store");
 
-  const Exit written = run({kTiergen, "profile", "--quick", "--out", hw.string()});
-  ASSERT_TRUE(written.exited && written.code == 0) << written.describe();
+  // Any valid profile will do (a measured one would time the cores while other tests
+  // run beside this one, and may be refused as implausible).
+  fs::copy_file(fs::path(TIERGEN_TEST_FIXTURES) / "../../configs/hw/t4-flexgen.json", hw);
   exits = run_ranks(args);
   for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
   EXPECT_NE(exits[0].err.find("rank 0 -> 1"), std::string::npos) << exits[0].describe();
