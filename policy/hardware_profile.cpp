@@ -117,6 +117,20 @@ void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string&
   }
 }
 
+void read_small_row_limit(HardwareProfile& p, const json& cpu, const std::string& source) {
+  if (cpu.contains("product_dtype")) {
+    const json& d = cpu.at("product_dtype");
+    TG_CHECK(d.is_string(), "{}: hardware profile field 'cpu.product_dtype' must be a string", source);
+    p.cpu_product_dtype = d.get<std::string>();
+  }
+  if (cpu.contains("small_matmul_max_rows")) {
+    const json& r = cpu.at("small_matmul_max_rows");
+    TG_CHECK(r.is_number_integer(), "{}: hardware profile field 'cpu.small_matmul_max_rows' must be an integer",
+             source);
+    p.cpu_small_matmul_max_rows = r.get<int64_t>();
+  }
+}
+
 void read_product_rates(HardwareProfile& p, const json& cpu, const std::string& source) {
   if (!cpu.contains("product_rates")) return;
   const json& r = cpu.at("product_rates");
@@ -202,6 +216,17 @@ void HardwareProfile::validate(const std::string& where) const {
              "rates",
              where);
   }
+  TG_CHECK(cpu_product_dtype.empty() || cpu_product_dtype == "float32" || cpu_product_dtype == "float16" ||
+               cpu_product_dtype == "bfloat16",
+           "{}: hardware profile field 'cpu.product_dtype' must be float32, float16 or bfloat16, not '{}'", where,
+           cpu_product_dtype);
+  TG_CHECK(cpu_small_matmul_max_rows >= -1,
+           "{}: hardware profile field 'cpu.small_matmul_max_rows' must be a row count, or -1 for every row count",
+           where);
+  TG_CHECK(cpu_small_matmul_max_rows == 0 || !cpu_product_dtype.empty(),
+           "{}: hardware profile field 'cpu.small_matmul_max_rows' needs 'cpu.product_dtype', the dtype it was "
+           "measured in",
+           where);
   for (size_t i = 0; i < cpu_thread_scaling.size(); ++i) {
     const auto& [threads, speedup] = cpu_thread_scaling[i];
     TG_CHECK(threads >= 1 && speedup > 0 && (i == 0 || threads > cpu_thread_scaling[i - 1].first),
@@ -223,6 +248,9 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
                 {"cpu.product_rates",
                  "[rows, bytes of host weights per second] of one product of that many rows (optional)"},
+                {"cpu.small_matmul_max_rows",
+                 "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights, -1: every row "
+                 "count (optional)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
                 {"compression", "bytes of dense fp16 data per second"},
@@ -241,6 +269,8 @@ json profile_to_json(const HardwareProfile& p) {
     for (const auto& [rows, rate] : p.cpu_product_rates) rates.push_back({rows, rate});
     j["cpu"]["product_rates"] = rates;
   }
+  if (!p.cpu_product_dtype.empty()) j["cpu"]["product_dtype"] = p.cpu_product_dtype;
+  if (p.cpu_small_matmul_max_rows != 0) j["cpu"]["small_matmul_max_rows"] = p.cpu_small_matmul_max_rows;
   if (p.stage_link_bandwidth > 0) {
     j["stage_link"]["bandwidth"] = p.stage_link_bandwidth;
     if (p.stage_link_latency > 0) j["stage_link"]["latency"] = p.stage_link_latency;
@@ -268,7 +298,7 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
       if (std::string(groups[g]) == f.group) known[g].insert(f.key);
     }
   }
-  known[2].insert({"threads", "thread_scaling", "product_rates"});
+  known[2].insert({"threads", "thread_scaling", "product_rates", "product_dtype", "small_matmul_max_rows"});
   for (const auto& [key, value] : optional_cpu_fields(p)) {
     known[2].insert(key);
     if (j.at("cpu").contains(key)) *value = number_at(j.at("cpu"), std::string("cpu.") + key, source);
@@ -276,6 +306,7 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
   for (int g = 0; g < 4; ++g) check_keys(j.at(groups[g]), known[g], std::string(groups[g]) + ".", source);
   read_thread_scaling(p, j.at("cpu"), source);
   read_product_rates(p, j.at("cpu"), source);
+  read_small_row_limit(p, j.at("cpu"), source);
   read_stage_link(p, j, source);
   read_capacities(p, j, source);
   p.validate(source);

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -24,6 +25,9 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/small_matmul.h"
+#include "tiergen/common/kernel_elem_type.h"
+#include "tiergen/common/torch_compat.h"
 #include "tiergen/model/linear.h"
 #include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
@@ -291,34 +295,92 @@ std::vector<int64_t> product_row_counts(bool quick) {
   return {1, 2, 4, 8, 16, 17, 24, 32, 48, 64, 128};
 }
 
+// The process-wide small-row limit set for a scope, then the previous setting again.
+class SmallRowLimitScope {
+ public:
+  explicit SmallRowLimitScope(int64_t rows) : saved_(kernels::small_matmul_max_rows_setting()) {
+    kernels::set_small_matmul_max_rows(rows);
+  }
+  ~SmallRowLimitScope() { kernels::set_small_matmul_max_rows(saved_); }
+  SmallRowLimitScope(const SmallRowLimitScope&) = delete;
+  SmallRowLimitScope& operator=(const SmallRowLimitScope&) = delete;
+
+ private:
+  int64_t saved_;
+};
+
+// Where the runtime's product changes kernels for `type`'s weights: up to its default
+// small-row limit the small-row kernel (kernels::small_matmul), beyond it the GEMM.
+// Above the default the profile times both and moves the limit up while the small-row
+// kernel wins (on a 2-core AMD EPYC guest, fp32 products of 17 and 32 rows ran 1.7x and
+// 1.3x faster on it than on OpenBLAS's GEMM, 64 rows 0.93x; the default of 16 was
+// measured on an Intel host).
+struct SmallRowLimitSearch {
+  int64_t limit;      // the limit so far: the default, or the most rows the kernel won at
+  bool open;          // still comparing: the kernel won at every count timed above the default
+  bool unlimited;     // the default takes every row count: nothing to compare
+  explicit SmallRowLimitSearch(kernels::ElemType type)
+      : limit(kernels::default_small_matmul_max_rows(type)),
+        open(limit < std::numeric_limits<int64_t>::max()),
+        unlimited(!open) {}
+  int64_t profile_value() const { return unlimited ? -1 : limit; }
+};
+
+// Seconds of one product of `rows` rows: the runtime's kernel for them under `search`'s
+// limit, and above the default, while the search is open, the faster of the GEMM and the
+// small-row kernel (which moves the limit up when it wins).
+double product_seconds(SmallRowLimitSearch& search, int64_t rows, int reps, const std::function<void()>& product,
+                       const Recorder& record) {
+  const auto timed = [&](int64_t limit) {
+    const SmallRowLimitScope scope(limit);
+    return median_seconds(reps, product);
+  };
+  const double runtime = timed(search.limit);
+  if (!search.open || rows <= search.limit) return runtime;
+  const double small = timed(rows);
+  // The GEMM's seconds over the small-row kernel's: above 1, the kernel is faster.
+  record(fmt::format("small-row gain, {} rows", rows), runtime / small, "x");
+  if (small < runtime) {
+    search.limit = rows;
+    return small;
+  }
+  search.open = false;
+  return runtime;
+}
+
 // The CPU's own products over host-resident weights in `dtype`, the dtype the weights
 // live in (fp16 on a GPU host), through the runtime's product (model::linear_product):
 // decode-sized products of each of product_row_counts() rows over a weight larger than
-// the caches, as bytes of weight per second (4 rows: the few-row rate); and a
-// prefill-sized one (256 rows with --quick, else 1024) over the same weight as FLOP/s. Left at 0 and empty (not priced: the search then never
-// computes on the CPU) where this LibTorch cannot multiply in that dtype on the CPU.
+// the caches, as bytes of weight per second (4 rows: the few-row rate), with the
+// small-row limit for `dtype` measured on the way (SmallRowLimitSearch); and a
+// prefill-sized one (256 rows with --quick, else 1024) over the same weight as FLOP/s.
+// Left at 0 and empty (not priced: the search then never computes on the CPU) where
+// this LibTorch cannot multiply in that dtype on the CPU.
 void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
   const auto opts = at::TensorOptions().dtype(dtype);
   const int64_t k = 4096, elem = int64_t(at::elementSize(dtype));
   const int64_t n = int64_t(beyond_caches(quick ? (64ull << 20) : (256ull << 20))) / (k * elem);
+  SmallRowLimitSearch search(kernel_elem_type(dtype));
   try {
     const at::Tensor weight = at::randn({n, k}).to(dtype);
     for (int64_t rows : product_row_counts(quick)) {
       const at::Tensor x = at::randn({rows, k}, opts);
-      const double rate = record(fmt::format("cpu matmul, {} row{}", rows, rows == 1 ? "" : "s"),
-                                 double(weight.nbytes()) / median_seconds(reps, [&] {
-                                   (void)model::linear_product(x, weight);
-                                 }),
-                                 "B/s");
+      const double seconds =
+          product_seconds(search, rows, reps, [&] { (void)model::linear_product(x, weight); }, record);
+      const std::string name = fmt::format("cpu matmul, {} row{}", rows, rows == 1 ? "" : "s");
+      const double rate = record(name, double(weight.nbytes()) / seconds, "B/s");
       p.cpu_product_rates.emplace_back(rows, rate);
       if (rows == 4) p.cpu_gemv_bandwidth = rate;
     }
     // The many-row rate over the same weight: a cache-resident one overstates it.
     const int64_t rows = quick ? 256 : 1024;
     const at::Tensor a = at::randn({rows, k}, opts);
+    const SmallRowLimitScope scope(search.limit);
     p.cpu_matmul_flops = record("cpu many-row matmul", 2.0 * double(rows * n * k) / median_seconds(reps, [&] {
       (void)model::linear_product(a, weight);
     }), "FLOP/s");
+    p.cpu_product_dtype = compat::dtype_name(dtype);
+    p.cpu_small_matmul_max_rows = search.profile_value();
   } catch (const c10::Error& e) {
     p.cpu_gemv_bandwidth = p.cpu_matmul_flops = 0;
     p.cpu_product_rates.clear();

@@ -175,6 +175,28 @@ TEST_F(BenchCli, ReportLinesAndJsonRecordWithOffloadToCpuAndDisk) {
   EXPECT_TRUE(fs::is_empty(dir() / "offload") || !fs::exists(dir() / "offload"));
 }
 
+// A plan searched on a profile that measured where the small-row kernel stops beating
+// the GEMM runs its CPU products with that limit, and says so; a fixed policy keeps the
+// default limit, so its results never depend on the profile at hand.
+TEST_F(BenchCli, ASearchedPlanUsesTheSmallRowLimitItsProfileMeasured) {
+  json profile = json::parse(slurp(fs::path(TIERGEN_TEST_FIXTURES) / "../../configs/hw/t4-flexgen.json"));
+  profile["cpu"]["product_dtype"] = "float32";
+  profile["cpu"]["small_matmul_max_rows"] = 40;
+  const fs::path path = dir() / "measured-profile.json";
+  std::ofstream(path) << profile.dump();
+  const std::string said =
+      "CPU products of float32 weights: the small-row kernel up to 40 rows, as measured in " + path.string();
+  const Result searched = run(bench_args((dir() / "bench-limit.json").string(),
+                                         {"--policy", "auto", "--hw", path.string(), "--warmup", "0"}),
+                              dir());
+  ASSERT_EQ(searched.code, 0) << searched.err;
+  EXPECT_NE(searched.err.find(said), std::string::npos) << searched.err;
+  const Result fixed = run(bench_args((dir() / "bench-fixed.json").string(), {"--hw", path.string(), "--warmup", "0"}),
+                           dir());
+  ASSERT_EQ(fixed.code, 0) << fixed.err;
+  EXPECT_EQ(fixed.err.find("the small-row kernel up to"), std::string::npos) << fixed.err;
+}
+
 TEST_F(BenchCli, PolicyAutoAndOverlapOff) {
   const std::string json_path = (dir() / "bench-auto.json").string();
   const Result r = run(bench_args(json_path, {"--policy", "auto", "--warmup", "0"}), dir());

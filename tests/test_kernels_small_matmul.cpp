@@ -270,6 +270,35 @@ TEST(LinearProduct, Fp16WeightsTakeEveryRowCountWhereTheCpuLacksNativeFp16) {
   EXPECT_FALSE(model::uses_small_matmul(many, w16)) << "a set limit holds for fp16 too";
 }
 
+// A limit measured on this host for one type (tiergen profile's cpu.small_matmul_max_rows)
+// replaces that type's default and no other's; a set limit still holds over it, and
+// clearing the measurements restores the defaults.
+TEST(LinearProduct, AMeasuredLimitReplacesItsTypesDefaultUnderTheSetting) {
+  MaxRowsScope defaults(-1);
+  struct ClearMeasured {
+    ~ClearMeasured() { clear_measured_small_matmul_max_rows(); }
+  } clear;
+  const at::Tensor w = at::randn({8, 16});
+  const at::Tensor rows32 = at::randn({32, 16}), rows33 = at::randn({33, 16});
+  ASSERT_FALSE(model::uses_small_matmul(rows32, w)) << "the default is 16 rows";
+  set_measured_small_matmul_max_rows(ElemType::F32, 32);
+  EXPECT_EQ(small_matmul_max_rows(ElemType::F32), 32);
+  EXPECT_TRUE(model::uses_small_matmul(rows32, w));
+  EXPECT_FALSE(model::uses_small_matmul(rows33, w));
+  EXPECT_FALSE(model::uses_small_matmul(rows32.to(at::kBFloat16), w.to(at::kBFloat16))) << "bf16 keeps its default";
+  EXPECT_EQ(small_matmul_max_rows(ElemType::BF16), default_small_matmul_max_rows(ElemType::BF16));
+  set_measured_small_matmul_max_rows(ElemType::F32, -1);
+  EXPECT_TRUE(model::uses_small_matmul(at::randn({600, 16}), w)) << "-1: every row count";
+  {
+    MaxRowsScope set(8);
+    EXPECT_FALSE(model::uses_small_matmul(rows32, w)) << "a set limit holds over a measured one";
+  }
+  clear_measured_small_matmul_max_rows();
+  EXPECT_FALSE(model::uses_small_matmul(rows32, w));
+  EXPECT_EQ(small_matmul_max_rows(ElemType::F32), 16);
+  EXPECT_THROW(set_measured_small_matmul_max_rows(ElemType::F32, -2), Error);
+}
+
 // Many rows go through the kernel in blocks (W read once per block, x converted a block
 // at a time): every block's rows land in their place.
 TEST(LinearProduct, ManyRowsGoInBlocksThatLandInPlace) {

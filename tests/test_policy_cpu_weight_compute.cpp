@@ -322,5 +322,39 @@ TEST(CpuWeightComputeProfile, ProductRatesRoundTripAndMalformedOnesAreRefused) {
   }
 }
 
+// The small-row limit a profile measured, with the dtype it was measured in: written
+// when measured, read back, and refused (naming the file and the field) when it is not
+// a row count, names no dtype or a dtype the kernels do not take.
+TEST(CpuWeightComputeProfile, TheMeasuredSmallRowLimitRoundTripsAndMalformedOnesAreRefused) {
+  HardwareProfile p = t4_with_cpu_rates(2e12, 80e9);
+  EXPECT_FALSE(profile_to_json(p).at("cpu").contains("small_matmul_max_rows")) << "unmeasured: not written";
+  for (int64_t rows : {int64_t(32), int64_t(-1)}) {
+    p.cpu_product_dtype = "float16";
+    p.cpu_small_matmul_max_rows = rows;
+    const HardwareProfile back = profile_from_json(profile_to_json(p), "p.json");
+    EXPECT_EQ(back.cpu_product_dtype, "float16");
+    EXPECT_EQ(back.cpu_small_matmul_max_rows, rows);
+  }
+  const nlohmann::json good = profile_to_json(p);
+  const std::pair<const char*, const char*> bad[] = {
+      {"small_matmul_max_rows", "-2"},      {"small_matmul_max_rows", "32.5"}, {"small_matmul_max_rows", "\"many\""},
+      {"product_dtype", "\"float64\""}, {"product_dtype", "16"}};
+  for (const auto& [field, value] : bad) {
+    nlohmann::json j = good;
+    j["cpu"][field] = nlohmann::json::parse(value);
+    try {
+      (void)profile_from_json(j, "p.json");
+      ADD_FAILURE() << "accepted cpu." << field << " " << value;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("p.json: hardware profile field 'cpu.") + field),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  nlohmann::json no_dtype = good;
+  no_dtype["cpu"].erase("product_dtype");
+  EXPECT_THROW((void)profile_from_json(no_dtype, "p.json"), Error) << "a limit without the dtype it was measured in";
+}
+
 }  // namespace
 }  // namespace tiergen::policy

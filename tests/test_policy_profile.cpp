@@ -215,6 +215,11 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   }
   EXPECT_EQ(rows, (std::vector<int64_t>{1, 4, 16, 17, 32, 64})) << "both sides of the small-row limit";
   EXPECT_TRUE(measured.prices_cpu_matmuls());
+  // The small-row limit for the products' dtype (fp32 here): the default or one of the
+  // timed row counts above it, where the kernel won.
+  EXPECT_EQ(measured.cpu_product_dtype, "float32");
+  const int64_t limit = measured.cpu_small_matmul_max_rows;
+  EXPECT_TRUE(limit == 16 || limit == 17 || limit == 32 || limit == 64) << limit;
   const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
   save_profile(measured, path);
   EXPECT_EQ(profile_to_json(load_profile(path)).dump(), profile_to_json(measured).dump());

@@ -3,6 +3,7 @@
 #include "kernels/cpu/small_matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <limits>
@@ -37,6 +38,13 @@ int64_t initial_max_rows() {
 
 std::atomic<int64_t>& max_rows_setting() {
   static std::atomic<int64_t> rows{initial_max_rows()};
+  return rows;
+}
+
+// Per ElemType (F32, F16, BF16): a measured limit, or kNotMeasured.
+constexpr int64_t kNotMeasured = -2;
+std::array<std::atomic<int64_t>, 3>& measured_max_rows() {
+  static std::array<std::atomic<int64_t>, 3> rows{kNotMeasured, kNotMeasured, kNotMeasured};
   return rows;
 }
 
@@ -134,11 +142,27 @@ void small_matmul(const SmallMatmulArgs& a) {
 int64_t small_matmul_max_rows(ElemType w_type) {
   const int64_t setting = small_matmul_max_rows_setting();
   if (setting >= 0) return setting;
+  const int64_t measured = measured_max_rows()[static_cast<size_t>(w_type)].load(std::memory_order_relaxed);
+  if (measured == -1) return std::numeric_limits<int64_t>::max();
+  if (measured >= 0) return measured;
+  return default_small_matmul_max_rows(w_type);
+}
+
+int64_t default_small_matmul_max_rows(ElemType w_type) {
   // The AVX2/F16C kernel, not the portable one, is what beats LibTorch's fallback.
   if (w_type == ElemType::F16 && use_avx2_kernels() && !cpu_has_native_fp16_products()) {
     return std::numeric_limits<int64_t>::max();
   }
   return kDefaultMaxRows;
+}
+
+void set_measured_small_matmul_max_rows(ElemType w_type, int64_t rows) {
+  TG_CHECK(rows >= -1, "internal: a measured small-row limit of {} rows", rows);
+  measured_max_rows()[static_cast<size_t>(w_type)].store(rows);
+}
+
+void clear_measured_small_matmul_max_rows() {
+  for (auto& rows : measured_max_rows()) rows.store(kNotMeasured);
 }
 
 int64_t small_matmul_max_rows_setting() { return max_rows_setting().load(std::memory_order_relaxed); }
