@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <array>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -125,8 +126,9 @@ void read_small_row_limit(HardwareProfile& p, const json& cpu, const std::string
   }
   if (cpu.contains("small_matmul_max_rows")) {
     const json& r = cpu.at("small_matmul_max_rows");
-    TG_CHECK(r.is_number_integer(), "{}: hardware profile field 'cpu.small_matmul_max_rows' must be an integer",
-             source);
+    // (An unsigned JSON number beyond int64 would wrap to a negative one.)
+    TG_CHECK(r.is_number_integer() && (!r.is_number_unsigned() || r.get<uint64_t>() <= uint64_t(INT64_MAX)),
+             "{}: hardware profile field 'cpu.small_matmul_max_rows' must be a row count", source);
     p.cpu_small_matmul_max_rows = r.get<int64_t>();
   }
 }
@@ -220,8 +222,7 @@ void HardwareProfile::validate(const std::string& where) const {
                cpu_product_dtype == "bfloat16",
            "{}: hardware profile field 'cpu.product_dtype' must be float32, float16 or bfloat16, not '{}'", where,
            cpu_product_dtype);
-  TG_CHECK(cpu_small_matmul_max_rows >= -1,
-           "{}: hardware profile field 'cpu.small_matmul_max_rows' must be a row count, or -1 for every row count",
+  TG_CHECK(cpu_small_matmul_max_rows >= 0, "{}: hardware profile field 'cpu.small_matmul_max_rows' must be a row count",
            where);
   TG_CHECK(cpu_small_matmul_max_rows == 0 || !cpu_product_dtype.empty(),
            "{}: hardware profile field 'cpu.small_matmul_max_rows' needs 'cpu.product_dtype', the dtype it was "
@@ -248,9 +249,9 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
                 {"cpu.product_rates",
                  "[rows, bytes of host weights per second] of one product of that many rows (optional)"},
+                {"cpu.product_dtype", "dtype of the host weights in cpu.product_rates (optional)"},
                 {"cpu.small_matmul_max_rows",
-                 "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights, -1: every row "
-                 "count (optional)"},
+                 "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights (optional)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
                 {"compression", "bytes of dense fp16 data per second"},

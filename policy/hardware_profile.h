@@ -63,11 +63,11 @@ struct HardwareProfile {
   // widens first), which only a measurement at that row count shows.
   std::vector<std::pair<int64_t, double>> cpu_product_rates;
   // Optional: the dtype of those products' weights ("float32", "float16" or "bfloat16";
-  // "" when not recorded), and the small-row limit for it measured in the same run: up
-  // to how many rows the runtime's small-row kernel beat the GEMM at every row count
-  // timed above its default limit (kernels::small_matmul_max_rows; 0: not measured; -1:
-  // every row count, where the default has no limit). `--policy auto` runs planned on
-  // the profile use it (cli::use_measured_kernel_limits).
+  // "" when not recorded), and the small-row limit for it measured in the same run: the
+  // most rows at which the runtime's small-row kernel beat the GEMM at every row count
+  // timed above its default limit, or the default when it lost at the first (kernels::
+  // small_matmul_max_rows; 0: not measured, as where the default has no limit). The
+  // search writes it into its plans (runtime::Policy::small_matmul), priced with it.
   std::string cpu_product_dtype;
   int64_t cpu_small_matmul_max_rows = 0;
 

@@ -295,48 +295,49 @@ std::vector<int64_t> product_row_counts(bool quick) {
   return {1, 2, 4, 8, 16, 17, 24, 32, 48, 64, 128};
 }
 
-// The process-wide small-row limit set for a scope, then the previous setting again.
-class SmallRowLimitScope {
- public:
-  explicit SmallRowLimitScope(int64_t rows) : saved_(kernels::small_matmul_max_rows_setting()) {
-    kernels::set_small_matmul_max_rows(rows);
-  }
-  ~SmallRowLimitScope() { kernels::set_small_matmul_max_rows(saved_); }
-  SmallRowLimitScope(const SmallRowLimitScope&) = delete;
-  SmallRowLimitScope& operator=(const SmallRowLimitScope&) = delete;
-
- private:
-  int64_t saved_;
-};
-
 // Where the runtime's product changes kernels for `type`'s weights: up to its default
 // small-row limit the small-row kernel (kernels::small_matmul), beyond it the GEMM.
 // Above the default the profile times both and moves the limit up while the small-row
 // kernel wins (on a 2-core AMD EPYC guest, fp32 products of 17 and 32 rows ran 1.7x and
 // 1.3x faster on it than on OpenBLAS's GEMM, 64 rows 0.93x; the default of 16 was
-// measured on an Intel host).
+// measured on an Intel host). Nothing is compared where the default has no limit, nor
+// under TIERGEN_SMALL_MATMUL_MAX_ROWS, whose limit every product is then timed with.
 struct SmallRowLimitSearch {
-  int64_t limit;      // the limit so far: the default, or the most rows the kernel won at
-  bool open;          // still comparing: the kernel won at every count timed above the default
-  bool unlimited;     // the default takes every row count: nothing to compare
-  explicit SmallRowLimitSearch(kernels::ElemType type)
-      : limit(kernels::default_small_matmul_max_rows(type)),
-        open(limit < std::numeric_limits<int64_t>::max()),
-        unlimited(!open) {}
-  int64_t profile_value() const { return unlimited ? -1 : limit; }
+  int64_t default_limit = 0;
+  int64_t limit = 0;      // products are timed with it: the default, or the most rows the kernel won at
+  bool open = false;      // still comparing: the kernel won at every count timed above the default
+  bool measured = false;  // whether the profile records `limit`
+  int64_t profile_value() const { return measured ? limit : 0; }
 };
+
+SmallRowLimitSearch start_small_row_limit_search(kernels::ElemType type) {
+  SmallRowLimitSearch search;
+  const int64_t set = kernels::small_matmul_max_rows_setting();
+  if (set >= 0) {
+    spdlog::warn("profiler: TIERGEN_SMALL_MATMUL_MAX_ROWS={} is set: CPU products are timed with that limit and no "
+                 "small-row limit is measured",
+                 set);
+    search.default_limit = search.limit = set;
+    return search;
+  }
+  search.default_limit = search.limit = kernels::default_small_matmul_max_rows(type);
+  search.open = search.measured = search.limit < std::numeric_limits<int64_t>::max();
+  return search;
+}
 
 // Seconds of one product of `rows` rows: the runtime's kernel for them under `search`'s
 // limit, and above the default, while the search is open, the faster of the GEMM and the
-// small-row kernel (which moves the limit up when it wins).
+// small-row kernel (which moves the limit up when it wins). The recorded spread is the
+// faster one's.
 double product_seconds(SmallRowLimitSearch& search, int64_t rows, int reps, const std::function<void()>& product,
                        const Recorder& record) {
   const auto timed = [&](int64_t limit) {
-    const SmallRowLimitScope scope(limit);
+    const kernels::SmallMatmulMaxRowsScope scope(limit);
     return median_seconds(reps, product);
   };
   const double runtime = timed(search.limit);
   if (!search.open || rows <= search.limit) return runtime;
+  const LastTiming runtime_timing = last_timing;
   const double small = timed(rows);
   // The GEMM's seconds over the small-row kernel's: above 1, the kernel is faster.
   record(fmt::format("small-row gain, {} rows", rows), runtime / small, "x");
@@ -345,6 +346,7 @@ double product_seconds(SmallRowLimitSearch& search, int64_t rows, int reps, cons
     return small;
   }
   search.open = false;
+  last_timing = runtime_timing;
   return runtime;
 }
 
@@ -360,22 +362,34 @@ void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int 
   const auto opts = at::TensorOptions().dtype(dtype);
   const int64_t k = 4096, elem = int64_t(at::elementSize(dtype));
   const int64_t n = int64_t(beyond_caches(quick ? (64ull << 20) : (256ull << 20))) / (k * elem);
-  SmallRowLimitSearch search(kernel_elem_type(dtype));
+  SmallRowLimitSearch search = start_small_row_limit_search(kernel_elem_type(dtype));
   try {
     const at::Tensor weight = at::randn({n, k}).to(dtype);
-    for (int64_t rows : product_row_counts(quick)) {
+    const auto time_rows = [&](int64_t rows) {
       const at::Tensor x = at::randn({rows, k}, opts);
       const double seconds =
           product_seconds(search, rows, reps, [&] { (void)model::linear_product(x, weight); }, record);
       const std::string name = fmt::format("cpu matmul, {} row{}", rows, rows == 1 ? "" : "s");
       const double rate = record(name, double(weight.nbytes()) / seconds, "B/s");
-      p.cpu_product_rates.emplace_back(rows, rate);
+      const auto at = std::lower_bound(p.cpu_product_rates.begin(), p.cpu_product_rates.end(),
+                                       std::pair<int64_t, double>{rows, 0.0});
+      p.cpu_product_rates.insert(at, {rows, rate});
       if (rows == 4) p.cpu_gemv_bandwidth = rate;
+    };
+    for (int64_t rows : product_row_counts(quick)) time_rows(rows);
+    // The rows just past a raised limit run on the GEMM: timed (the search closed), so
+    // that the table does not price them between the kernel's rate and the GEMM's.
+    search.open = false;
+    const int64_t past = search.limit + 1;
+    const auto& timed = p.cpu_product_rates;
+    if (search.limit > search.default_limit &&
+        std::none_of(timed.begin(), timed.end(), [&](const auto& r) { return r.first == past; })) {
+      time_rows(past);
     }
     // The many-row rate over the same weight: a cache-resident one overstates it.
     const int64_t rows = quick ? 256 : 1024;
     const at::Tensor a = at::randn({rows, k}, opts);
-    const SmallRowLimitScope scope(search.limit);
+    const kernels::SmallMatmulMaxRowsScope scope(search.limit);
     p.cpu_matmul_flops = record("cpu many-row matmul", 2.0 * double(rows * n * k) / median_seconds(reps, [&] {
       (void)model::linear_product(a, weight);
     }), "FLOP/s");

@@ -176,21 +176,32 @@ TEST_F(BenchCli, ReportLinesAndJsonRecordWithOffloadToCpuAndDisk) {
 }
 
 // A plan searched on a profile that measured where the small-row kernel stops beating
-// the GEMM runs its CPU products with that limit, and says so; a fixed policy keeps the
-// default limit, so its results never depend on the profile at hand.
-TEST_F(BenchCli, ASearchedPlanUsesTheSmallRowLimitItsProfileMeasured) {
-  json profile = json::parse(slurp(fs::path(TIERGEN_TEST_FIXTURES) / "../../configs/hw/t4-flexgen.json"));
+// the GEMM carries that limit (it was priced with it) and its run uses it and says so,
+// also from the saved policy file; a fixed policy keeps the default limit, so its
+// results never depend on the profile at hand.
+TEST_F(BenchCli, ASearchedPlanCarriesTheSmallRowLimitItsProfileMeasured) {
+  json profile = json::parse(slurp(fs::path(TIERGEN_SOURCE_DIR) / "configs/hw/t4-flexgen.json"));
   profile["cpu"]["product_dtype"] = "float32";
   profile["cpu"]["small_matmul_max_rows"] = 40;
   const fs::path path = dir() / "measured-profile.json";
   std::ofstream(path) << profile.dump();
-  const std::string said =
-      "CPU products of float32 weights: the small-row kernel up to 40 rows, as measured in " + path.string();
-  const Result searched = run(bench_args((dir() / "bench-limit.json").string(),
-                                         {"--policy", "auto", "--hw", path.string(), "--warmup", "0"}),
-                              dir());
+  const std::string said = "CPU products of float32 weights: the small-row kernel up to 40 rows (default 16)";
+  const std::string searched_json = (dir() / "bench-limit.json").string();
+  const Result searched =
+      run(bench_args(searched_json, {"--policy", "auto", "--hw", path.string(), "--warmup", "0"}), dir());
   ASSERT_EQ(searched.code, 0) << searched.err;
   EXPECT_NE(searched.err.find(said), std::string::npos) << searched.err;
+  const json plan = json::parse(slurp(searched_json))["policy"];
+  ASSERT_TRUE(plan.contains("small_matmul")) << plan.dump();
+  EXPECT_EQ(plan["small_matmul"], (json{{"dtype", "float32"}, {"max_rows", 40}}));
+
+  const fs::path plan_file = dir() / "searched-policy.json";
+  std::ofstream(plan_file) << plan.dump();
+  const Result from_file =
+      run(bench_args((dir() / "bench-file.json").string(), {"--policy", plan_file.string(), "--warmup", "0"}), dir());
+  ASSERT_EQ(from_file.code, 0) << from_file.err;
+  EXPECT_NE(from_file.err.find(said), std::string::npos) << from_file.err;
+
   const Result fixed = run(bench_args((dir() / "bench-fixed.json").string(), {"--hw", path.string(), "--warmup", "0"}),
                            dir());
   ASSERT_EQ(fixed.code, 0) << fixed.err;

@@ -147,7 +147,7 @@ TEST_F(CliPipeline, ProfileLinkMeasuresTheStageLinkThatPolicyStagesUses) {
 
   // Any valid profile will do (a measured one would time the cores while other tests
   // run beside this one, and may be refused as implausible).
-  fs::copy_file(fs::path(TIERGEN_TEST_FIXTURES) / "../../configs/hw/t4-flexgen.json", hw);
+  fs::copy_file(fs::path(TIERGEN_SOURCE_DIR) / "configs/hw/t4-flexgen.json", hw);
   exits = run_ranks(args);
   for (const Exit& e : exits) ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
   EXPECT_NE(exits[0].err.find("rank 0 -> 1"), std::string::npos) << exits[0].describe();

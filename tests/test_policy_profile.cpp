@@ -8,17 +8,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/small_matmul.h"
 #include "policy/hardware_profile.h"
 #include "policy/profiler.h"
 #include "policy/thread_search.h"
 #include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/kernel_elem_type.h"
+#include "tiergen/common/torch_compat.h"
 #include "tests/support/temp_dir.h"
 
 namespace tiergen::policy {
@@ -213,13 +217,22 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
     rows.push_back(r);
     if (r == 4) EXPECT_EQ(rate, measured.cpu_gemv_bandwidth);
   }
-  EXPECT_EQ(rows, (std::vector<int64_t>{1, 4, 16, 17, 32, 64})) << "both sides of the small-row limit";
   EXPECT_TRUE(measured.prices_cpu_matmuls());
-  // The small-row limit for the products' dtype (fp32 here): the default or one of the
-  // timed row counts above it, where the kernel won.
-  EXPECT_EQ(measured.cpu_product_dtype, "float32");
+  // The small-row limit for the products' dtype (fp32 on the CPU, fp16 with CUDA): not
+  // measured where the default has no limit; else the default, or one of the timed row
+  // counts above it where the kernel won, and then the row just past it is timed too.
+  const at::ScalarType dtype = measured.gpu_is_host ? at::kFloat : at::kHalf;
+  EXPECT_EQ(measured.cpu_product_dtype, compat::dtype_name(dtype));
+  const int64_t default_limit = kernels::default_small_matmul_max_rows(kernel_elem_type(dtype));
   const int64_t limit = measured.cpu_small_matmul_max_rows;
-  EXPECT_TRUE(limit == 16 || limit == 17 || limit == 32 || limit == 64) << limit;
+  std::vector<int64_t> expected = {1, 4, 16, 17, 32, 64};
+  if (default_limit == std::numeric_limits<int64_t>::max()) {
+    EXPECT_EQ(limit, 0);
+  } else {
+    EXPECT_TRUE(limit == default_limit || limit == 17 || limit == 32 || limit == 64) << limit;
+    if (limit > default_limit) expected.insert(std::upper_bound(expected.begin(), expected.end(), limit), limit + 1);
+  }
+  EXPECT_EQ(rows, expected) << "both sides of the small-row limit";
   const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
   save_profile(measured, path);
   EXPECT_EQ(profile_to_json(load_profile(path)).dump(), profile_to_json(measured).dump());

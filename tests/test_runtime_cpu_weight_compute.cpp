@@ -2,12 +2,15 @@
 // hands the layer the host-resident matrices and embedding tables themselves (no copy to the compute device,
 // no device staging), only in the phases asked for; the memory plan stops counting their
 // device staging; the results are those of loading them (compressed ones included); the
-// policy file carries the choice; and on a GPU a host weight times a device activation
-// equals the product on the device, and a host table's rows arrive on the device.
+// policy file carries the choice (and a searched plan's small-row limit, which the engine
+// applies); and on a GPU a host weight times a device activation equals the product on
+// the device, and a host table's rows arrive on the device.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/small_matmul.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/error.h"
@@ -175,6 +178,51 @@ TEST(CpuWeightCompute, PolicyJsonCarriesBothPhasesAndDescribeSaysSo) {
   EXPECT_NE(runtime::Policy{}.describe().find("cpu weight compute off"), std::string::npos);
   EXPECT_TRUE(p.exact()) << "computing on the CPU is not lossy";
   EXPECT_THROW(runtime::policy_from_json(nlohmann::json{{"cpu_weight_compute_decode", "yes"}}, "p.json"), Error);
+}
+
+// A searched plan's small-row limit (runtime::Policy::small_matmul) round-trips through
+// the policy file, is left out when not measured, and malformed ones are refused.
+TEST(CpuWeightCompute, PolicyJsonCarriesTheSmallRowLimit) {
+  runtime::Policy p;
+  EXPECT_FALSE(runtime::policy_to_json(p).contains("small_matmul")) << "the defaults are not written";
+  p.small_matmul = {"bfloat16", 24};
+  const runtime::Policy back = runtime::policy_from_json(runtime::policy_to_json(p), "round trip");
+  EXPECT_EQ(back.small_matmul.dtype, "bfloat16");
+  EXPECT_EQ(back.small_matmul.max_rows, 24);
+  for (const char* bad : {R"({"dtype": "float64", "max_rows": 24})", R"({"dtype": "float32", "max_rows": -1})",
+                          R"({"dtype": "float32", "max_rows": 2.5})", R"({"dtype": "float32"})", R"(24)"}) {
+    try {
+      (void)runtime::policy_from_json(nlohmann::json{{"small_matmul", nlohmann::json::parse(bad)}}, "p.json");
+      ADD_FAILURE() << "accepted small_matmul " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("p.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("small_matmul"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The engine runs its CPU products with the plan's small-row limit, and an engine whose
+// plan has none returns them to the defaults; a limit where the default has none (fp16
+// on an AVX2 CPU without native fp16 products) is not taken.
+TEST(CpuWeightCompute, TheEngineUsesThePlansSmallRowLimit) {
+  const TinyModel m = make_tiny_model(tiny_opt(75));
+  TempDir offload("offload");
+  const auto opts = cpu_engine_options(offload.path);
+  const auto requests = greedy_requests(make_prompts({4, 3}, m.spec.vocab_size, 8), {2, 2});
+  runtime::Policy policy = make_policy(2, 1, A{100, 0, 100, 0, 100, 0}, false);
+  policy.small_matmul = {"float32", 40};
+  (void)engine_tokens(m.spec, *m.weights, policy, opts, requests);
+  EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::F32), 40);
+  EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::BF16),
+            kernels::default_small_matmul_max_rows(kernels::ElemType::BF16));
+  policy.small_matmul = {"float16", 24};
+  (void)engine_tokens(m.spec, *m.weights, policy, opts, requests);
+  EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::F32), 16) << "the previous plan's limit is gone";
+  const int64_t fp16_default = kernels::default_small_matmul_max_rows(kernels::ElemType::F16);
+  EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::F16),
+            fp16_default == std::numeric_limits<int64_t>::max() ? fp16_default : 24);
+  (void)engine_tokens(m.spec, *m.weights, make_policy(2, 1, A{100, 0, 100, 0, 100, 0}, false), opts, requests);
+  EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::F16), fp16_default);
 }
 
 // A GPU build on a GPU host: the cross-device product (host weight, device activation)

@@ -41,10 +41,11 @@ std::atomic<int64_t>& max_rows_setting() {
   return rows;
 }
 
-// Per ElemType (F32, F16, BF16): a measured limit, or kNotMeasured.
-constexpr int64_t kNotMeasured = -2;
-std::array<std::atomic<int64_t>, 3>& measured_max_rows() {
-  static std::array<std::atomic<int64_t>, 3> rows{kNotMeasured, kNotMeasured, kNotMeasured};
+// Per ElemType (F32, F16, BF16, its values in order): a measured limit, or kNotMeasured.
+constexpr int64_t kNotMeasured = -1;
+constexpr size_t kElemTypes = static_cast<size_t>(ElemType::BF16) + 1;
+std::array<std::atomic<int64_t>, kElemTypes>& measured_max_rows() {
+  static std::array<std::atomic<int64_t>, kElemTypes> rows{kNotMeasured, kNotMeasured, kNotMeasured};
   return rows;
 }
 
@@ -143,9 +144,7 @@ int64_t small_matmul_max_rows(ElemType w_type) {
   const int64_t setting = small_matmul_max_rows_setting();
   if (setting >= 0) return setting;
   const int64_t measured = measured_max_rows()[static_cast<size_t>(w_type)].load(std::memory_order_relaxed);
-  if (measured == -1) return std::numeric_limits<int64_t>::max();
-  if (measured >= 0) return measured;
-  return default_small_matmul_max_rows(w_type);
+  return measured != kNotMeasured ? measured : default_small_matmul_max_rows(w_type);
 }
 
 int64_t default_small_matmul_max_rows(ElemType w_type) {
@@ -157,7 +156,7 @@ int64_t default_small_matmul_max_rows(ElemType w_type) {
 }
 
 void set_measured_small_matmul_max_rows(ElemType w_type, int64_t rows) {
-  TG_CHECK(rows >= -1, "internal: a measured small-row limit of {} rows", rows);
+  TG_CHECK(rows >= 0, "internal: a measured small-row limit of {} rows", rows);
   measured_max_rows()[static_cast<size_t>(w_type)].store(rows);
 }
 

@@ -44,9 +44,9 @@ void small_matmul(const SmallMatmulArgs& args);
 // small_matmul() instead of a packed GEMM: 16 (the measured crossover with OpenBLAS and
 // oneDNN, bench/bench_matmul.cpp), and no limit for fp16 weights where the AVX2 kernels
 // run on a CPU without native fp16 products, where LibTorch's fp16 GEMM is a fallback
-// several times slower (cpu_has_native_fp16_products). A limit measured on this host for
-// one type (`tiergen profile`'s cpu.small_matmul_max_rows: up to where small_matmul beat
-// the GEMM) replaces that type's default. TIERGEN_SMALL_MATMUL_MAX_ROWS or
+// several times slower (cpu_has_native_fp16_products). A measured limit for one type
+// (`tiergen profile`'s cpu.small_matmul_max_rows: up to where small_matmul beat the GEMM,
+// carried by a searched plan) replaces that type's default. TIERGEN_SMALL_MATMUL_MAX_ROWS or
 // set_small_matmul_max_rows() sets one limit for every type, process-wide, over both; 0
 // turns the small-row path off (benchmarks and tests compare both); a negative value
 // restores the defaults (or the measured limits).
@@ -54,11 +54,27 @@ int64_t small_matmul_max_rows(ElemType w_type);
 void set_small_matmul_max_rows(int64_t rows);
 // The setting itself: the limit set, or -1 for the defaults.
 int64_t small_matmul_max_rows_setting();
-// The measured limit for weights of `w_type`: rows >= 0, or -1 for every row count;
-// clear_measured_small_matmul_max_rows() returns every type to its default.
+// The measured limit for weights of `w_type` (rows >= 0), set by the engine from its
+// policy (runtime::Policy::small_matmul) for the run; clear_measured_small_matmul_max_rows()
+// returns every type to its default. Set before products run, not while they do.
 void set_measured_small_matmul_max_rows(ElemType w_type, int64_t rows);
 void clear_measured_small_matmul_max_rows();
 // The limit for `w_type` without any measured limit or setting.
 int64_t default_small_matmul_max_rows(ElemType w_type);
+
+// set_small_matmul_max_rows(rows) for a scope, then the previous setting again (for
+// measurements and tests; the setting is process-wide, not for concurrent scopes).
+class SmallMatmulMaxRowsScope {
+ public:
+  explicit SmallMatmulMaxRowsScope(int64_t rows) : saved_(small_matmul_max_rows_setting()) {
+    set_small_matmul_max_rows(rows);
+  }
+  ~SmallMatmulMaxRowsScope() { set_small_matmul_max_rows(saved_); }
+  SmallMatmulMaxRowsScope(const SmallMatmulMaxRowsScope&) = delete;
+  SmallMatmulMaxRowsScope& operator=(const SmallMatmulMaxRowsScope&) = delete;
+
+ private:
+  int64_t saved_;
+};
 
 }  // namespace tiergen::kernels

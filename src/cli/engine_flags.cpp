@@ -133,9 +133,6 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     // A fixed --cpu-weight-compute is applied below; the search plans without it.
     search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
-    // The plan's kernels as the profile measured them; a fixed policy keeps the defaults,
-    // so its results never depend on which profile the host has cached.
-    use_measured_kernel_limits(hw);
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   } else if (!f.policy_file.empty()) {

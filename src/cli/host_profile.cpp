@@ -6,10 +6,7 @@
 
 #include <filesystem>
 
-#include "kernels/cpu/small_matmul.h"
 #include "policy/profiler.h"
-#include "tiergen/common/kernel_elem_type.h"
-#include "tiergen/common/torch_compat.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::cli {
@@ -64,18 +61,6 @@ std::optional<policy::HardwareProfile> profile_for_prediction(const std::string&
     spdlog::info("predicted vs measured: skipped ({})", e.what());
   }
   return std::nullopt;
-}
-
-void use_measured_kernel_limits(const policy::HardwareProfile& profile) {
-  if (profile.cpu_small_matmul_max_rows == 0) return;
-  const std::optional<kernels::ElemType> type = kernel_elem_type_of(compat::parse_dtype(profile.cpu_product_dtype));
-  if (!type) return;
-  kernels::set_measured_small_matmul_max_rows(*type, profile.cpu_small_matmul_max_rows);
-  const int64_t rows = profile.cpu_small_matmul_max_rows;
-  if (rows != -1 && rows != kernels::default_small_matmul_max_rows(*type)) {
-    spdlog::info("CPU products of {} weights: the small-row kernel up to {} rows, as measured in {}",
-                 profile.cpu_product_dtype, rows, profile.path);
-  }
 }
 
 }  // namespace tiergen::cli

@@ -20,11 +20,4 @@ policy::HardwareProfile profile_for_planning(const std::string& hw_option);
 // line saying why, when no profile of this host can be had.
 std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option);
 
-// For `--policy auto`: the small-row limit the planning profile measured
-// (cpu.small_matmul_max_rows, for the weights' dtype it was measured in), set
-// process-wide for the run's CPU products (kernels::set_measured_small_matmul_max_rows),
-// as its plan was priced; a profile without the measurement changes nothing. A fixed
-// policy keeps the kernels' defaults: its results never depend on the profile cached.
-void use_measured_kernel_limits(const policy::HardwareProfile& profile);
-
 }  // namespace tiergen::cli

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 
 #include <ATen/Parallel.h>
 
+#include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/bytes.h"
+#include "tiergen/common/kernel_elem_type.h"
+#include "tiergen/common/torch_compat.h"
 #include "tiergen/common/compute_threads.h"
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
@@ -35,6 +39,23 @@ void apply_threads(const ThreadConfig& threads) {
       spdlog::debug("inter-op threads already fixed for this process");
     }
   }
+}
+
+// The plan's small-row limit (Policy::small_matmul) for this run's CPU products; other
+// types, and every policy without one, keep the kernels' defaults. It is ignored where
+// this CPU's default for the type has no limit: there LibTorch's GEMM is a fallback
+// several times slower (kernels::default_small_matmul_max_rows), and a plan searched on
+// another machine's profile must not send products to it.
+void apply_small_row_limit(const SmallRowLimit& limit) {
+  kernels::clear_measured_small_matmul_max_rows();
+  if (limit.max_rows == 0) return;
+  const kernels::ElemType type = kernel_elem_type(compat::parse_dtype(limit.dtype));
+  const int64_t default_rows = kernels::default_small_matmul_max_rows(type);
+  if (default_rows == std::numeric_limits<int64_t>::max() || limit.max_rows == default_rows) return;
+  kernels::set_measured_small_matmul_max_rows(type, limit.max_rows);
+  spdlog::info("CPU products of {} weights: the small-row kernel up to {} rows (default {}), as the policy's hardware "
+               "profile measured",
+               limit.dtype, limit.max_rows, default_rows);
 }
 
 }  // namespace
@@ -83,6 +104,7 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
   runner_ = std::make_unique<BlockRunner>(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults,
                                           pipeline_stage());
   apply_threads(policy_.threads);
+  apply_small_row_limit(policy_.small_matmul);
 }
 
 Engine::~Engine() = default;

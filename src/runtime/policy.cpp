@@ -81,6 +81,11 @@ void Policy::validate() const {
   check_compression(compress_cache, "compress_cache");
   TG_CHECK(threads.compute_intra_op >= 0 && threads.compute_inter_op >= 0 && threads.io_threads >= 0,
            "policy: thread counts must not be negative");
+  TG_CHECK(small_matmul.max_rows >= 0, "policy: small_matmul.max_rows must not be negative, got {}",
+           small_matmul.max_rows);
+  TG_CHECK(small_matmul.max_rows == 0 || small_matmul.dtype == "float32" || small_matmul.dtype == "float16" ||
+               small_matmul.dtype == "bfloat16",
+           "policy: small_matmul.dtype must be float32, float16 or bfloat16, not '{}'", small_matmul.dtype);
 }
 
 std::string Policy::cpu_weight_compute_phases() const {
@@ -144,6 +149,9 @@ json policy_to_json(const Policy& p) {
           {{"compute_intra_op", p.threads.compute_intra_op},
            {"compute_inter_op", p.threads.compute_inter_op},
            {"io_threads", p.threads.io_threads}}}};
+  if (p.small_matmul.max_rows > 0) {
+    j["small_matmul"] = {{"dtype", p.small_matmul.dtype}, {"max_rows", p.small_matmul.max_rows}};
+  }
   return j;
 }
 
@@ -158,7 +166,7 @@ Policy policy_from_json(const json& input, const std::string& source) {
       "cache_cpu_percent", "act_gpu_percent", "act_cpu_percent", "overlap", "sep_layer", "pin_weight",
       "cpu_cache_compute", "cpu_weight_compute_prefill", "cpu_weight_compute_decode",
       "cpu_weight_compute_layer_percent", "attn_sparsity", "compress_weight", "comp_weight_config", "compress_cache",
-      "comp_cache_config", "threads"};
+      "comp_cache_config", "threads", "small_matmul"};
   for (const auto& [key, value] : j.items()) {
     TG_CHECK(known.count(key), "{}: unknown policy field '{}'", source, key);
   }
@@ -193,6 +201,15 @@ Policy policy_from_json(const json& input, const std::string& source) {
       p.threads.compute_intra_op = t.value("compute_intra_op", 0);
       p.threads.compute_inter_op = t.value("compute_inter_op", 0);
       p.threads.io_threads = t.value("io_threads", 0);
+    }
+    if (j.contains("small_matmul")) {
+      const json& m = j.at("small_matmul");
+      TG_CHECK(m.is_object() && m.size() == 2 && m.contains("dtype") && m.contains("max_rows"),
+               "{}: policy field 'small_matmul' must be {{\"dtype\": ..., \"max_rows\": ...}}", source);
+      p.small_matmul.dtype = m.at("dtype").get<std::string>();
+      TG_CHECK(m.at("max_rows").is_number_integer(), "{}: policy field 'small_matmul.max_rows' must be an integer",
+               source);
+      p.small_matmul.max_rows = m.at("max_rows").get<int64_t>();
     }
   } catch (const json::exception& e) {
     TG_THROW("{}: policy field has the wrong type: {}", source, e.what());

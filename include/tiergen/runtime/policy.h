@@ -24,6 +24,16 @@ struct ThreadConfig {
   int io_threads = 0;        // load/store workers (disk I/O pool, copies)
 };
 
+// The small-row kernel's row limit for CPU products of one weight dtype, as the
+// hardware profile a plan was searched on measured it (policy::HardwareProfile::
+// cpu_small_matmul_max_rows): the plan was priced with it, so its run uses it, whether
+// it runs straight from the search or from the saved policy file. max_rows 0: the
+// kernels' defaults (every policy not searched on such a profile).
+struct SmallRowLimit {
+  std::string dtype;     // "float32", "float16" or "bfloat16"
+  int64_t max_rows = 0;  // rows
+};
+
 struct Policy {
   int64_t gpu_batch_size = 1;
   int64_t num_gpu_batches = 1;
@@ -47,6 +57,7 @@ struct Policy {
   CompressionConfig compress_weight;
   CompressionConfig compress_cache;
   ThreadConfig threads;
+  SmallRowLimit small_matmul;
 
   double w_disk_percent() const { return 100 - w_gpu_percent - w_cpu_percent; }
   double cache_disk_percent() const { return 100 - cache_gpu_percent - cache_cpu_percent; }
