@@ -12,6 +12,7 @@
 #include <set>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/torch_compat.h"
 
 // Generated at build time from configs/hw/*.json: (file stem, JSON text).
 namespace tiergen::policy {
@@ -218,8 +219,7 @@ void HardwareProfile::validate(const std::string& where) const {
              "rates",
              where);
   }
-  TG_CHECK(cpu_product_dtype.empty() || cpu_product_dtype == "float32" || cpu_product_dtype == "float16" ||
-               cpu_product_dtype == "bfloat16",
+  TG_CHECK(cpu_product_dtype.empty() || compat::is_dtype_name(cpu_product_dtype),
            "{}: hardware profile field 'cpu.product_dtype' must be float32, float16 or bfloat16, not '{}'", where,
            cpu_product_dtype);
   TG_CHECK(cpu_small_matmul_max_rows >= 0, "{}: hardware profile field 'cpu.small_matmul_max_rows' must be a row count",

@@ -261,7 +261,9 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
   best.lp_solved = static_cast<int>(candidates.size());
   apply_threads(choose_threads(thread_input_for(spec, best.policy, workload, best.prediction, hw), hw), best.policy);
   // The kernels the profile's product rates were measured with, for the run to use.
-  best.policy.small_matmul = runtime::SmallRowLimit{hw.cpu_product_dtype, hw.cpu_small_matmul_max_rows};
+  if (hw.cpu_small_matmul_max_rows > 0) {
+    best.policy.small_matmul = runtime::SmallRowLimit{hw.cpu_product_dtype, hw.cpu_small_matmul_max_rows};
+  }
   best.prediction = predict(spec, best.policy, workload, hw, o.dtype_bytes);  // at the chosen threads
   best.memory = runtime::plan_memory(spec, best.policy, workload, o.dtype_bytes, sizes.stage_shape());
   TG_CHECK(best.memory.over_budget(budgets).empty(), "policy search: internal error, chosen policy over budget: {}",

@@ -20,4 +20,8 @@ std::string dtype_name(at::ScalarType type) {
   }
 }
 
+bool is_dtype_name(const std::string& name) {
+  return name == "float32" || name == "float16" || name == "bfloat16";
+}
+
 }  // namespace tiergen::compat

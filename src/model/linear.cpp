@@ -77,7 +77,6 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   return out.view(shape);
 }
 
-
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias) {
   TG_CHECK(x.is_cpu() && weight.packed.is_cpu(), "internal: a quantized weight is multiplied on the CPU only");
   TG_CHECK(x.size(-1) == weight.cols, "internal: x has {} features, the quantized weight {} inputs", x.size(-1),

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/torch_compat.h"
 
 namespace tiergen::runtime {
 
@@ -83,8 +84,7 @@ void Policy::validate() const {
            "policy: thread counts must not be negative");
   TG_CHECK(small_matmul.max_rows >= 0, "policy: small_matmul.max_rows must not be negative, got {}",
            small_matmul.max_rows);
-  TG_CHECK(small_matmul.max_rows == 0 || small_matmul.dtype == "float32" || small_matmul.dtype == "float16" ||
-               small_matmul.dtype == "bfloat16",
+  TG_CHECK(small_matmul.max_rows == 0 || compat::is_dtype_name(small_matmul.dtype),
            "policy: small_matmul.dtype must be float32, float16 or bfloat16, not '{}'", small_matmul.dtype);
 }
 

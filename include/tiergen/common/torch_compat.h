@@ -11,6 +11,8 @@ namespace tiergen::compat {
 // at::ScalarType from our dtype names: "float32"/"fp32", "float16"/"fp16", "bfloat16"/"bf16".
 at::ScalarType parse_dtype(const std::string& name);
 std::string dtype_name(at::ScalarType type);
+// Whether `name` is one of the names dtype_name() gives: float32, float16, bfloat16.
+bool is_dtype_name(const std::string& name);
 
 // at::scaled_dot_product_attention (fused attention) exists from LibTorch 2.0 on. A
 // preprocessor switch rather than a constexpr bool: non-template code cannot even name
