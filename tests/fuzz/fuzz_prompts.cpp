@@ -76,7 +76,8 @@ void read_prompts(std::string_view file, tiergen::io::PromptFormat format, size_
     for (int64_t id : p.token_ids) {
       if (id < 0) fail("negative token id accepted");
     }
-    if (p.overrides.max_tokens && *p.overrides.max_tokens <= 0) fail("max_tokens <= 0 accepted");
+    // 0 is a request's own: it scores the prompt with "echo" (the engine refuses it otherwise).
+    if (p.overrides.max_tokens && *p.overrides.max_tokens < 0) fail("max_tokens < 0 accepted");
   }
   (void)prompt_ids(prompts);
 }
