@@ -8,7 +8,10 @@
 // and both with a streaming read of as many bytes as the weights, all timed in the same
 // interleaved rounds. Reported: weight GB/s and the share of the streaming read.
 // Usage: bench_matmul [--hidden 2048] [--intermediate 5632] [--kv-dim 256] [--reps 7]
-//                     [--threads N] [--rows 1,4,16,32,64] [--layers 8]
+//                     [--threads N] [--rows 1,4,16,32,64] [--layers 8] [--prefill-rows 128]
+// --prefill-rows: prefill-sized products of one layer, fp32 GEMM against bf16 weights
+// through LibTorch's bf16 GEMM and through the widened fp32 GEMM (model::
+// widened_linear_product); 0 skips them.
 // --layers: distinct copies of the layer, multiplied one after another as a decode token
 // runs its layers, so the weights come from memory and not from a last-level cache
 // that one layer fits (a 4-bit TinyLlama layer is 24.8 MB); times are per layer.
@@ -41,6 +44,7 @@ struct Options {
   int threads = 0;
   int layers = 8;
   std::vector<int64_t> rows = {1, 4, 8, 16, 32, 64};
+  std::vector<int64_t> prefill_rows = {128};
 };
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -61,6 +65,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--threads") o.threads = std::atoi(v.c_str());
     else if (k == "--rows") o.rows = parse_list(v);
     else if (k == "--layers") o.layers = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--prefill-rows") o.prefill_rows = parse_list(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);
@@ -229,6 +234,49 @@ void bench_quantized(const Options& o) {
   }
 }
 
+// Prefill-sized products of one layer: LibTorch's fp32 GEMM, its bf16 GEMM (native
+// with AVX-512 BF16 or AMX, a scalar fallback elsewhere) and bf16 weights widened to
+// fp32 tile by tile (what linear_product does on a CPU without native bf16 products).
+void bench_prefill(const Options& o) {
+  const auto shapes = layer_shapes(o);
+  std::vector<at::Tensor> w32, wb;
+  for (auto [out, in] : shapes) {
+    w32.push_back((at::randn({out, in}) * 0.02).contiguous());
+    wb.push_back(w32.back().to(at::kBFloat16));
+  }
+  std::printf("\n## Prefill-sized products, one layer, ms (CPU kernels: %s, native bf16 products: %s)\n",
+              kernels::cpu_isa_name(kernels::cpu_isa_in_use()), kernels::cpu_has_native_bf16_products() ? "yes" : "no");
+  std::printf("| rows | fp32 at::linear ms | bf16 at::linear ms | bf16 widened ms | widened vs fp32 | widened vs bf16 "
+              "at::linear | max rel. diff widened |\n|---|---|---|---|---|---|---|\n");
+  for (int64_t rows : o.prefill_rows) {
+    if (rows <= 0) continue;
+    std::vector<at::Tensor> x32, xb;
+    for (auto [out, in] : shapes) {
+      x32.push_back(at::randn({rows, in}));
+      xb.push_back(x32.back().to(at::kBFloat16));
+    }
+    std::vector<at::Tensor> wide(shapes.size());
+    const std::vector<double> t = interleaved_medians(
+        std::min(o.reps, 3),
+        {[&] {
+           for (size_t i = 0; i < shapes.size(); ++i) (void)at::linear(x32[i], w32[i]);
+         },
+         [&] {
+           for (size_t i = 0; i < shapes.size(); ++i) (void)at::linear(xb[i], wb[i]);
+         },
+         [&] {
+           for (size_t i = 0; i < shapes.size(); ++i) wide[i] = model::widened_linear_product(xb[i], wb[i]);
+         }});
+    double diff = 0;  // against the exact product of the stored bf16 values
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const at::Tensor r = at::linear(xb[i].to(at::kDouble), wb[i].to(at::kDouble)), m = wide[i].to(at::kDouble);
+      diff = std::max(diff, ((r - m).abs().max() / r.abs().max()).item<double>());
+    }
+    std::printf("| %lld | %.1f | %.1f | %.1f | %.2fx | %.1fx | %.1e |\n", (long long)rows, t[0] * 1e3, t[1] * 1e3,
+                t[2] * 1e3, t[0] / t[2], t[1] / t[2], diff);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,5 +289,6 @@ int main(int argc, char** argv) {
   bench_dtype(o, at::kBFloat16);
   bench_dtype(o, at::kHalf);
   bench_quantized(o);
+  bench_prefill(o);
   return 0;
 }

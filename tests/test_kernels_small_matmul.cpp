@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -315,6 +316,65 @@ TEST(LinearProduct, ManyRowsGoInBlocksThatLandInPlace) {
   EXPECT_EQ(yb.scalar_type(), at::kBFloat16);
   const at::Tensor exact_b = at::linear(xb.to(at::kDouble), wb.to(at::kDouble), b.to(at::kDouble));
   EXPECT_LT(((yb.to(at::kDouble) - exact_b).abs() / (exact_b.abs() + 1e-2)).max().item<double>(), 1.0 / 64);
+}
+
+// Many-row products with bf16 weights on a CPU without native bf16 products widen the
+// weight to fp32 a tile at a time: the result is the fp32 product of the stored values,
+// rounded once to bf16, with every tile's columns in their place (n spans 3 tiles).
+TEST(LinearProduct, WidenedBf16ProductIsTheFp32ProductOfTheStoredValues) {
+  at::manual_seed(7);
+  const int64_t k = 4096, n = 600;  // 256 rows per 4 MiB tile: tiles of 256, 256 and 88
+  ASSERT_EQ(model::widened_tile_rows(k), 256);
+  const at::Tensor w = at::randn({n, k}).to(at::kBFloat16), b = at::randn({n}).to(at::kBFloat16);
+  const at::Tensor x = at::randn({2, 20, k}).to(at::kBFloat16);
+  const at::Tensor y = model::widened_linear_product(x, w, b);
+  EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 20, n}));
+  EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+  const at::Tensor exact = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
+  // One bf16 rounding of an fp32 sum over 4096 terms.
+  EXPECT_LT(((y.to(at::kDouble) - exact).abs() / (exact.abs() + 1e-1)).max().item<double>(), 1.0 / 64);
+  // fp32 activations keep an fp32 result.
+  const at::Tensor y32 = model::widened_linear_product(x.to(at::kFloat), w);
+  EXPECT_EQ(y32.scalar_type(), at::kFloat);
+  const at::Tensor exact32 = at::linear(x.to(at::kDouble), w.to(at::kDouble));
+  EXPECT_LT((y32.to(at::kDouble) - exact32).abs().max().item<double>(), 1e-3);
+}
+
+// The routing: bf16 weights above the small-row limit are widened exactly where the CPU
+// (within TIERGEN_CPU_ISA) has no native bf16 products; fp32 weights and few rows never.
+TEST(LinearProduct, ManyRowBf16ProductsWidenWhereTheCpuLacksNativeBf16) {
+  MaxRowsScope rows(16);
+  at::manual_seed(8);
+  const at::Tensor w = at::randn({40, 64}).to(at::kBFloat16);
+  const at::Tensor many = at::randn({33, 64}).to(at::kBFloat16), few = at::randn({4, 64}).to(at::kBFloat16);
+  const bool widens = !cpu_has_native_bf16_products();
+  EXPECT_EQ(model::uses_widened_product(many, w), widens);
+  EXPECT_FALSE(model::uses_widened_product(few, w)) << "few rows go to small_matmul";
+  EXPECT_FALSE(model::uses_widened_product(many.to(at::kFloat), w.to(at::kFloat))) << "fp32 weights";
+  if (widens) EXPECT_TRUE(at::equal(model::linear_product(many, w), model::widened_linear_product(many, w)));
+  EXPECT_EQ(cpu_has_native_bf16_products(), cpu_isa_in_use() >= CpuIsa::Avx512Bf16);
+}
+
+// TIERGEN_CPU_ISA caps the level for the process (tests/run_isa_levels.sh runs the
+// kernel suites once per level): the level in use is the lower of the cap and what the
+// CPU supports, and enabling a kernel never goes above it.
+TEST(CpuIsa, TheCapHoldsOverEveryKernelSwitch) {
+  for (CpuIsa isa : {CpuIsa::Portable, CpuIsa::Avx2, CpuIsa::Avx512Bf16, CpuIsa::Amx}) {
+    EXPECT_EQ(cpu_isa_from_name(cpu_isa_name(isa)), isa);
+  }
+  EXPECT_FALSE(cpu_isa_from_name("avx512").has_value());
+  const CpuIsa in_use = cpu_isa_in_use();
+  EXPECT_LE(in_use, cpu_isa_cap());
+  EXPECT_LE(in_use, cpu_isa_supported());
+  EXPECT_TRUE(in_use == cpu_isa_cap() || in_use == cpu_isa_supported());
+  set_avx2_kernels_enabled(true);
+  set_avx512_bf16_kernels_enabled(true);
+  set_amx_kernels_enabled(true);
+  EXPECT_EQ(use_avx2_kernels(), in_use >= CpuIsa::Avx2);
+  EXPECT_EQ(use_avx512_bf16_kernels(), in_use >= CpuIsa::Avx512Bf16);
+  EXPECT_EQ(use_amx_kernels(), in_use >= CpuIsa::Amx);
+  const char* expected = std::getenv("TIERGEN_EXPECT_CPU_ISA");  // set by run_isa_levels.sh
+  if (expected != nullptr) EXPECT_STREQ(cpu_isa_name(in_use), expected);
 }
 
 }  // namespace

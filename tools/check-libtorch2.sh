@@ -56,7 +56,7 @@ build_and_test() {
   # The GoogleTest suite as one process per core, then the script tests (as run-tests.sh).
   trixie_time gtest trixie_run "$root" env "${test_env[@]}" SHARD_LOG_DIR=/build \
     bash -c 'cd /build && bash /src/tiergen/tests/run_gtest_shards.sh /build/tiergen_tests' || return
-  trixie_time ctest trixie_run "$root" ctest --test-dir /build --output-on-failure -j"$(nproc)" --timeout 300 -LE gtest
+  trixie_time ctest trixie_run "$root" ctest --test-dir /build --output-on-failure -j"$(nproc)" --timeout 300 -LE 'gtest|isa_levels'
 }
 status=0
 build_and_test || status=$?

@@ -62,7 +62,12 @@ stage gtest bash -c "cd '$build' && bash '$root/tests/run_gtest_shards.sh' '$bui
 stage ctest ctest --test-dir "$build" --output-on-failure -j2 --timeout 300 -LE gtest
 if [ "${TIERGEN_FULL_CHECKS:-0}" = 1 ]; then
   stage tsan bash "$root/tests/run_tsan.sh"
-  stage fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-45}" bash "$root/tests/fuzz/run_fuzzers.sh"
+  # Two libFuzzer workers per target on the two cores CI has: as many runs as one worker
+  # for 60 s, in half the time.
+  stage fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-30}" FUZZ_JOBS="${FUZZ_JOBS:-2}" bash "$root/tests/fuzz/run_fuzzers.sh"
+  # The longest stage (a root to make, a sanitized build of everything, the suite under
+  # ASan): its own limit, so that a slow machine does not cut it a few minutes short.
+  stage_limit=$((${TIERGEN_ASAN_STAGE_LIMIT_MINUTES:-40} * 60))
   stage libtorch2-asan env TIERGEN_TRIXIE_ASAN=1 bash "$root/tools/check-libtorch2.sh"
 fi
 summary

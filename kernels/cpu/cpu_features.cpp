@@ -1,6 +1,9 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <atomic>
+#include <cstdlib>
+
+#include "tiergen/common/error.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -68,18 +71,44 @@ bool cpu_supports_fp16_products() {
 #endif
 }
 
+// The cap, read once: TIERGEN_CPU_ISA, or no cap.
+CpuIsa read_cpu_isa_cap() {
+  const char* value = std::getenv("TIERGEN_CPU_ISA");
+  if (value == nullptr || *value == '\0') return CpuIsa::Amx;
+  const std::optional<CpuIsa> isa = cpu_isa_from_name(value);
+  TG_CHECK(isa.has_value(), "TIERGEN_CPU_ISA={} is not a CPU kernel level: use portable, avx2, avx512-bf16 or amx",
+           value);
+  return *isa;
+}
+
+bool allowed(CpuIsa level) { return static_cast<int>(level) <= static_cast<int>(cpu_isa_cap()); }
+
+// Each level's kernels are available when the CPU has them and the cap allows them.
+bool avx2_available() {
+  static const bool available = cpu_supports_avx2_fma_f16c() && allowed(CpuIsa::Avx2);
+  return available;
+}
+bool avx512_bf16_available() {
+  static const bool available = cpu_supports_avx512_bf16() && allowed(CpuIsa::Avx512Bf16);
+  return available;
+}
+bool amx_available() {
+  static const bool available = allowed(CpuIsa::Amx) && cpu_supports_amx_bf16();
+  return available;
+}
+
 std::atomic<bool>& amx_enabled() {
-  static std::atomic<bool> enabled{cpu_supports_amx_bf16()};
+  static std::atomic<bool> enabled{amx_available()};
   return enabled;
 }
 
 std::atomic<bool>& avx512_bf16_enabled() {
-  static std::atomic<bool> enabled{cpu_supports_avx512_bf16()};
+  static std::atomic<bool> enabled{avx512_bf16_available()};
   return enabled;
 }
 
 std::atomic<bool>& avx2_enabled() {
-  static std::atomic<bool> enabled{cpu_supports_avx2_fma_f16c()};
+  static std::atomic<bool> enabled{avx2_available()};
   return enabled;
 }
 
@@ -88,25 +117,61 @@ std::atomic<bool>& avx2_enabled() {
 bool use_avx2_kernels() { return avx2_enabled().load(std::memory_order_relaxed); }
 
 void set_avx2_kernels_enabled(bool enabled) {
-  avx2_enabled().store(enabled && cpu_supports_avx2_fma_f16c(), std::memory_order_relaxed);
+  avx2_enabled().store(enabled && avx2_available(), std::memory_order_relaxed);
 }
 
 bool use_avx512_bf16_kernels() { return avx512_bf16_enabled().load(std::memory_order_relaxed); }
 
 void set_avx512_bf16_kernels_enabled(bool enabled) {
-  avx512_bf16_enabled().store(enabled && cpu_supports_avx512_bf16(), std::memory_order_relaxed);
+  avx512_bf16_enabled().store(enabled && avx512_bf16_available(), std::memory_order_relaxed);
 }
 
 bool use_amx_kernels() { return amx_enabled().load(std::memory_order_relaxed); }
 
 void set_amx_kernels_enabled(bool enabled) {
-  static const bool supported = cpu_supports_amx_bf16();
-  amx_enabled().store(enabled && supported, std::memory_order_relaxed);
+  amx_enabled().store(enabled && amx_available(), std::memory_order_relaxed);
 }
 
 bool cpu_has_native_fp16_products() {
-  static const bool native = cpu_supports_fp16_products();
+  static const bool native = cpu_supports_fp16_products() && allowed(CpuIsa::Avx512Bf16);
   return native;
+}
+
+bool cpu_has_native_bf16_products() { return avx512_bf16_available(); }
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Portable: return "portable";
+    case CpuIsa::Avx2: return "avx2";
+    case CpuIsa::Avx512Bf16: return "avx512-bf16";
+    case CpuIsa::Amx: return "amx";
+  }
+  return "unknown";
+}
+
+std::optional<CpuIsa> cpu_isa_from_name(const std::string& name) {
+  for (CpuIsa isa : {CpuIsa::Portable, CpuIsa::Avx2, CpuIsa::Avx512Bf16, CpuIsa::Amx}) {
+    if (name == cpu_isa_name(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+CpuIsa cpu_isa_cap() {
+  static const CpuIsa cap = read_cpu_isa_cap();
+  return cap;
+}
+
+CpuIsa cpu_isa_supported() {
+  static const CpuIsa supported = cpu_supports_amx_bf16()       ? CpuIsa::Amx
+                                  : cpu_supports_avx512_bf16()   ? CpuIsa::Avx512Bf16
+                                  : cpu_supports_avx2_fma_f16c() ? CpuIsa::Avx2
+                                                                 : CpuIsa::Portable;
+  return supported;
+}
+
+CpuIsa cpu_isa_in_use() {
+  return static_cast<int>(cpu_isa_supported()) < static_cast<int>(cpu_isa_cap()) ? cpu_isa_supported()
+                                                                                  : cpu_isa_cap();
 }
 
 }  // namespace tiergen::kernels

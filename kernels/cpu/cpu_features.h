@@ -2,7 +2,28 @@
 // Runtime choice between the portable kernels and the AVX2/FMA/F16C (AVX-512 BF16, AMX) ones. The build
 // uses baseline x86-64 flags, so SIMD code is compiled per function with target
 // attributes and picked here once per process from what the CPU reports.
+#include <optional>
+#include <string>
+
 namespace tiergen::kernels {
+
+// The instruction-set levels of the CPU kernels, lowest first. Each level's kernels
+// need the CPU features of every level below it.
+enum class CpuIsa { Portable, Avx2, Avx512Bf16, Amx };
+
+// "portable", "avx2", "avx512-bf16", "amx".
+const char* cpu_isa_name(CpuIsa isa);
+std::optional<CpuIsa> cpu_isa_from_name(const std::string& name);
+
+// The highest level the dispatcher may use: TIERGEN_CPU_ISA (one of the names above)
+// caps it for the whole process, so that every kernel path can be tested on a CPU that
+// has more (tests/run_isa_levels.sh runs the kernel and placement tests once per level).
+// Without the variable there is no cap. Throws tiergen::Error on an unknown name.
+CpuIsa cpu_isa_cap();
+// The highest level this CPU supports (without the cap), and the level that runs: the
+// lower of the two.
+CpuIsa cpu_isa_supported();
+CpuIsa cpu_isa_in_use();
 
 // True when the AVX2 kernels may run (CPU has AVX2, FMA and F16C, and they are enabled).
 bool use_avx2_kernels();
@@ -29,5 +50,12 @@ void set_amx_kernels_enabled(bool enabled);
 // every row count (small_matmul_max_rows). (oneDNN's AVX2-VNNI-2 fp16 path on some
 // newer client and efficiency-core CPUs is not detected: they keep small_matmul.)
 bool cpu_has_native_fp16_products();
+
+// True when the CPU multiplies bf16 operands natively (AVX-512 BF16, within the cap),
+// where LibTorch's CPU bf16 GEMM runs through oneDNN. Elsewhere that GEMM is a scalar
+// fallback (35x slower than fp32 on an AVX2 EPYC), and products with more rows than
+// small_matmul takes widen the weights to fp32 tile by tile instead
+// (model::widened_linear_product).
+bool cpu_has_native_bf16_products();
 
 }  // namespace tiergen::kernels

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <iostream>
 
+#include "kernels/cpu/cpu_features.h"
 #include "src/cli/command.h"
 #include "src/cli/progress.h"
 #include "src/cli/suggest.h"
@@ -58,6 +59,21 @@ void suggest_for_unexpected(CLI::App& app) {
 
 }  // namespace
 
+// The version, and which CPU kernel level runs here: bug reports and benchmark numbers
+// depend on it (TIERGEN_CPU_ISA caps it).
+std::string version_text() {
+  using namespace tiergen::kernels;
+  std::string text = "tiergen 0.1.0\nCPU kernels: ";
+  try {
+    text += std::string(cpu_isa_name(cpu_isa_in_use())) + " (this CPU supports up to " +
+            cpu_isa_name(cpu_isa_supported()) + "; native bf16 products: " +
+            (cpu_has_native_bf16_products() ? "yes" : "no, bf16 GEMMs widened to fp32") + ")";
+  } catch (const std::exception& e) {
+    text += e.what();
+  }
+  return text;
+}
+
 }  // namespace tiergen::cli
 
 int main(int argc, char** argv) {
@@ -73,7 +89,7 @@ int main(int argc, char** argv) {
       "streaming weights, KV cache and activations across GPU, CPU and disk."};
   app.require_subcommand(1);
   app.fallthrough();  // `tiergen generate -v ...`: the global flags also after the subcommand
-  app.set_version_flag("--version", "tiergen 0.1.0");
+  app.set_version_flag("--version", tiergen::cli::version_text);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Debug logging");
   app.parse_complete_callback([&] {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 
+#include "kernels/cpu/cpu_features.h"
 #include "tiergen/common/torch_compat.h"
 #include "tiergen/model/forward.h"
 
@@ -70,7 +71,20 @@ at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor
 
 #else
 
+// True for 16-bit CPU operands on a CPU without native products of their type, where
+// LibTorch 1.13's batched 16-bit products are scalar fallbacks (bf16) or missing (fp16):
+// attention there runs in fp32 and rounds its output once.
+bool attends_in_fp32(const at::Tensor& q) {
+  if (!q.is_cpu()) return false;
+  if (q.scalar_type() == at::kBFloat16) return !kernels::cpu_has_native_bf16_products();
+  if (q.scalar_type() == at::kHalf) return !kernels::cpu_has_native_fp16_products();
+  return false;
+}
+
 at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  if (attends_in_fp32(q)) {
+    return attend_all(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), step).to(q.scalar_type());
+  }
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1), total = k.size(2), groups = heads / kv_heads;
   // q is scaled by 1/sqrt(d) before QK^T, as Hugging Face and FlexGen do: in fp16 a raw

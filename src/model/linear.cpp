@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/error.h"
@@ -18,6 +19,11 @@ bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight) {
   if (!w_type || !kernel_elem_type_of(x.scalar_type())) return false;
   if (x.dim() < 1 || x.size(-1) != weight.size(1) || weight.size(1) == 0) return false;
   return x.numel() / weight.size(1) <= kernels::small_matmul_max_rows(*w_type);
+}
+
+bool uses_widened_product(const at::Tensor& x, const at::Tensor& weight) {
+  return x.is_cpu() && weight.is_cpu() && weight.dim() == 2 && weight.scalar_type() == at::kBFloat16 &&
+         !kernels::cpu_has_native_bf16_products() && !uses_small_matmul(x, weight);
 }
 
 namespace {
@@ -42,6 +48,7 @@ const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype
 }  // namespace
 
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (uses_widened_product(x, weight)) return widened_linear_product(x, weight, bias);
   if (!uses_small_matmul(x, weight)) return at::linear(x, weight, bias);
   const int64_t k = weight.size(1), n = weight.size(0);
   // bf16 activations of a bf16 model go in as they are; anything else as fp32 (a no-op
@@ -85,7 +92,13 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   // this weight per layer load.
   const int64_t in_place_rows =
       kernels::quantized_in_place_max_rows(x.scalar_type() == at::kBFloat16, {weight.bits, weight.group_size});
-  if (x.numel() / weight.cols > in_place_rows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
+  if (x.numel() / weight.cols > in_place_rows) {
+    if (x.scalar_type() == at::kBFloat16 && !kernels::cpu_has_native_bf16_products()) {
+      const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat) : bias;
+      return linear_product(x.to(at::kFloat), dense_copy(weight, at::kFloat), bias32).to(x.scalar_type());
+    }
+    return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
+  }
   // bf16 activations go to the kernel as they are (the AVX-512 BF16 kernel multiplies
   // them without widening); others as fp32.
   const bool bf16 = x.scalar_type() == at::kBFloat16;

@@ -2,7 +2,8 @@
 // x W^T + b for a weight W [out, in], the product behind every projection of the
 // models. On the CPU a product with few rows (decode: one row per sequence) goes to
 // kernels/cpu/small_matmul, which reads W in place instead of repacking it as a GEMM
-// does on every call; everything else is at::linear.
+// does on every call; 16-bit weights on a CPU without native 16-bit products are
+// widened to fp32 tile by tile (widened_linear_product); everything else is at::linear.
 #include <ATen/ATen.h>
 
 #include "tiergen/model/layer_weights.h"
@@ -15,11 +16,23 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
 // True when linear_product() would use the small-row CPU kernel for these operands.
 bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight);
 
+// True when linear_product() would widen the weight to fp32 for these operands: a CPU
+// product with a bf16 weight, more rows than small_matmul takes, on a CPU without native
+// bf16 products (kernels::cpu_has_native_bf16_products, within TIERGEN_CPU_ISA).
+bool uses_widened_product(const at::Tensor& x, const at::Tensor& weight);
+
+// x W^T + b with W's rows widened to fp32 a tile at a time (widened_tile_rows(in) rows,
+// 4 MiB of fp32 each) and multiplied by x in fp32 with LibTorch's fp32 GEMM: fp32
+// accumulation like the 16-bit GEMM, one rounding to x's dtype at the end. CPU only.
+at::Tensor widened_linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
+int64_t widened_tile_rows(int64_t in_features);
+
 // The same product with W held quantized (host, CPU compute). Up to 8 rows of x (decode)
 // W is read in place by kernels/cpu/quantized_matmul, with no dense copy; with more
-// rows a dense copy of W in x's dtype is made (converting the levels once instead of
-// once per row) and kept in weight.dense for the other gpu batches of the same layer
-// load. The result has x's dtype.
+// rows a dense copy of W is made (converting the levels once instead of once per row)
+// and kept in weight.dense for the other gpu batches of the same layer load: in x's
+// dtype, or in fp32 where x is bf16 and the CPU has no native bf16 products (the dense
+// product then runs on the fp32 GEMM). The result has x's dtype.
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias = {});
 
 }  // namespace tiergen::model
