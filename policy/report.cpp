@@ -18,7 +18,15 @@ std::string compression_text(const runtime::CompressionConfig& c) {
 
 // Percentages as the policy holds them, beside the LP's fractions before rounding: the
 // runtime places whole tensors, so the bytes above are what counts.
-void append_fractions(std::string& out, const runtime::Policy& p, const Fractions& lp) {
+void append_fractions(std::string& out, const runtime::Policy& p, const Fractions& lp, bool from_lp) {
+  if (!from_lp) {  // a guardrail: whole percentages, no LP answer behind them
+    out += fmt::format("\nfractions (secondary)     weights {:.0f}/{:.0f}/{:.0f}%, kv cache {:.0f}/{:.0f}/{:.0f}%, "
+                       "activations {:.0f}/{:.0f}/{:.0f}% (gpu/cpu/disk)\n",
+                       p.w_gpu_percent, p.w_cpu_percent, p.w_disk_percent(), p.cache_gpu_percent,
+                       p.cache_cpu_percent, p.cache_disk_percent(), p.act_gpu_percent, p.act_cpu_percent,
+                       p.act_disk_percent());
+    return;
+  }
   out += fmt::format("\n{:<26}{:>8}{:>8}{:>8}   {:>8}{:>8}{:>8}\n", "fractions (secondary)", "gpu", "cpu", "disk",
                      "LP gpu", "LP cpu", "LP disk");
   auto row = [&](const char* what, double gpu, double cpu, double disk, int g, int c, int d) {
@@ -86,6 +94,24 @@ std::string matmul_placement_text(const runtime::Policy& p) {
                      phases, layers);
 }
 
+// Which side of the search the policy came from, with both sides' best predictions.
+std::string chosen_by_text(const SearchResult& r) {
+  if (r.guardrails_fitted == 0) return "chosen by: the LP (no guardrail policy fits the budgets)\n";
+  if (r.chosen_by == "guardrail") {
+    return fmt::format(
+        "chosen by: a guardrail (FlexGen-shaped policy, {} fitted): predicted {:.3f} token/s at default threads; "
+        "the LP's best {} (taken only when at least {:.0f}% faster)\n",
+        r.guardrails_fitted, r.guardrail_best_throughput,
+        r.lp_best_throughput > 0 ? fmt::format("{:.3f}", r.lp_best_throughput) : std::string("found none"),
+        r.guardrail_margin * 100);
+  }
+  return fmt::format(
+      "chosen by: the LP, predicted {:.2f}x the best of {} guardrail policies ({:.3f} token/s; the LP's plan needed "
+      "{:.0f}% more)\n",
+      r.lp_best_throughput / r.guardrail_best_throughput, r.guardrails_fitted, r.guardrail_best_throughput,
+      r.guardrail_margin * 100);
+}
+
 }  // namespace
 
 std::string format_report(const SearchResult& result, const ReportContext& c) {
@@ -113,9 +139,10 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
                      r.decode_seconds, r.total_seconds,
                      r.init_seconds > 0 ? fmt::format(" (+{:.1f} one-off weight quantization)", r.init_seconds) : "");
   append_times(out, r);
-  append_fractions(out, p, result.lp_fractions);
+  append_fractions(out, p, result.lp_fractions, result.chosen_by != "guardrail");
   out += fmt::format("\nsearch: {} feasible LPs, {} rounded policies checked, {:.3f} s\n", result.lp_solved,
                      result.exact_checked, result.seconds);
+  if (!result.chosen_by.empty()) out += chosen_by_text(result);
   return out;
 }
 
@@ -137,7 +164,13 @@ nlohmann::json report_json(const SearchResult& result, const ReportContext& c) {
           {"exact", result.policy.exact()},
           {"dtype_bytes", c.dtype_bytes},
           {"budgets", {{"gpu", c.budgets.gpu}, {"cpu", c.budgets.cpu}, {"disk", c.budgets.disk}}},
-          {"hardware_profile", c.hw->path}};
+          {"hardware_profile", c.hw->path},
+          {"search",
+           {{"chosen_by", result.chosen_by},
+            {"lp_best_throughput", result.lp_best_throughput},
+            {"guardrail_best_throughput", result.guardrail_best_throughput},
+            {"guardrails_fitted", result.guardrails_fitted},
+            {"margin", result.guardrail_margin}}}};
 }
 
 }  // namespace tiergen::policy

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "policy/guardrails.h"
 #include "policy/infeasible.h"
 #include "policy/memory_model.h"
 #include "policy/placement_lp.h"
@@ -174,6 +175,70 @@ SearchResult pick(const std::vector<SearchResult>& accepted, double near_tie, do
   return *best;
 }
 
+// The guardrails that fit the full budgets, priced at default threads as the LP's
+// candidates are. None where compression is required (guardrails are uncompressed).
+std::vector<SearchResult> price_guardrails(const model::Spec& spec, const ModelSizes& sizes,
+                                           const runtime::Workload& workload, const runtime::Budgets& budgets,
+                                           const HardwareProfile& hw, const SearchOptions& o) {
+  if (!o.guardrails || o.compression == CompressionMode::On) return {};
+  SearchOptions flexgen_sizes = o;
+  // FlexGen's hand policies use gpu batches like 2, 24 and 48: multiples of 8 up to 64.
+  if (flexgen_sizes.gpu_batch_sizes.empty()) flexgen_sizes.gpu_batch_sizes = {1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128};
+  GuardrailShape shape;
+  shape.gpu_batch_sizes = gpu_batch_sizes_for(flexgen_sizes, workload.num_sequences);
+  shape.max_num_gpu_batches = std::min<int64_t>(o.max_num_gpu_batches, 8);
+  shape.num_gpu_batches = o.num_gpu_batches;
+  shape.num_sequences = workload.num_sequences;
+  shape.allow_cpu_attention = o.allow_cpu_attention;
+  std::vector<SearchResult> out;
+  for (const runtime::Policy& p : guardrail_policies(shape)) {
+    SearchResult r;
+    r.memory = runtime::plan_memory(spec, p, workload, o.dtype_bytes, sizes.stage_shape());
+    if (!r.memory.over_budget(budgets).empty()) continue;
+    r.policy = p;
+    r.prediction = predict(spec, p, workload, hw, o.dtype_bytes);
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The LP's pick unless the best guardrail comes within the margin of it.
+SearchResult choose_with_guardrails(const std::vector<SearchResult>& accepted,
+                                    const std::vector<SearchResult>& guardrails, const SearchOptions& o) {
+  double fastest = 0;
+  for (const auto& g : guardrails) fastest = std::max(fastest, g.prediction.total_throughput);
+  // Among guardrails the model cannot tell apart (within near_tie), the one with the
+  // most weights on the gpu, then the fewest gpu batches: less crosses the link, and
+  // fewer steps pay the per-step costs the model leaves out.
+  const auto safer = [](const SearchResult& a, const SearchResult& b) {
+    return std::make_tuple(a.policy.w_gpu_percent, -a.policy.num_gpu_batches, a.policy.gpu_batch_size) >
+           std::make_tuple(b.policy.w_gpu_percent, -b.policy.num_gpu_batches, b.policy.gpu_batch_size);
+  };
+  const SearchResult* guard = nullptr;
+  for (const auto& g : guardrails) {
+    if (g.prediction.total_throughput < fastest * (1 - o.near_tie)) continue;
+    if (guard == nullptr || safer(g, *guard)) guard = &g;
+  }
+  SearchResult chosen;
+  if (!accepted.empty()) chosen = pick(accepted, o.near_tie, o.split_cache_gain);
+  const double lp = accepted.empty() ? 0 : chosen.prediction.total_throughput;
+  const double rail = guard == nullptr ? 0 : guard->prediction.total_throughput;
+  const bool misjudged_class =
+      !accepted.empty() && chosen.policy.num_gpu_batches == 1 && chosen.policy.act_gpu_percent < 100;
+  const double margin = misjudged_class ? o.guardrail_margin_one_batch_host_activations : o.guardrail_margin;
+  if (guard != nullptr && (accepted.empty() || lp < rail * (1 + margin))) {
+    chosen = *guard;
+    chosen.chosen_by = "guardrail";
+  } else {
+    chosen.chosen_by = "LP";
+  }
+  chosen.lp_best_throughput = lp;
+  chosen.guardrail_best_throughput = rail;
+  chosen.guardrails_fitted = static_cast<int>(guardrails.size());
+  chosen.guardrail_margin = margin;
+  return chosen;
+}
+
 [[noreturn]] void throw_infeasible(const model::Spec& spec, const runtime::Workload& workload,
                                    const runtime::Budgets& budgets, const HardwareProfile& hw, const SearchOptions& o) {
   InfeasibleInput in;
@@ -248,9 +313,10 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
       }
     }
   }
-  if (accepted.empty()) throw_infeasible(spec, workload, budgets, hw, o);
+  const std::vector<SearchResult> guardrails = price_guardrails(spec, sizes, workload, budgets, hw, o);
+  if (accepted.empty() && guardrails.empty()) throw_infeasible(spec, workload, budgets, hw, o);
   const int checked = best.exact_checked;
-  best = pick(accepted, o.near_tie, o.split_cache_gain);
+  best = choose_with_guardrails(accepted, guardrails, o);
   if (best.policy.w_gpu_percent >= 100) {
     // Every weight on the gpu: none is multiplied where it lives, whatever the
     // candidate's choice was; the policy says what will happen.
@@ -269,8 +335,9 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
   TG_CHECK(best.memory.over_budget(budgets).empty(), "policy search: internal error, chosen policy over budget: {}",
            best.memory.over_budget(budgets));
   best.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  spdlog::info("policy search: {} LPs feasible, {} rounded policies checked exactly, {:.3f} s", best.lp_solved,
-               best.exact_checked, best.seconds);
+  spdlog::info("policy search: {} LPs feasible, {} rounded policies checked exactly, {} guardrails fitted; {} "
+               "chosen, {:.3f} s",
+               best.lp_solved, best.exact_checked, best.guardrails_fitted, best.chosen_by, best.seconds);
   return best;
 }
 

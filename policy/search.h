@@ -58,6 +58,17 @@ struct SearchOptions {
   // A policy whose KV cache spans more tiers is kept only when it is predicted at
   // least this much faster than the best one with the cache on fewer tiers.
   double split_cache_gain = 0.05;
+  // Guardrails (policy/guardrails.h): FlexGen-shaped policies priced beside the LP's
+  // plans. The LP's plan is taken only when predicted at least this share faster than
+  // the best guardrail that fits: the model is most optimistic about the plans only the
+  // LP finds (bench/RESULTS.md, the planner section).
+  bool guardrails = true;
+  double guardrail_margin = 0.2;
+  // The margin for an LP plan with one gpu batch and activations off the GPU, the class
+  // the model misjudges most: the runtime cannot prefetch their hidden states, so store,
+  // load and compute run in series (measured/predicted 0.45 on OPT-30B at 16 GiB on an
+  // H200, against 0.77-0.79 for FlexGen's two-batch policy: 0.78/0.45 = 1.73).
+  double guardrail_margin_one_batch_host_activations = 0.75;
 };
 
 struct SearchResult {
@@ -69,6 +80,13 @@ struct SearchResult {
   int lp_solved = 0;           // candidates whose LP was feasible
   int exact_checked = 0;       // rounded policies checked with plan_memory
   double seconds = 0;          // wall time of the search
+  // How the policy was chosen: "LP" (predicted at least the margin faster than every
+  // guardrail) or "guardrail"; the best of each side's predicted total throughput (0:
+  // none fitted), and how many guardrails fitted.
+  std::string chosen_by;
+  double lp_best_throughput = 0, guardrail_best_throughput = 0;
+  double guardrail_margin = 0;  // the SearchOptions::guardrail_margin applied
+  int guardrails_fitted = 0;
 };
 
 // Throws tiergen::InfeasibleError when no placement fits the budgets.

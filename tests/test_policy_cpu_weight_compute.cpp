@@ -126,7 +126,8 @@ TEST(CpuWeightComputeSearch, ChosenWhereTheLinkIsTheBottleneckAndTheCpuFast) {
   const auto spec = model::resolve_spec("opt-30b");
   const runtime::Workload w{512, 32};
   const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
-  const SearchOptions o;
+  SearchOptions o;
+  o.guardrails = false;  // the LP's pricing (guardrails never multiply weights at home)
   const auto fast = search_policy(spec, w, b, t4_with_cpu_rates(5e12, 200e9), o);
   EXPECT_TRUE(fast.policy.cpu_weight_compute_decode) << fast.policy.describe();
   EXPECT_EQ(runtime::plan_memory(spec, fast.policy, w, 2).over_budget(b), "");
@@ -138,7 +139,7 @@ TEST(CpuWeightComputeSearch, ChosenWhereTheLinkIsTheBottleneckAndTheCpuFast) {
       << slow.policy.describe();
   EXPECT_FALSE(plain.policy.cpu_weight_compute_decode || plain.policy.cpu_weight_compute_prefill);
 
-  SearchOptions off;
+  SearchOptions off = o;
   off.allow_cpu_weight_compute = false;
   const auto refused = search_policy(spec, w, b, t4_with_cpu_rates(5e12, 200e9), off);
   EXPECT_FALSE(refused.policy.cpu_weight_compute_decode || refused.policy.cpu_weight_compute_prefill);
@@ -155,6 +156,7 @@ TEST(CpuWeightComputeSearch, ProductRatesByRowsDecideAtThePlansBatchSize) {
   const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
   SearchOptions o;
   o.gpu_batch_sizes = {32};
+  o.guardrails = false;  // the LP's pricing (guardrails never multiply weights at home)
   HardwareProfile even = t4_with_cpu_rates(5e12, 200e9);
   even.cpu_product_rates = {{1, 200e9}, {16, 200e9}, {64, 200e9}};
   const auto fast = search_policy(spec, w, b, even, o);

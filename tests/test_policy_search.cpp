@@ -2,7 +2,11 @@
 // on an A100), the exact re-check, and infeasible requests.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "policy/search.h"
+
+#include "policy/guardrails.h"
 
 #include <nlohmann/json.hpp>
 
@@ -163,6 +167,137 @@ TEST(PolicySearch, CompressionModeParsing) {
   EXPECT_EQ(compression_mode_from_string("on"), CompressionMode::On);
   EXPECT_EQ(compression_mode_from_string("off"), CompressionMode::Off);
   EXPECT_THROW(compression_mode_from_string("maybe"), Error);
+}
+
+// ---- Guardrails: FlexGen-shaped policies priced beside the LP's plans.
+
+// The suite's cases on the H100 profile: prompt 512, gen 32, 100 GiB of CPU, 64 GiB of disk.
+struct SuiteCase {
+  model::Spec spec;
+  runtime::Workload w{512, 32};
+  runtime::Budgets b;
+};
+
+SuiteCase suite_case(const char* model, const char* gpu) {
+  return {model::resolve_spec(model), {512, 32}, budgets(gpu, "100GiB", "64GiB")};
+}
+
+// Every guardrail is a policy FlexGen could be given: valid, the KV cache and the
+// activations together on one tier, CPU attention exactly with the cache on the cpu,
+// activations off the gpu only with two or more gpu batches, weights in steps of 10%,
+// no block larger than the job.
+TEST(PolicyGuardrails, AreFlexGenShapedPolicies) {
+  GuardrailShape shape;
+  shape.gpu_batch_sizes = {2, 24, 48};
+  shape.num_sequences = 96;
+  const auto policies = guardrail_policies(shape);
+  ASSERT_FALSE(policies.empty());
+  bool some_on_cpu = false, some_on_gpu = false;
+  for (const auto& p : policies) {
+    EXPECT_NO_THROW(p.validate()) << p.describe();
+    EXPECT_EQ(p.cache_cpu_percent, p.act_cpu_percent) << p.describe();
+    EXPECT_EQ(p.cpu_cache_compute, p.cache_cpu_percent == 100) << p.describe();
+    if (p.act_cpu_percent > 0) EXPECT_GE(p.num_gpu_batches, 2) << p.describe();
+    EXPECT_EQ(std::fmod(p.w_gpu_percent, 10.0), 0) << p.describe();
+    EXPECT_EQ(p.w_disk_percent(), 0) << p.describe();
+    EXPECT_FALSE(p.compress_weight.enabled || p.compress_cache.enabled);
+    if (p.num_gpu_batches > 1) EXPECT_LE(p.block_size(), 96) << p.describe();
+    some_on_cpu = some_on_cpu || p.cache_cpu_percent == 100;
+    some_on_gpu = some_on_gpu || p.cache_gpu_percent == 100;
+  }
+  EXPECT_TRUE(some_on_cpu && some_on_gpu);
+  shape.allow_cpu_attention = false;
+  for (const auto& p : guardrail_policies(shape)) EXPECT_FALSE(p.cpu_cache_compute);
+  shape.num_gpu_batches = 3;  // a pipeline's stages fix the gpu batches
+  for (const auto& p : guardrail_policies(shape)) EXPECT_EQ(p.num_gpu_batches, 3);
+}
+
+// The LP plans within 0.8 of each budget; a guardrail is checked against the full
+// budgets. Where the LP's cap leaves nothing, a guardrail still gives a plan, and
+// without guardrails the same request is infeasible.
+TEST(PolicyGuardrails, StandWhereTheLpFindsNothingInsideItsCap) {
+  const SuiteCase c = suite_case("opt-6.7b", "16GiB");
+  SearchOptions o;
+  o.memory_cap_fraction = 0.05;  // 13.4 GB of weights, 9 GB of capped budgets
+  const auto r = search_policy(c.spec, c.w, c.b, hw("h100-spr"), o);
+  EXPECT_EQ(r.chosen_by, "guardrail");
+  EXPECT_EQ(r.lp_best_throughput, 0);
+  EXPECT_GT(r.guardrails_fitted, 0);
+  expect_executable(r, c.spec, c.w, c.b);
+  o.guardrails = false;
+  EXPECT_THROW(search_policy(c.spec, c.w, c.b, hw("h100-spr"), o), InfeasibleError);
+}
+
+// The margin rule: the LP's plan only when it is predicted at least the margin faster
+// than the best guardrail. With no margin at all the LP's plan stands where it is
+// faster; with a huge one the guardrail always does.
+TEST(PolicyGuardrails, TheLpPlanNeedsTheMarginToWin) {
+  const SuiteCase c = suite_case("opt-13b", "24GiB");
+  SearchOptions none;
+  none.guardrails = false;
+  const auto lp_only = search_policy(c.spec, c.w, c.b, hw("h100-spr"), none);
+  SearchOptions o;
+  o.guardrail_margin = o.guardrail_margin_one_batch_host_activations = 1e6;
+  const auto rails = search_policy(c.spec, c.w, c.b, hw("h100-spr"), o);
+  EXPECT_EQ(rails.chosen_by, "guardrail");
+  expect_executable(rails, c.spec, c.w, c.b);
+  o.guardrail_margin = o.guardrail_margin_one_batch_host_activations = 0;
+  const auto lp = search_policy(c.spec, c.w, c.b, hw("h100-spr"), o);
+  ASSERT_GT(lp.lp_best_throughput, lp.guardrail_best_throughput) << "the case has an LP plan faster than the rails";
+  EXPECT_EQ(lp.chosen_by, "LP");
+  EXPECT_EQ(lp.policy.describe(), lp_only.policy.describe());
+}
+
+// An LP plan with one gpu batch and activations off the GPU (the class the model
+// misjudges most) needs the larger margin: on OPT-13B at 24 GiB the LP's best is such a
+// plan, predicted about 1.3x the best guardrail: enough under a 20% margin, not under
+// the class's 75%.
+TEST(PolicyGuardrails, OneGpuBatchWithHostActivationsNeedsTheLargerMargin) {
+  const SuiteCase c = suite_case("opt-13b", "24GiB");
+  SearchOptions none;
+  none.guardrails = false;
+  const auto lp_only = search_policy(c.spec, c.w, c.b, hw("h100-spr"), none);
+  ASSERT_EQ(lp_only.policy.num_gpu_batches, 1);
+  ASSERT_LT(lp_only.policy.act_gpu_percent, 100);
+  const auto r = search_policy(c.spec, c.w, c.b, hw("h100-spr"));
+  EXPECT_EQ(r.chosen_by, "guardrail");
+  EXPECT_GT(r.lp_best_throughput, r.guardrail_best_throughput * 1.2);
+  EXPECT_LT(r.lp_best_throughput, r.guardrail_best_throughput * 1.75);
+  EXPECT_DOUBLE_EQ(r.guardrail_margin, 0.75);
+  SearchOptions same;
+  same.guardrail_margin_one_batch_host_activations = same.guardrail_margin;
+  EXPECT_EQ(search_policy(c.spec, c.w, c.b, hw("h100-spr"), same).chosen_by, "LP");
+}
+
+// FlexGen's own hand policies on the suite's cases on an H100 (OPT-6.7B 24x1 all on the
+// gpu at 24 GiB, OPT-30B 24x2 with weights 20/80 and the cache and activations on the cpu
+// at 16 GiB) fit the full budgets, so the guardrails cover their shapes; the search's
+// choice is predicted at least as fast as them.
+TEST(PolicyGuardrails, CoverFlexGensHandPoliciesOnTheSuite) {
+  struct Hand {
+    const char* model;
+    const char* gpu;
+    int64_t gbs, ngb;
+    double w_gpu;
+    bool on_cpu;
+  };
+  for (const Hand& h : {Hand{"opt-6.7b", "24GiB", 24, 1, 100, false}, Hand{"opt-30b", "16GiB", 24, 2, 20, true}}) {
+    const SuiteCase c = suite_case(h.model, h.gpu);
+    GuardrailShape shape;
+    shape.gpu_batch_sizes = {h.gbs};
+    bool covered = false;
+    for (const auto& p : guardrail_policies(shape)) {
+      covered = covered || (p.num_gpu_batches == h.ngb && p.w_gpu_percent == h.w_gpu &&
+                            (p.cache_cpu_percent == 100) == h.on_cpu && p.cpu_cache_compute == h.on_cpu);
+      if (!covered) continue;
+      EXPECT_EQ(runtime::plan_memory(c.spec, p, c.w, 2).over_budget(c.b), "") << h.model << ": " << p.describe();
+      const auto r = search_policy(c.spec, c.w, c.b, hw("h100-spr"));
+      EXPECT_GE(r.guardrail_best_throughput, predict(c.spec, p, c.w, hw("h100-spr"), 2).total_throughput * 0.98)
+          << h.model;
+      break;
+    }
+    EXPECT_TRUE(covered) << h.model;
+  }
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ struct PolicyOptions {
   std::string compress = "off";
   bool no_cpu_attention = false;
   bool no_cpu_weight_compute = false;
+  bool no_guardrails = false;
   std::string json_path;
   int64_t stages = 1;
   double link_gbytes = 0;  // GB/s between pipeline stages; 0: the profile's, else kAssumedLinkGBytes
@@ -173,6 +174,7 @@ void run_policy(const PolicyOptions& o) {
   options.compression = policy::compression_mode_from_string(o.compress);
   options.allow_cpu_attention = !o.no_cpu_attention;
   options.allow_cpu_weight_compute = !o.no_cpu_weight_compute;
+  options.guardrails = !o.no_guardrails;
   options.dtype_bytes = target.dtype_bytes;
   const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
   if (o.stages > 1) {
@@ -221,6 +223,8 @@ void setup_policy_command(CLI::App& app) {
   cmd->add_flag("--no-cpu-weight-compute", o->no_cpu_weight_compute,
                 "Never multiply host-resident weights on the CPU (considered only when the hardware profile has "
                 "cpu.product_rates, or cpu.matmul_flops and cpu.gemv_bandwidth)");
+  cmd->add_flag("--no-guardrails", o->no_guardrails,
+                "Take the LP's plan without pricing the FlexGen-shaped guardrail policies beside it (to compare)");
   cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
                   "stage, named PATH with .stageR before the extension");
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "

@@ -1,0 +1,33 @@
+#pragma once
+// Guardrails: FlexGen-shaped policies that the search prices exactly beside the LP's
+// answers. The LP plans within a share of each budget and over a grid of block shapes,
+// so FlexGen's own hand policies (OPT-6.7B 2x1 and 24x1, OPT-30B 24x2 on a 16 GiB GPU)
+// can fall outside what it sees, and the cost model is most optimistic about the plans
+// it then picks (one gpu batch with activations off the GPU: measured/predicted 0.45 on
+// OPT-30B against 0.77-0.79 for the hand policy, bench/RESULTS.md). A guardrail is a
+// whole policy in the families those hand policies come from: weights split between
+// gpu and cpu in steps of 10%, the KV cache and the activations together whole on the
+// gpu or whole on the cpu, CPU attention exactly where the cache is on the cpu, no compression, no
+// weights multiplied on the CPU, and activations off the GPU only with two or more gpu
+// batches (where the runtime overlaps their copies). The search takes its LP plan only
+// when that plan is predicted at least SearchOptions::guardrail_margin faster than the
+// best guardrail that fits the full budgets.
+#include <cstdint>
+#include <vector>
+
+#include "tiergen/runtime/policy.h"
+
+namespace tiergen::policy {
+
+struct GuardrailShape {
+  std::vector<int64_t> gpu_batch_sizes;  // already bounded by the job
+  int64_t max_num_gpu_batches = 8;       // the most gpu batches per block to try
+  int64_t num_gpu_batches = 0;           // > 0: only this many (a pipeline's stages)
+  int64_t num_sequences = 0;             // the job's sequences (0: unknown), bounds a block
+  bool allow_cpu_attention = true;
+};
+
+// Every guardrail policy for these shapes; memory is not checked here.
+std::vector<runtime::Policy> guardrail_policies(const GuardrailShape& shape);
+
+}  // namespace tiergen::policy
