@@ -92,13 +92,9 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   // this weight per layer load.
   const int64_t in_place_rows =
       kernels::quantized_in_place_max_rows(x.scalar_type() == at::kBFloat16, {weight.bits, weight.group_size});
-  if (x.numel() / weight.cols > in_place_rows) {
-    if (x.scalar_type() == at::kBFloat16 && !kernels::cpu_has_native_bf16_products()) {
-      const at::Tensor bias32 = bias.defined() ? bias.to(at::kFloat) : bias;
-      return linear_product(x.to(at::kFloat), dense_copy(weight, at::kFloat), bias32).to(x.scalar_type());
-    }
-    return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
-  }
+  // (A bf16 copy on a CPU without native bf16 products goes on to the widened product:
+  // the copy keeps the size runtime::plan_memory counts for it.)
+  if (x.numel() / weight.cols > in_place_rows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
   // bf16 activations go to the kernel as they are (the AVX-512 BF16 kernel multiplies
   // them without widening); others as fp32.
   const bool bf16 = x.scalar_type() == at::kBFloat16;

@@ -29,10 +29,10 @@ int64_t widened_tile_rows(int64_t in_features);
 
 // The same product with W held quantized (host, CPU compute). Up to 8 rows of x (decode)
 // W is read in place by kernels/cpu/quantized_matmul, with no dense copy; with more
-// rows a dense copy of W is made (converting the levels once instead of once per row)
-// and kept in weight.dense for the other gpu batches of the same layer load: in x's
-// dtype, or in fp32 where x is bf16 and the CPU has no native bf16 products (the dense
-// product then runs on the fp32 GEMM). The result has x's dtype.
+// rows a dense copy of W in x's dtype is made (converting the levels once instead of
+// once per row) and kept in weight.dense for the other gpu batches of the same layer
+// load; a bf16 copy on a CPU without native bf16 products is then multiplied widened
+// (widened_linear_product). The result has x's dtype.
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias = {});
 
 }  // namespace tiergen::model
