@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# One GPU window's evidence in one call of at most 9 minutes (tools/gpu-check.sh stays
+# the full correctness run). Steps, in the order that cuts what matters least last, each
+# under its own time budget; each leaves its files in OUTDIR/digest (small: host facts,
+# the profile, policies, bench records, trace summaries) and its CSV rows in
+# OUTDIR/rows.csv as it finishes, so a run cut short keeps what it did:
+#   check      gpu-check.sh's facts, deps, configure, a build of tiergen and make-tiny-model
+#              only, and CPU-vs-CUDA fp32 equality on tiny OPT and LLaMA over its placements
+#   profile    tiergen profile --quick on this host
+#   same       tiergen with FlexGen's policy on CASE (traced)
+#   auto       tiergen --policy auto on CASE with that profile (traced), and the plan
+#   flexgen    FlexGen on CASE (bench/compare/gpu_suite.sh SYSTEMS=compare), where its
+#              prepared copy exists (bench/compare/prepare_flexgen.sh)
+# CASE is a bench/compare/gpu_suite.sh case: the one with the fewest tiergen rows in
+# bench/gpu-evidence/side-by-side.csv (tools/gpu-evidence-add.py next-case), so that
+# consecutive windows cover different cases, or TIERGEN_WINDOW_CASE. Afterwards, on the
+# development machine: copy OUTDIR/digest to bench/gpu-evidence/MACHINE_RUN-CASE/ and
+# append OUTDIR/rows.csv's rows (all but its header) to side-by-side.csv.
+#
+# The first four steps' budgets add up to 515 s, within one 9-minute call with the
+# machine's start; FlexGen needs a second call (TIERGEN_WINDOW_STEPS=flexgen, the same
+# OUTDIR) unless the first finished early.
+#
+# Usage: tools/gpu-window.sh OUTDIR [--dry-run]
+#   --dry-run  print each step's budget and commands, and the budgets' total, run nothing
+# Environment: as tools/gpu-check.sh (TIERGEN_GPU_BUILD, TIERGEN_DEPS, PYTHON), plus
+#   TIERGEN_WINDOW_CASE, TIERGEN_WINDOW_STEPS (step names to run; default all),
+#   FLEXGEN_DIR (default baselines/flexgen).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: tools/gpu-window.sh OUTDIR [--dry-run]}
+dry_run=0
+[ "${2:-}" = --dry-run ] && dry_run=1
+mkdir -p "$out/digest" "$out/work"
+out=$(cd "$out" && pwd)
+cd "$repo" || exit 1
+py=${PYTHON:-python3}
+build=${TIERGEN_GPU_BUILD:-build-gpu}
+tg=$build/tiergen
+flexgen=${FLEXGEN_DIR:-baselines/flexgen}
+digest=$out/digest
+rows=$out/rows.csv
+[ -f "$rows" ] || head -n 1 bench/gpu-evidence/side-by-side.csv > "$rows"
+
+# The case and FlexGen's flags for it, from gpu_suite.sh's table.
+case_name=${TIERGEN_WINDOW_CASE:-$("$py" tools/gpu-evidence-add.py next-case)}
+case_line=$(grep -F "\"$case_name|" bench/compare/gpu_suite.sh | head -n 1 | tr -d '"' | sed 's/^ *//')
+[ -n "$case_line" ] || { echo "gpu-window: no case $case_name in bench/compare/gpu_suite.sh" >&2; exit 2; }
+IFS='|' read -r _ model cap flags <<< "$case_line"
+cap_gib=${cap%GiB}
+# FlexGen's spellings in gpu_suite.sh's table, as tiergen bench takes them.
+tiergen_flags=$(sed -e 's/--gbs /--gpu-batch-size /' -e 's/--ngb /--num-gpu-batches /' <<< "$flags")
+bench="$tg bench --model $model --dummy --device cuda --prompt-len 512 --gen-len 32 -r 1 --warmup 0 --gpu-mem $cap"
+
+gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1; }
+cpu_name() { lscpu | sed -n 's/^Model name: *//p' | head -n 1; }
+machine_run() { echo "$(date -u +%F)-$(gpu_name | tr 'A-Z ' 'a-z-' | cut -c1-24)-$(hostname | cut -c1-8)"; }
+# add_rows ARGS...: tools/gpu-evidence-add.py add into rows.csv, for this machine.
+add_rows() {
+  "$py" tools/gpu-evidence-add.py add --csv "$rows" --machine-run "$(machine_run)" --gpu "$(gpu_name)" \
+    --cpu "$(cpu_name)" --gpu-cap-gib "$cap_gib" "$@"
+}
+# summarize TRACE NAME: the middle decode token's summary into the digest, not the trace.
+summarize() { "$py" tools/trace-summary.py "$1" --json "$digest/$2-token.json" > "$digest/$2-token.txt"; }
+
+declare -a names=() results=() seconds=()
+planned=0
+# step NAME BUDGET_SECONDS COMMAND
+step() {
+  local name=$1 budget=$2 cmd=$3
+  if [ -n "${TIERGEN_WINDOW_STEPS:-}" ] && [[ " $TIERGEN_WINDOW_STEPS " != *" $name "* ]]; then return; fi
+  planned=$((planned + budget))
+  if [ "$dry_run" = 1 ]; then
+    printf '== %s (budget %d s, %d s so far)\n%s\n\n' "$name" "$budget" "$planned" "$cmd"
+    return
+  fi
+  echo "== $name (budget $budget s, log $out/work/$name.log)"
+  local start=$SECONDS rc
+  timeout --kill-after=10 "$budget" bash -c "$(declare -f gpu_name cpu_name machine_run add_rows summarize); \
+    py='$py' rows='$rows' cap_gib='$cap_gib' digest='$digest'; $cmd" > "$out/work/$name.log" 2>&1
+  rc=$?
+  local result=PASS
+  [ "$rc" = 0 ] || result=FAIL
+  [ "$rc" = 77 ] && result=SKIP
+  [ "$rc" = 124 ] && result=TIMEOUT
+  names+=("$name"); results+=("$result"); seconds+=($((SECONDS - start)))
+  echo "   $result ($((SECONDS - start)) s)"
+  [ "$result" = PASS ] || tail -n 8 "$out/work/$name.log" | sed 's/^/   | /'
+}
+
+echo "gpu-window: case $case_name ($model, GPU cap $cap, FlexGen's policy: $flags)"
+step check 200 "TIERGEN_GPU_STEPS='facts deps configure build linkage tiny-models equality-opt-float32 equality-llama-float32' \
+TIERGEN_GPU_TARGETS='tiergen make-tiny-model' bash tools/gpu-check.sh $out/work/check && cp $out/work/check/summary.txt $digest/check.txt"
+step profile 45 "$tg profile --quick --out $digest/hw-profile.json --offload-dir $out/work/offload"
+step same 120 "$bench $tiergen_flags --offload-dir $out/work/offload --json $digest/tiergen-same.json \
+--trace $out/work/same.trace.json && summarize $out/work/same.trace.json same && \
+add_rows --policy-kind same-as-flexgen $digest/tiergen-same.json"
+step auto 150 "$tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem $cap --hw $digest/hw-profile.json \
+--json $digest/auto-policy.json > $digest/auto-policy.txt && \
+$bench --policy auto --hw $digest/hw-profile.json --offload-dir $out/work/offload --json $digest/tiergen-auto.json \
+--trace $out/work/auto.trace.json && summarize $out/work/auto.trace.json auto && \
+add_rows --policy-kind auto $digest/tiergen-auto.json"
+step flexgen 300 "[ -d $flexgen ] || { echo 'no FlexGen copy at $flexgen (bench/compare/prepare_flexgen.sh)'; exit 77; }
+TIERGEN=$tg SYSTEMS=compare HW=$digest/hw-profile.json bash bench/compare/gpu_suite.sh $out/work/suite $case_name && \
+cp $out/work/suite/$case_name/comparison.csv $digest/comparison.csv && add_rows --comparison $digest/comparison.csv"
+
+if [ "$dry_run" = 0 ]; then
+  printf '%-10s %-8s %s\n' step result seconds > "$digest/steps.txt"
+  for i in "${!names[@]}"; do printf '%-10s %-8s %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"; done >> "$digest/steps.txt"
+  cat "$digest/steps.txt"
+  echo "rows: $rows ($(($(wc -l < "$rows") - 1))); digest: $digest"
+  grep -qE 'FAIL|TIMEOUT' "$digest/steps.txt" && exit 1
+fi
+exit 0
