@@ -94,8 +94,24 @@ std::string matmul_placement_text(const runtime::Policy& p) {
                      phases, layers);
 }
 
+// The same plan as FlexGen's flex_opt.py flags, where FlexGen can run it.
+std::string flexgen_flags_text(const runtime::Policy& p) {
+  std::string flags = fmt::format("--percent {:g} {:g} {:g} {:g} {:g} {:g} --gpu-batch-size {} --num-gpu-batches {}",
+                                  p.w_gpu_percent, p.w_cpu_percent, p.cache_gpu_percent, p.cache_cpu_percent,
+                                  p.act_gpu_percent, p.act_cpu_percent, p.gpu_batch_size, p.num_gpu_batches);
+  if (p.cpu_cache_compute) flags += " --cpu-cache-compute";
+  if (p.compress_weight.enabled) flags += " --compress-weight";
+  if (p.compress_cache.enabled) flags += " --compress-cache";
+  if (!p.overlap) flags += " --overlap false";
+  if (p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode) {
+    flags += " (FlexGen has no CPU weight compute: it would load those weights)";
+  }
+  return "FlexGen flags  " + flags + "\n";
+}
+
 // Which side of the search the policy came from, with both sides' best predictions.
 std::string chosen_by_text(const SearchResult& r) {
+  if (r.chosen_by == "given") return "chosen by: given (priced, not searched)\n";
   if (r.guardrails_fitted == 0) return "chosen by: the LP (no guardrail policy fits the budgets)\n";
   if (r.chosen_by == "guardrail") {
     return fmt::format(
@@ -133,15 +149,18 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
   out += fmt::format("matmuls       {}\n", matmul_placement_text(p));
   out += fmt::format("threads       compute intra-op {}, inter-op {}; load/store {}\n", p.threads.compute_intra_op,
                      p.threads.compute_inter_op, p.threads.io_threads);
+  out += flexgen_flags_text(p);
   out += fmt::format("\npredicted throughput (token/s): prefill {:.2f}, decode {:.2f}, total {:.3f}\n",
                      r.prefill_throughput, r.decode_throughput, r.total_throughput);
   out += fmt::format("predicted time (s): prefill {:.1f}, decode {:.1f}, total {:.1f}{}\n", r.prefill_seconds,
                      r.decode_seconds, r.total_seconds,
                      r.init_seconds > 0 ? fmt::format(" (+{:.1f} one-off weight quantization)", r.init_seconds) : "");
   append_times(out, r);
-  append_fractions(out, p, result.lp_fractions, result.chosen_by != "guardrail");
-  out += fmt::format("\nsearch: {} feasible LPs, {} rounded policies checked, {:.3f} s\n", result.lp_solved,
-                     result.exact_checked, result.seconds);
+  append_fractions(out, p, result.lp_fractions, result.chosen_by == "LP" || result.chosen_by.empty());
+  if (result.chosen_by != "given") {
+    out += fmt::format("\nsearch: {} feasible LPs, {} rounded policies checked, {:.3f} s\n", result.lp_solved,
+                       result.exact_checked, result.seconds);
+  }
   if (!result.chosen_by.empty()) out += chosen_by_text(result);
   return out;
 }

@@ -158,6 +158,47 @@ TEST_F(PolicyCli, PolicyPrintsTierBytesFirstAndPlansForTheJob) {
   EXPECT_NE(r.out.find("5 prompts, prompt 6, gen 7, 4-byte dtype"), std::string::npos) << r.out;
 }
 
+// `tiergen policy` prices a given policy (FlexGen's flags, a file, or both) with the
+// search's model instead of searching, sets it beside --policy auto's choice for the
+// job, prints its FlexGen flags, and refuses one that does not fit the budgets.
+TEST_F(PolicyCli, PricesAGivenPolicyBesideTheSearchsChoice) {
+  const std::vector<std::string> job = {kTiergen, "policy", "--model", "opt-30b", "--prompt-len", "512", "--gen-len",
+                                        "32", "--hw", "h100-spr", "--gpu-mem", "16GiB", "--cpu-mem", "100GiB",
+                                        "--disk-mem", "64GiB"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = job;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const fs::path json = dir() / "given.json";
+  const Result r = run(with({"--percent", "20", "80", "0", "100", "0", "100", "-b", "24", "--num-gpu-batches", "2",
+                             "--cpu-attention", "--json", json.string()}),
+                       dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("chosen by: given"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FlexGen flags  --percent 20 80 0 100 0 100 --gpu-batch-size 24 --num-gpu-batches 2 "
+                       "--cpu-cache-compute"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--policy auto for this job: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("search: "), std::string::npos) << "a priced policy is not searched: " << r.out;
+  const std::string written = slurp(json);
+  EXPECT_NE(written.find("\"gpu_batch_size\": 24"), std::string::npos) << written;
+  EXPECT_NE(written.find("\"chosen_by\": \"given\""), std::string::npos) << written;
+
+  // The file it wrote prices the same, and flags refine a file.
+  const Result again = run(with({"--policy", json.string(), "--num-gpu-batches", "1"}), dir());
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("--gpu-batch-size 24 --num-gpu-batches 1 --cpu-cache-compute"), std::string::npos)
+      << again.out;
+
+  const Result too_big = run(with({"--percent", "100", "0", "100", "0", "100", "0"}), dir());
+  EXPECT_GT(too_big.code, 0);
+  EXPECT_NE(too_big.err.find("does not fit the budgets: gpu tier needs"), std::string::npos) << too_big.err;
+  const Result five = run(with({"--percent", "100", "0", "100", "0", "100"}), dir());
+  EXPECT_GT(five.code, 0) << five.out;
+}
+
 // Result lines after the job record.
 std::string results_of(const fs::path& p) {
   const std::string s = slurp(p);

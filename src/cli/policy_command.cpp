@@ -41,6 +41,11 @@ struct PolicyOptions {
   bool no_cpu_attention = false;
   bool no_cpu_weight_compute = false;
   bool no_guardrails = false;
+  // A policy to price instead of searching: a file, FlexGen's flags, or both (flags refine the file).
+  std::string policy_file;
+  std::vector<double> percent;
+  int64_t gpu_batch_size = 0, num_gpu_batches = 0;
+  bool cpu_attention = false;
   std::string json_path;
   int64_t stages = 1;
   double link_gbytes = 0;  // GB/s between pipeline stages; 0: the profile's, else kAssumedLinkGBytes
@@ -166,6 +171,54 @@ void run_pipeline_policy(const PolicyOptions& o, const model::Spec& spec, const 
   }
 }
 
+bool gives_policy(const PolicyOptions& o) {
+  return !o.policy_file.empty() || !o.percent.empty() || o.gpu_batch_size > 0 || o.num_gpu_batches > 0 ||
+         o.cpu_attention;
+}
+
+// The policy the flags give: the file's (else the defaults: all on the gpu, 1 x 1), with
+// FlexGen's flags over it, as `generate` reads them.
+runtime::Policy given_policy(const PolicyOptions& o) {
+  runtime::Policy p = o.policy_file.empty() ? runtime::Policy{} : runtime::policy_from_file(o.policy_file);
+  if (!o.percent.empty()) {
+    TG_CHECK(o.percent.size() == 6, "--percent takes six numbers (weights, KV cache, activations on gpu and cpu), "
+             "got {}", o.percent.size());
+    p.w_gpu_percent = o.percent[0], p.w_cpu_percent = o.percent[1];
+    p.cache_gpu_percent = o.percent[2], p.cache_cpu_percent = o.percent[3];
+    p.act_gpu_percent = o.percent[4], p.act_cpu_percent = o.percent[5];
+  }
+  if (o.gpu_batch_size > 0) p.gpu_batch_size = o.gpu_batch_size;
+  if (o.num_gpu_batches > 0) p.num_gpu_batches = o.num_gpu_batches;
+  if (o.cpu_attention) p.cpu_cache_compute = true;
+  p.validate();
+  return p;
+}
+
+// Prices the given policy with the same model the search uses, refuses one that does
+// not fit the budgets, and sets it beside what --policy auto would choose for the job.
+void price_given_policy(const PolicyOptions& o, const model::Spec& spec, const runtime::Workload& workload,
+                        const Target& target, const policy::SearchOptions& options,
+                        const policy::ReportContext& context) {
+  policy::SearchResult given;
+  given.policy = given_policy(o);
+  given.memory = runtime::plan_memory(spec, given.policy, workload, target.dtype_bytes);
+  const std::string over = given.memory.over_budget(target.budgets);
+  TG_CHECK(over.empty(), "the given policy ({}) does not fit the budgets: {}", given.policy.describe(), over);
+  given.prediction = policy::predict(spec, given.policy, workload, target.hw, target.dtype_bytes);
+  given.chosen_by = "given";
+  std::cout << policy::format_report(given, context);
+  try {
+    const policy::SearchResult searched = policy::search_policy(spec, workload, target.budgets, target.hw, options);
+    std::cout << fmt::format("--policy auto for this job: {}; predicted {:.3f} token/s, {:.2f}x the given policy\n",
+                             searched.policy.describe(), searched.prediction.total_throughput,
+                             searched.prediction.total_throughput / given.prediction.total_throughput);
+  } catch (const InfeasibleError& e) {
+    std::cout << "--policy auto for this job: no plan (" << e.what() << ")\n";
+  }
+  std::cout << std::flush;
+  if (!o.json_path.empty()) write_policy_file(o.json_path, given, context);
+}
+
 void run_policy(const PolicyOptions& o) {
   const model::Spec spec = model::resolve_spec(o.model);
   const runtime::Workload workload = workload_of(o, spec);
@@ -178,7 +231,12 @@ void run_policy(const PolicyOptions& o) {
   options.dtype_bytes = target.dtype_bytes;
   const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
   if (o.stages > 1) {
+    TG_CHECK(!gives_policy(o), "--stages plans each stage's policy: it takes no --policy, --percent or batch flags");
     run_pipeline_policy(o, spec, workload, target, options, context);
+    return;
+  }
+  if (gives_policy(o)) {
+    price_given_policy(o, spec, workload, target, options, context);
     return;
   }
   const policy::SearchResult result = policy::search_policy(spec, workload, target.budgets, target.hw, options);
@@ -225,6 +283,16 @@ void setup_policy_command(CLI::App& app) {
                 "cpu.product_rates, or cpu.matmul_flops and cpu.gemv_bandwidth)");
   cmd->add_flag("--no-guardrails", o->no_guardrails,
                 "Take the LP's plan without pricing the FlexGen-shaped guardrail policies beside it (to compare)");
+  cmd->add_option("--policy", o->policy_file, "Price this policy file instead of searching (as `generate --policy` "
+                  "takes it; the flags below refine it)");
+  cmd->add_option("--percent", o->percent, "Price this FlexGen placement instead of searching: wg wc cg cc hg hc")
+      ->expected(6);
+  cmd->add_option("-b,--gpu-batch-size", o->gpu_batch_size, "With a given policy: its gpu batch size")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--num-gpu-batches", o->num_gpu_batches, "With a given policy: its gpu batches per block")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--cpu-attention,--cpu-cache-compute", o->cpu_attention,
+                "With a given policy: decode attention on the CPU where the KV cache lives");
   cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
                   "stage, named PATH with .stageR before the extension");
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "
