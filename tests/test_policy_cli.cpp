@@ -199,6 +199,18 @@ TEST_F(PolicyCli, PricesAGivenPolicyBesideTheSearchsChoice) {
   EXPECT_GT(five.code, 0) << five.out;
 }
 
+// `tiergen policy` takes generate's and bench's short flags (-m, -s, -n) and refuses a
+// job past the model's context before planning (opt-125m has 2048 positions).
+TEST_F(PolicyCli, TakesTheShortFlagsAndRefusesAJobPastTheContext) {
+  const Result r = run({kTiergen, "policy", "-m", "opt-125m", "-s", "64", "-n", "8", "--hw", "t4-flexgen"}, dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("prompt 64, gen 8"), std::string::npos) << r.out;
+  const Result past = run({kTiergen, "policy", "-m", "opt-125m", "-s", "5000", "--hw", "t4-flexgen"}, dir());
+  EXPECT_GT(past.code, 0);
+  EXPECT_NE(past.err.find("--prompt-len 5000 plus --gen-len 32 exceeds opt-125m's 2048 positions"), std::string::npos)
+      << past.err;
+}
+
 // Result lines after the job record.
 std::string results_of(const fs::path& p) {
   const std::string s = slurp(p);

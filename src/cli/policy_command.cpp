@@ -92,6 +92,10 @@ runtime::Workload workload_of_file(const PolicyOptions& o, const model::Spec& sp
 runtime::Workload workload_of(const PolicyOptions& o, const model::Spec& spec) {
   if (!o.prompts.empty()) return workload_of_file(o, spec);
   TG_CHECK(o.prompt_len > 0, "give --prompts FILE, or --prompt-len (with --gen-len and optionally --num-prompts)");
+  // The check generate makes before anything else: no plan for a job the model cannot run.
+  TG_CHECK(o.prompt_len + o.gen_len <= spec.max_positions,
+           "--prompt-len {} plus --gen-len {} exceeds {}'s {} positions", o.prompt_len, o.gen_len, spec.name,
+           spec.max_positions);
   return {o.prompt_len, o.gen_len, o.num_prompts};
 }
 
@@ -248,7 +252,7 @@ void setup_policy_command(CLI::App& app) {
   auto o = std::make_shared<PolicyOptions>();
   CLI::App* cmd = app.add_subcommand(
       "policy", "Dry run: choose placement, batch sizes, compression, CPU attention and threads; print predictions");
-  cmd->add_option("--model", o->model, "Preset name (e.g. opt-30b) or model directory with config.json")->required();
+  cmd->add_option("-m,--model", o->model, "Preset name (e.g. opt-30b) or model directory with config.json")->required();
   auto* prompts = cmd->add_option("--prompts", o->prompts,
                                   "Plan for this prompt file (as `generate -p` takes it): its number of prompts, "
                                   "their tokenized lengths and max_tokens");
@@ -256,9 +260,9 @@ void setup_policy_command(CLI::App& app) {
       ->needs(prompts);
   cmd->add_option("--num-prompts", o->num_prompts, "Number of prompts of the job (default: unbounded)")
       ->check(CLI::PositiveNumber)->excludes(prompts);
-  cmd->add_option("--prompt-len", o->prompt_len, "Prompt length s (tokens)")->check(CLI::PositiveNumber)
+  cmd->add_option("-s,--prompt-len", o->prompt_len, "Prompt length s (tokens)")->check(CLI::PositiveNumber)
       ->excludes(prompts);
-  cmd->add_option("--gen-len", o->gen_len, "Tokens to generate n (with --prompts: for prompts without max_tokens)")
+  cmd->add_option("-n,--gen-len", o->gen_len, "Tokens to generate n (with --prompts: for prompts without max_tokens)")
       ->default_val(32)->check(CLI::PositiveNumber);
   cmd->add_option("--device", o->device,
                   "Plan for this device as `generate --device` runs it: cpu, cuda, cuda:N or auto (its dtype and "
