@@ -38,6 +38,23 @@ void append_fractions(std::string& out, const runtime::Policy& p, const Fraction
   row("  activations", p.act_gpu_percent, p.act_cpu_percent, p.act_disk_percent(), kHg, kHc, kHn);
 }
 
+// What bounds a layer, in words a user can act on: the busiest worker, and on the
+// compute worker the largest of its tasks (CPU attention is not the GPU computing).
+std::string bottleneck_text(const PhaseTimes& t) {
+  const auto task = [&](Task k) { return t.tasks[static_cast<int>(k)]; };
+  switch (t.bottleneck) {
+    case Stream::Loader:
+      return task(Task::WeightLoad) >= task(Task::CacheLoad) + task(Task::ActivationLoad) ? "weight loads"
+                                                                                           : "cache/act. loads";
+    case Stream::Storer: return "stores";
+    case Stream::Compute: break;
+  }
+  const double attention = task(Task::CpuAttention);
+  const double compression = task(Task::Dequantize) + task(Task::Quantize);
+  if (attention >= task(Task::Compute) && attention >= compression) return "cpu attention";
+  return compression > task(Task::Compute) ? "(de)quantize" : "compute";
+}
+
 void append_times(std::string& out, const Prediction& r) {
   out += fmt::format("\n{:<22}{:>12}{:>12}\n", "per-layer time (ms)", "prefill", "decode");
   for (int i = 0; i < kNumTasks; ++i) {
@@ -45,20 +62,19 @@ void append_times(std::string& out, const Prediction& r) {
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", task_name(static_cast<Task>(i)), r.prefill.tasks[i] * 1e3,
                        r.decode.tasks[i] * 1e3);
   }
-  out += "  links (A.3 tasks):\n";
+  out += "  per link:\n";
   for (int i = 0; i < kNumLanes; ++i) {
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", lane_name(static_cast<Lane>(i)), r.prefill.lanes[i] * 1e3,
                        r.decode.lanes[i] * 1e3);
   }
-  out += "  overlapped workers:\n";
+  out += "  per worker (the workers overlap):\n";
   for (int i = 0; i < kNumStreams; ++i) {
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", stream_name(static_cast<Stream>(i)),
                        r.prefill.streams[i] * 1e3, r.decode.streams[i] * 1e3);
   }
   out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "layer (synchronised)", r.prefill.layer_seconds * 1e3,
                      r.decode.layer_seconds * 1e3);
-  out += fmt::format("  {:<20}{:>12}{:>12}\n", "bottleneck", stream_name(r.prefill.bottleneck),
-                     stream_name(r.decode.bottleneck));
+  out += fmt::format("  bottleneck: prefill {}, decode {}\n", bottleneck_text(r.prefill), bottleneck_text(r.decode));
 }
 
 // The bytes each tier will hold: runtime::plan_memory, the accounting the runtime

@@ -182,6 +182,10 @@ TEST_F(PolicyCli, PricesAGivenPolicyBesideTheSearchsChoice) {
       << r.out;
   EXPECT_NE(r.out.find("--policy auto for this job: "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("search: "), std::string::npos) << "a priced policy is not searched: " << r.out;
+  // Decode of this plan waits on the weights crossing the link (20.8 ms a layer against
+  // 14.2 of compute and CPU attention), and the report says so in those words.
+  EXPECT_NE(r.out.find("bottleneck: prefill compute, decode weight loads"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("A.3"), std::string::npos) << r.out;
   const std::string written = slurp(json);
   EXPECT_NE(written.find("\"gpu_batch_size\": 24"), std::string::npos) << written;
   EXPECT_NE(written.find("\"chosen_by\": \"given\""), std::string::npos) << written;
