@@ -56,6 +56,9 @@ for t in "${targets[@]}"; do
   rc=$?
   elapsed=$(( $(date +%s) - start ))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  # Fork mode (FUZZ_JOBS > 1) prints no final stats: its progress lines start with the
+  # runs so far ("#464721: cov: ...").
+  [ -n "$execs" ] || execs=$(grep -o '#[0-9]*: cov:' "$log" | tail -1 | grep -o '[0-9]*')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   crashes=$(find "$artifacts" -type f | wc -l)
   if [ $rc -ne 0 ] || [ "$crashes" -gt 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
