@@ -31,7 +31,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: tools/gpu-window.sh OUTDIR [--dry-run]}
 dry_run=0
 [ "${2:-}" = --dry-run ] && dry_run=1
-mkdir -p "$out/digest" "$out/work"
+mkdir -p "$out/digest" "$out/work/offload"
 out=$(cd "$out" && pwd)
 cd "$repo" || exit 1
 py=${PYTHON:-python3}
