@@ -128,6 +128,7 @@ std::string flexgen_flags_text(const runtime::Policy& p) {
 // Which side of the search the policy came from, with both sides' best predictions.
 std::string chosen_by_text(const SearchResult& r) {
   if (r.chosen_by == "given") return "chosen by: given (priced, not searched)\n";
+  if (!r.guardrails_priced) return "chosen by: the LP (guardrails off, or compression required)\n";
   if (r.guardrails_fitted == 0) return "chosen by: the LP (no guardrail policy fits the budgets)\n";
   if (r.chosen_by == "guardrail") {
     return fmt::format(

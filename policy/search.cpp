@@ -235,6 +235,7 @@ SearchResult choose_with_guardrails(const std::vector<SearchResult>& accepted,
   chosen.lp_best_throughput = lp;
   chosen.guardrail_best_throughput = rail;
   chosen.guardrails_fitted = static_cast<int>(guardrails.size());
+  chosen.guardrails_priced = o.guardrails && o.compression != CompressionMode::On;
   chosen.guardrail_margin = margin;
   return chosen;
 }

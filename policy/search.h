@@ -87,6 +87,7 @@ struct SearchResult {
   double lp_best_throughput = 0, guardrail_best_throughput = 0;
   double guardrail_margin = 0;  // the SearchOptions::guardrail_margin applied
   int guardrails_fitted = 0;
+  bool guardrails_priced = false;  // false: off (--no-guardrails) or compression required
 };
 
 // Throws tiergen::InfeasibleError when no placement fits the budgets.

@@ -52,7 +52,7 @@ def row_from_bench(path, a):
     for key in ("model", "prompt_len", "gen_len", "total_throughput", "policy_description"):
         if d.get(key) in (None, ""):
             refuse(path, f"the record has no {key}")
-    if d.get("device") not in (None, "cuda"):
+    if not str(d.get("device") or "cuda").startswith("cuda"):
         refuse(path, f"the run was on device {d.get('device')}, not a GPU")
     peak = d.get("peak_gpu_mem_bytes")
     return {"date": str(d.get("date", ""))[:10] or datetime.date.today().isoformat(), "model": model_name(d["model"]),
@@ -81,10 +81,15 @@ def rows_from_comparison(path):
                     "policy_kind": kind, "policy": r.get("policy", "").replace(",", ";"),
                     "total_tok_s": number(r["total_throughput"]), "decode_tok_s": number(r.get("decode_throughput")),
                     "prefill_tok_s": number(r.get("prefill_throughput"), 0),
-                    "peak_gpu_gib": number(float(peak) * 1e9 / 2**30 if peak else None)})
+                    "peak_gpu_gib": number(peak)})  # FlexGen's and compare.py's "GB" is 2^30 bytes
     if not out:
         refuse(path, "no finished FlexGen or tiergen row")
     return out
+
+
+def key(r):
+    return (r["machine_run"], r["model"], str(r["gpu_cap_gib"]), str(r["prompt_len"]), str(r["gen_len"]), r["system"],
+            r["policy_kind"])
 
 
 def add(a):
@@ -92,6 +97,16 @@ def add(a):
     with open(a.csv, newline="") as f:
         if next(csv.reader(f), None) != COLUMNS:
             refuse(a.csv, "its header is not the side-by-side columns")
+        f.seek(0)
+        present = {key(r) for r in csv.DictReader(f)}
+    for r in rows:
+        r.update({"machine_run": a.machine_run, "gpu_cap_gib": a.gpu_cap_gib})
+    # compare.py runs tiergen with FlexGen's policy again: a machine run keeps the row it
+    # already has for that (the window's traced run) and gains FlexGen's.
+    rows = [r for r in rows if key(r) not in present or not a.comparison]
+    for r in rows:
+        if key(r) in present:
+            refuse(a.csv, f"already has a {r['system']} {r['policy_kind']} row for {r['model']} on {a.machine_run}")
     with open(a.csv, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         for r in rows:

@@ -31,7 +31,7 @@ def read_rows(path):
         reader = csv.DictReader(f)
         if reader.fieldnames != COLUMNS:
             fail(path, 1, f"the header must be {','.join(COLUMNS)}")
-        rows = []
+        rows, seen = [], {}
         for line, row in enumerate(reader, start=2):
             if None in row or any(v is None for v in row.values()):
                 fail(path, line, f"{len(COLUMNS)} fields expected")
@@ -49,6 +49,11 @@ def read_rows(path):
                     fail(path, line, f"{key} is negative: {row[key]}")
             if row["total_tok_s"] == "":
                 fail(path, line, "total_tok_s is empty")
+            key = (row["machine_run"], case_of(row), row["system"], row["policy_kind"])
+            if key in seen:
+                fail(path, line, f"a second {row['system']} {row['policy_kind']} row for {row['model']} on "
+                                 f"{row['machine_run']} (line {seen[key]}): one per machine run and case")
+            seen[key] = line
             rows.append(row)
     return rows
 

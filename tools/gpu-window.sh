@@ -54,7 +54,10 @@ bench="$tg bench --model $model --dummy --device cuda --prompt-len 512 --gen-len
 
 gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1; }
 cpu_name() { lscpu | sed -n 's/^Model name: *//p' | head -n 1; }
-machine_run() { echo "$(date -u +%F)-$(gpu_name | tr 'A-Z ' 'a-z-' | cut -c1-24)-$(hostname | cut -c1-8)"; }
+# One id for the whole window (a second call on the same machine keeps it: OUTDIR/machine_run).
+[ -s "$out/machine_run" ] || [ "$dry_run" = 1 ] ||
+  echo "$(date -u +%F)-$(gpu_name | tr 'A-Z ' 'a-z-' | cut -c1-24)-$(hostname | cut -c1-8)" > "$out/machine_run"
+machine_run() { cat "$out/machine_run"; }
 # add_rows ARGS...: tools/gpu-evidence-add.py add into rows.csv, for this machine.
 add_rows() {
   "$py" tools/gpu-evidence-add.py add --csv "$rows" --machine-run "$(machine_run)" --gpu "$(gpu_name)" \
@@ -65,10 +68,15 @@ summarize() { "$py" tools/trace-summary.py "$1" --json "$digest/$2-token.json" >
 
 declare -a names=() results=() seconds=()
 planned=0
+gate_failed=0
 # step NAME BUDGET_SECONDS COMMAND
 step() {
   local name=$1 budget=$2 cmd=$3
   if [ -n "${TIERGEN_WINDOW_STEPS:-}" ] && [[ " $TIERGEN_WINDOW_STEPS " != *" $name "* ]]; then return; fi
+  if [ "$gate_failed" = 1 ]; then
+    names+=("$name"); results+=(SKIP); seconds+=(0)
+    return
+  fi
   planned=$((planned + budget))
   if [ "$dry_run" = 1 ]; then
     printf '== %s (budget %d s, %d s so far)\n%s\n\n' "$name" "$budget" "$planned" "$cmd"
@@ -77,7 +85,7 @@ step() {
   echo "== $name (budget $budget s, log $out/work/$name.log)"
   local start=$SECONDS rc
   timeout --kill-after=10 "$budget" bash -c "$(declare -f gpu_name cpu_name machine_run add_rows summarize); \
-    py='$py' rows='$rows' cap_gib='$cap_gib' digest='$digest'; $cmd" > "$out/work/$name.log" 2>&1
+    py='$py' rows='$rows' cap_gib='$cap_gib' digest='$digest' out='$out'; $cmd" > "$out/work/$name.log" 2>&1
   rc=$?
   local result=PASS
   [ "$rc" = 0 ] || result=FAIL
@@ -90,24 +98,33 @@ step() {
 
 echo "gpu-window: case $case_name ($model, GPU cap $cap, FlexGen's policy: $flags)"
 step check 200 "TIERGEN_GPU_STEPS='facts deps configure build linkage tiny-models equality-opt-float32 equality-llama-float32' \
-TIERGEN_GPU_TARGETS='tiergen make-tiny-model' bash tools/gpu-check.sh $out/work/check && cp $out/work/check/summary.txt $digest/check.txt"
+TIERGEN_GPU_TARGETS='tiergen make-tiny-model' bash tools/gpu-check.sh $out/work/check; rc=\$?; \
+cp $out/work/check/summary.txt $digest/check.txt; exit \$rc"
+# A build that fails the CPU-vs-CUDA gate measures nothing worth keeping: fix it first.
+if [ "$dry_run" = 0 ] && [[ " ${results[*]} " == *" FAIL "* || " ${results[*]} " == *" TIMEOUT "* ]]; then
+  echo "gpu-window: the check failed ($out/work/check.log): no measurements from this build" >&2
+  gate_failed=1
+fi
 step profile 45 "$tg profile --quick --out $digest/hw-profile.json --offload-dir $out/work/offload"
 step same 120 "$bench $tiergen_flags --offload-dir $out/work/offload --json $digest/tiergen-same.json \
---trace $out/work/same.trace.json && summarize $out/work/same.trace.json same && \
-add_rows --policy-kind same-as-flexgen $digest/tiergen-same.json"
+--trace $out/work/same.trace.json && add_rows --policy-kind same-as-flexgen $digest/tiergen-same.json && \
+summarize $out/work/same.trace.json same"
 step auto 150 "$tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem $cap --hw $digest/hw-profile.json \
 --json $digest/auto-policy.json > $digest/auto-policy.txt && \
 $bench --policy auto --hw $digest/hw-profile.json --offload-dir $out/work/offload --json $digest/tiergen-auto.json \
---trace $out/work/auto.trace.json && summarize $out/work/auto.trace.json auto && \
-add_rows --policy-kind auto $digest/tiergen-auto.json"
+--trace $out/work/auto.trace.json && add_rows --policy-kind auto $digest/tiergen-auto.json && \
+summarize $out/work/auto.trace.json auto"
 step flexgen 300 "[ -d $flexgen ] || { echo 'no FlexGen copy at $flexgen (bench/compare/prepare_flexgen.sh)'; exit 77; }
-TIERGEN=$tg SYSTEMS=compare HW=$digest/hw-profile.json bash bench/compare/gpu_suite.sh $out/work/suite $case_name && \
+[ -x $tg ] && [ -s $digest/hw-profile.json ] || { echo 'needs the check and profile steps of this OUTDIR on this machine'; exit 77; }
+CASE_TIMEOUT=140 TIERGEN=$tg SYSTEMS=compare HW=$digest/hw-profile.json bash bench/compare/gpu_suite.sh $out/work/suite $case_name && \
 cp $out/work/suite/$case_name/comparison.csv $digest/comparison.csv && add_rows --comparison $digest/comparison.csv"
 
 if [ "$dry_run" = 0 ]; then
-  printf '%-10s %-8s %s\n' step result seconds > "$digest/steps.txt"
+  # Appended: a second call (FlexGen) adds its steps to the first call's.
+  [ -f "$digest/steps.txt" ] || printf '%-10s %-8s %s\n' step result seconds > "$digest/steps.txt"
   for i in "${!names[@]}"; do printf '%-10s %-8s %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"; done >> "$digest/steps.txt"
   cat "$digest/steps.txt"
+  [ "$gate_failed" = 1 ] && exit 1
   echo "rows: $rows ($(($(wc -l < "$rows") - 1))); digest: $digest"
   grep -qE 'FAIL|TIMEOUT' "$digest/steps.txt" && exit 1
 fi

@@ -52,10 +52,11 @@ void set_amx_kernels_enabled(bool enabled);
 bool cpu_has_native_fp16_products();
 
 // True when the CPU multiplies bf16 operands natively (AVX-512 BF16, within the cap),
-// where LibTorch's CPU bf16 GEMM runs through oneDNN. Elsewhere that GEMM is a scalar
-// fallback (35x slower than fp32 on an AVX2 EPYC), and products with more rows than
-// small_matmul takes widen the weights to fp32 tile by tile instead
-// (model::widened_linear_product).
+// where LibTorch's CPU bf16 GEMM runs through oneDNN. Elsewhere products with more rows
+// than small_matmul takes widen the weights to fp32 tile by tile instead
+// (model::widened_linear_product): on an AVX2 EPYC LibTorch 1.13's bf16 GEMM took 75x
+// as long (bench/RESULTS.md). (CPUs with AVX-512 but no BF16, where oneDNN may emulate
+// bf16 at better speed, also widen; not measured.)
 bool cpu_has_native_bf16_products();
 
 }  // namespace tiergen::kernels

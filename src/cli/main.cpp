@@ -63,15 +63,9 @@ void suggest_for_unexpected(CLI::App& app) {
 // depend on it (TIERGEN_CPU_ISA caps it).
 std::string version_text() {
   using namespace tiergen::kernels;
-  std::string text = "tiergen 0.1.0\nCPU kernels: ";
-  try {
-    text += std::string(cpu_isa_name(cpu_isa_in_use())) + " (this CPU supports up to " +
-            cpu_isa_name(cpu_isa_supported()) + "; native bf16 products: " +
-            (cpu_has_native_bf16_products() ? "yes" : "no, bf16 GEMMs widened to fp32") + ")";
-  } catch (const std::exception& e) {
-    text += e.what();
-  }
-  return text;
+  return "tiergen 0.1.0\nCPU kernels: " + std::string(cpu_isa_name(cpu_isa_in_use())) + " (this CPU supports up to " +
+         cpu_isa_name(cpu_isa_supported()) + "; native bf16 products: " +
+         (cpu_has_native_bf16_products() ? "yes" : "no, bf16 GEMMs widened to fp32") + ")";
 }
 
 }  // namespace tiergen::cli
@@ -83,6 +77,13 @@ int main(int argc, char** argv) {
       "tiergen", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>())));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   tiergen::runtime::keep_freed_host_memory_for_reuse();
+  // A wrong TIERGEN_CPU_ISA fails here, before any command loads a model.
+  try {
+    (void)tiergen::kernels::cpu_isa_cap();
+  } catch (const std::exception& e) {
+    std::cerr << "tiergen: " << e.what() << "\n";
+    return 2;
+  }
 
   CLI::App app{
       "tiergen: high-throughput offline batch generation with OPT and LLaMA models larger than the GPU,\n"

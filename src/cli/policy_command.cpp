@@ -205,6 +205,10 @@ void price_given_policy(const PolicyOptions& o, const model::Spec& spec, const r
                         const policy::ReportContext& context) {
   policy::SearchResult given;
   given.policy = given_policy(o);
+  // As the engine runs it: a job of fewer sequences than the block gets a smaller block.
+  if (workload.num_sequences > 0 && workload.num_sequences < given.policy.block_size()) {
+    given.policy = given.policy.fitted_to(workload.num_sequences);
+  }
   given.memory = runtime::plan_memory(spec, given.policy, workload, target.dtype_bytes);
   const std::string over = given.memory.over_budget(target.budgets);
   TG_CHECK(over.empty(), "the given policy ({}) does not fit the budgets: {}", given.policy.describe(), over);
@@ -213,9 +217,16 @@ void price_given_policy(const PolicyOptions& o, const model::Spec& spec, const r
   std::cout << policy::format_report(given, context);
   try {
     const policy::SearchResult searched = policy::search_policy(spec, workload, target.budgets, target.hw, options);
-    std::cout << fmt::format("--policy auto for this job: {}; predicted {:.3f} token/s, {:.2f}x the given policy\n",
-                             searched.policy.describe(), searched.prediction.total_throughput,
-                             searched.prediction.total_throughput / given.prediction.total_throughput);
+    // Both priced at default threads, as the given policy is (the search's report
+    // prices its plan at the threads it chose).
+    runtime::Policy at_default_threads = searched.policy;
+    at_default_threads.threads = {};
+    const double auto_throughput =
+        policy::predict(spec, at_default_threads, workload, target.hw, target.dtype_bytes).total_throughput;
+    std::cout << fmt::format("--policy auto for this job: {}; predicted {:.3f} token/s, {:.2f}x the given policy "
+                             "(both at default threads)\n",
+                             searched.policy.describe(), auto_throughput,
+                             auto_throughput / given.prediction.total_throughput);
   } catch (const InfeasibleError& e) {
     std::cout << "--policy auto for this job: no plan (" << e.what() << ")\n";
   }

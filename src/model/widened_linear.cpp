@@ -1,4 +1,4 @@
-// 16-bit weights multiplied in fp32 on a CPU without native 16-bit products: LibTorch's
+// bf16 weights multiplied in fp32 on a CPU without native bf16 products: LibTorch's
 // bf16 GEMM there is a scalar fallback (prefill of a TinyLlama-shaped layer at 0.49
 // tok/s against fp32's 17 on an AVX2 EPYC), while its fp32 GEMM runs at full speed. A
 // tile of the weight's rows at a time is widened to fp32 and multiplied by the

@@ -2,8 +2,8 @@
 // x W^T + b for a weight W [out, in], the product behind every projection of the
 // models. On the CPU a product with few rows (decode: one row per sequence) goes to
 // kernels/cpu/small_matmul, which reads W in place instead of repacking it as a GEMM
-// does on every call; 16-bit weights on a CPU without native 16-bit products are
-// widened to fp32 tile by tile (widened_linear_product); everything else is at::linear.
+// does on every call; bf16 weights on a CPU without native bf16 products are widened
+// to fp32 tile by tile (widened_linear_product); everything else is at::linear.
 #include <ATen/ATen.h>
 
 #include "tiergen/model/layer_weights.h"
