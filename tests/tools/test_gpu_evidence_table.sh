@@ -31,4 +31,10 @@ head -1 "$csv" >"$tmp/short.csv"
 echo "2026-11-23,H100" >>"$tmp/short.csv"
 if msg=$(python3 "$tool" "$tmp/short.csv" 2>&1); then fail "a short row was accepted"; fi
 grep -q "short.csv:2:" <<<"$msg" || fail "short row message: $msg"
+# A second row of the same system, policy kind, case and machine run: refused.
+head -3 "$csv" >"$tmp/dup.csv"
+sed -n 3p "$csv" >>"$tmp/dup.csv"
+if msg=$(python3 "$tool" "$tmp/dup.csv" 2>&1); then fail "a duplicate row was accepted"; fi
+grep -q "dup.csv:4: a second tiergen same-as-flexgen row for opt-6.7b on h100-2026-11-23-a (line 3)" <<<"$msg" ||
+  fail "duplicate message: $msg"
 echo "gpu-evidence-table: ok"
