@@ -27,7 +27,10 @@
 namespace fs = std::filesystem;
 
 // Under ASan/TSan the binaries' RSS is mostly the sanitizer's (shadow, quarantine).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// CMake defines TIERGEN_TEST_SANITIZED for a sanitized build, also where the test
+// sources themselves are left uninstrumented (TIERGEN_SANITIZE_TESTS=OFF).
+#if defined(TIERGEN_TEST_SANITIZED)
+#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TIERGEN_TEST_SANITIZED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
