@@ -18,15 +18,25 @@ written; rows are appended whole, so a window cut short keeps the rows it finish
 import argparse
 import csv
 import datetime
+import importlib.util
 import json
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CSV = os.path.join(ROOT, "bench", "gpu-evidence", "side-by-side.csv")
-COLUMNS = ["date", "gpu", "cpu", "machine_run", "model", "gpu_cap_gib", "prompt_len", "gen_len", "system",
-           "policy_kind", "policy", "total_tok_s", "decode_tok_s", "prefill_tok_s", "peak_gpu_gib",
-           "roofline_s_per_token", "decode_s_per_token"]
+
+
+def load_table_tool():
+    """tools/gpu-evidence-table.py, whose COLUMNS define the file (one list for both tools)."""
+    spec = importlib.util.spec_from_file_location("gpu_evidence_table",
+                                                  os.path.join(ROOT, "tools", "gpu-evidence-table.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+COLUMNS = load_table_tool().COLUMNS
 # The cases of bench/compare/gpu_suite.sh: (name, model, gpu cap GiB), in its order.
 SUITE = [("opt-6.7b-16g", "opt-6.7b", "16"), ("opt-13b-16g", "opt-13b", "16"), ("opt-6.7b-24g", "opt-6.7b", "24"),
          ("opt-13b-24g", "opt-13b", "24"), ("opt-30b-16g", "opt-30b", "16")]

@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -81,7 +82,7 @@ CpuIsa read_cpu_isa_cap() {
   return *isa;
 }
 
-bool allowed(CpuIsa level) { return static_cast<int>(level) <= static_cast<int>(cpu_isa_cap()); }
+bool allowed(CpuIsa level) { return level <= cpu_isa_cap(); }
 
 // Each level's kernels are available when the CPU has them and the cap allows them.
 bool avx2_available() {
@@ -169,9 +170,6 @@ CpuIsa cpu_isa_supported() {
   return supported;
 }
 
-CpuIsa cpu_isa_in_use() {
-  return static_cast<int>(cpu_isa_supported()) < static_cast<int>(cpu_isa_cap()) ? cpu_isa_supported()
-                                                                                  : cpu_isa_cap();
-}
+CpuIsa cpu_isa_in_use() { return std::min(cpu_isa_supported(), cpu_isa_cap()); }
 
 }  // namespace tiergen::kernels
