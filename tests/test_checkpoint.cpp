@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/checkpoint.h"
+#include "tiergen/model/weight_source.h"
 #include "tests/support/temp_dir.h"
 
 namespace tiergen::model {
@@ -124,6 +126,48 @@ TEST_F(CheckpointTest, SingleFileMatchesSpec) {
   // same tensors and file names.
   EXPECT_EQ(Checkpoint::open(dir_ + "/model.safetensors")->names(), ckpt->names());
   EXPECT_EQ(Checkpoint::open(dir_ + "/")->at("model.decoder.final_layer_norm.bias").file, dir_ + "/model.safetensors");
+}
+
+// Reading weights: a NaN is an error naming the tensor, and a file cut shorter after
+// it was opened and validated is an error naming the file (the mapped pages past its
+// new end would otherwise kill the process with SIGBUS).
+TEST_F(CheckpointTest, WeightsHoldingNaNOrCutAfterOpeningAreErrorsNotGarbageOrSigbus) {
+  const Spec spec = tiny_opt();
+  Weights w = weights_for(spec);
+  for (auto& b : w.buffers) std::fill(b.begin(), b.end(), uint8_t{0});
+  const std::string nan_tensor = "model.decoder.layers.1.fc1.weight";
+  for (size_t i = 0; i < w.tensors.size(); ++i) {
+    if (w.tensors[i].name == nan_tensor) w.buffers[i][1] = 0x7E;  // F16 0x7E00: a NaN
+  }
+  const std::string file = dir_ + "/model.safetensors";
+  write_safetensors(file, w.finish());
+  const auto weights = open_checkpoint_weights(dir_, spec);
+  std::optional<TensorSpec> last;  // the tensor that ends the file
+  const auto layers = spec.weight_layers();
+  for (const auto& layer : layers) {
+    for (const auto& t : layer.tensors) {
+      if (t.source_name == nan_tensor) {
+        try {
+          weights->read(t, at::kFloat);
+          ADD_FAILURE() << "NaN weights were read silently";
+        } catch (const tiergen::Error& e) {
+          expect_contains(e.what(), "'" + nan_tensor + "' holds non-finite values");
+        }
+        continue;
+      }
+      EXPECT_NO_THROW(weights->read(t, at::kFloat)) << t.source_name;
+      if (!last || weights->file_tensor(t)->file_offset > weights->file_tensor(*last)->file_offset) last = t;
+    }
+  }
+  ASSERT_TRUE(last.has_value());
+  fs::resize_file(file, weights->file_tensor(*last)->file_offset);  // rewritten in place, shorter
+  try {
+    weights->read(*last, at::kFloat);
+    ADD_FAILURE() << "a tensor past the file's new end was read";
+  } catch (const tiergen::Error& e) {
+    expect_contains(e.what(), file);
+    expect_contains(e.what(), "shrank");
+  }
 }
 
 TEST_F(CheckpointTest, ShardedRoundTripKeepsBytesAndOffsets) {

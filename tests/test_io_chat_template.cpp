@@ -117,6 +117,15 @@ TEST(ChatTemplate, FamiliesAreRecognisedAndOthersRefused) {
   // A LLaMA-3.1 style template (tools, a dated system preamble) renders differently.
   const std::string llama31 = std::string(templates["llama3"]["chat_template"]) + "{{ 'Cutting Knowledge Date: December 2023' }}{% if tools %}{% endif %}";
   EXPECT_EQ(recognise_chat_template(llama31), ChatFamily::Unknown);
+  // A variant of the stock text renders differently: an injected default system
+  // prompt, roles rendered otherwise. Only the exact template is the family.
+  const std::string stock = templates["llama3"]["chat_template"];
+  const std::string injected = "{{ '<|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|>' }}" + stock;
+  EXPECT_EQ(recognise_chat_template(injected), ChatFamily::Unknown);
+  std::string upper = stock;
+  upper.replace(upper.find("message['role']"), 15, "message['role'] | upper");
+  EXPECT_EQ(recognise_chat_template(upper), ChatFamily::Unknown);
+  EXPECT_EQ(recognise_chat_template("\n" + stock + "\n"), ChatFamily::Llama3) << "surrounding whitespace is no change";
   const std::string chatml = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}{% endfor %}";
   const ChatTemplate other = ChatTemplate::from_template(chatml, "<s>", "</s>", "m/tokenizer_config.json");
   try {

@@ -169,7 +169,47 @@ TEST_P(JobRecordTest, ResumeOfAnotherJobIsRefusedSayingWhatDiffers) {
   EXPECT_EQ(slurp(p), before);  // nothing touched
 }
 
+// An interrupted job's failed requests still count: its resumed run must be able to
+// exit as the uninterrupted one would.
+TEST_P(JobRecordTest, ResumeCountsTheFailedRequestsAlreadyDone) {
+  const std::string p = dir_.file("out.jsonl");
+  const std::vector<std::string> ids = {"a", "b", "c", "d"};
+  {
+    auto w = ResultWriter::open(p, 4, false, ids, false, job_options(GetParam(), 16, "h1"));
+    for (int64_t i = 0; i < 3; ++i) {
+      auto r = completed(i, ids[static_cast<size_t>(i)]);
+      r.custom_id = ids[static_cast<size_t>(i)];
+      if (i != 1) r.error = "prompt too long";
+      w.submit(r);
+    }
+  }
+  auto w = ResultWriter::open(p, 4, true, ids, false, job_options(GetParam(), 16, "h1"));
+  EXPECT_EQ(w.done_count(), 3);
+  EXPECT_EQ(w.failed_before(), 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(BothFormats, JobRecordTest, ::testing::Values(ResultFormat::Tiergen, ResultFormat::OpenAi));
+
+// The OpenAI job record is written under a fresh name and renamed: a name planted
+// beside the results (a symlink to someone's file) is never opened.
+TEST(JobRecord, APlantedSymlinkBesideTheResultsIsNotFollowed) {
+  test::TempDir dir("tiergen-io-job");
+  const std::string p = dir.file("out.jsonl"), victim = dir.file("victim.txt");
+  {
+    std::ofstream(victim) << "IMPORTANT\n";
+  }
+  for (const char* suffix : {".job.json.tmp", ".job.json.XXXXXX"}) {
+    std::filesystem::create_symlink(victim, p + suffix);
+  }
+  auto w = ResultWriter::open(p, 1, false, {"a"}, false, job_options(ResultFormat::OpenAi, 16, "h1"));
+  auto r = completed(0, "a");
+  r.custom_id = "a";
+  w.submit(r);
+  w.finish();
+  EXPECT_EQ(slurp(victim), "IMPORTANT\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(p + ".job.json"));
+  EXPECT_NE(slurp(p + ".job.json").find("\"prompts_hash\": \"h1\""), std::string::npos) << slurp(p + ".job.json");
+}
 
 TEST(JobRecord, AFileWithoutOneIsNotResumedAsThisJob) {
   test::TempDir dir("tiergen-io-job");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/error_of.h"
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -188,6 +189,8 @@ TEST_F(ResultWriterTest, ResumeCutsATornLastLine) {
   append(p, line3.substr(0, line3.size() / 2));  // a crash mid-write
   auto w = ResultWriter::open(p, n, true, ids_for(n));
   EXPECT_EQ(w.done_count(), 3);
+  EXPECT_EQ(slurp(p), good + line3.substr(0, line3.size() / 2)) << "nothing changes before the work begins";
+  w.begin();
   EXPECT_EQ(slurp(p), good);
   for (int i = 3; i < n; ++i) w.submit(make_result(i));
   w.finish();
@@ -205,7 +208,71 @@ TEST_F(ResultWriterTest, ResumeCutsACompleteButUnparsableLastLine) {
   append(p, std::string("{\"id\":\"req-2\",\"tok\0\0\0\n", 22));
   auto w = ResultWriter::open(p, 4, true, ids_for(4));
   EXPECT_EQ(w.done_count(), 2);
+  w.begin();
   EXPECT_EQ(slurp(p), good);
+}
+
+// A run that fails before its work begins (a budget that does not fit, a broken
+// checkpoint) leaves the file it found as it was, and none where there was none.
+TEST_F(ResultWriterTest, NothingChangesBeforeTheWorkBegins) {
+  const auto old = path("old.jsonl");
+  {
+    auto w = ResultWriter::open(old, 2, false, ids_for(2));
+    w.submit(make_result(0));
+    w.submit(make_result(1));
+    w.finish();
+  }
+  const std::string before = slurp(old);
+  { auto w = ResultWriter::open(old, 2, false, ids_for(2), /*overwrite=*/true); }
+  EXPECT_EQ(slurp(old), before);
+  const auto fresh = path("fresh.jsonl");
+  { auto w = ResultWriter::open(fresh, 2, false, ids_for(2)); }
+  EXPECT_FALSE(fs::exists(fresh));
+  {
+    auto w = ResultWriter::open(old, 2, false, ids_for(2), /*overwrite=*/true);
+    w.begin();
+  }
+  EXPECT_EQ(slurp(old), "") << "begun: the overwrite happened";
+}
+
+// Two jobs writing one file would interleave their lines: while one process holds
+// the file, another is refused, naming it, and the file is untouched.
+TEST_F(ResultWriterTest, ASecondProcessWritingTheSameFileIsRefusedNamingTheFirst) {
+  const auto p = path("shared.jsonl");
+  int ready[2], release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int status = 0;
+    try {
+      auto w = ResultWriter::open(p, 2, false, ids_for(2));
+      w.submit(make_result(0));
+      char byte = 1;
+      if (::write(ready[1], &byte, 1) != 1) status = 2;
+      if (::read(release[0], &byte, 1) != 1) status = 3;
+    } catch (...) {
+      status = 4;
+    }
+    ::_exit(status);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  const std::string before = slurp(p);
+  const auto msg = error_of([&] { ResultWriter::open(p, 2, false, ids_for(2), /*overwrite=*/true); });
+  const auto resume_msg = error_of([&] { ResultWriter::open(p, 2, true, ids_for(2)); });
+  EXPECT_EQ(slurp(p), before);
+  ASSERT_EQ(::write(release[1], &byte, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_NE(msg.find("in use by another process (PID " + std::to_string(child)), std::string::npos) << msg;
+  EXPECT_NE(resume_msg.find("in use by another process"), std::string::npos) << resume_msg;
+  // Once the first process is gone, the file is free again.
+  auto w = ResultWriter::open(p, 2, true, ids_for(2));
+  EXPECT_EQ(w.done_count(), 1);
+  for (int fd : {ready[0], ready[1], release[0], release[1]}) ::close(fd);
 }
 
 TEST_F(ResultWriterTest, ResumeRefusesDamageBeforeTheEnd) {

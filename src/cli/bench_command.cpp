@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -199,7 +200,9 @@ void run_bench(BenchFlags& f) {
   bar_options.item_name = "runs";
   ProgressBar progress(total_runs, total_runs * num_prompts * run_len,
                        reports && !f.quiet && ProgressBar::stderr_is_terminal(), bar_options);
+  std::optional<std::string> failure;  // the first sequence the model could not compute
   const auto on_result = [&](size_t, const runtime::SequenceResult& r) {
+    if (r.error && !failure) failure = *r.error;
     progress.end_sequence(static_cast<int64_t>(r.tokens.size()), run_len);
   };
   const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
@@ -207,6 +210,7 @@ void run_bench(BenchFlags& f) {
   for (int64_t w = 0; w < f.warmup; ++w) {
     spdlog::info("warm-up run {}/{}", w + 1, f.warmup);
     engine.generate(requests, on_result, on_token);
+    TG_CHECK(!failure, "warm-up run {}: a sequence failed: {}", w + 1, failure.value_or(""));
     progress.end_item();
   }
   std::vector<StatsSnapshot> runs;
@@ -220,6 +224,7 @@ void run_bench(BenchFlags& f) {
     wall_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     progress.end_item();
     runs.push_back(StatsSnapshot::of(engine.stats()) - before);
+    TG_CHECK(!failure, "run {}: a sequence failed: {}", r + 1, failure.value_or(""));
     // A pipeline's other stages retire the same sequences but never hold their tokens.
     TG_CHECK(runs.back().sequences == num_prompts && (!reports || runs.back().generated_tokens == num_prompts * run_len),
              "internal: run {} finished {} sequences with {} tokens, expected {} with {}", r + 1, runs.back().sequences,

@@ -33,7 +33,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of the RAM the process does not already use, less a --device cpu gpu tier)");
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
   c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (removed after the run)")->capture_default_str();
-  c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str();
+  c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--trace", f.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of every load, store, "
                 "compute and CPU attention task with its token, layer and gpu batch: times on the device's streams "
                 "on CUDA, host times on the CPU; `tools/trace-summary.py` tabulates one token of it");
@@ -48,7 +48,8 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
   c->add_option("-b,--gpu-batch-size,--batch-size", f.gpu_batch_size,
                 fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's or search's", default_batch_size))
       ->check(CLI::PositiveNumber);
-  c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)");
+  c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)")
+      ->check(CLI::PositiveNumber);
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
   c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
                  "Phases whose matmuls and embedding lookups over cpu/disk-resident weights run on the CPU where "

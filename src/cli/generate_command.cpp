@@ -1,7 +1,10 @@
 // `tiergen generate`: prompts file in, results JSONL out, through the offloading engine.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include "src/cli/flexgen_flags.h"
 #include "src/cli/generate_requests.h"
 #include "src/cli/host_profile.h"
+#include "src/cli/job_identity.h"
 #include "src/cli/pipeline_ranks.h"
 #include "src/cli/prediction_report.h"
 #include "src/cli/progress.h"
@@ -91,6 +95,9 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   j["model"] = fs::is_directory(f.engine.model, ec) ? fs::weakly_canonical(f.engine.model, ec).string() : f.engine.model;
   j["model_shape"] = model_shape(spec);
   j["dummy_weights"] = f.engine.dummy ? fmt::format("seed {}", f.engine.dummy_seed) : "no";
+  if (!f.engine.dummy && fs::is_directory(f.engine.model, ec)) j["checkpoint"] = checkpoint_identity(f.engine.model);
+  j["tokenizer"] = tokenizer_identity(tokenizer_dir(f));
+  j["lossy"] = lossy_choices(f.engine);
   j["dtype"] = f.engine.dtype;
   j["max_tokens"] = d.max_tokens;
   j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
@@ -146,12 +153,32 @@ std::optional<std::string> render_chat_prompt(const io::PromptRecord& p, const i
   }
 }
 
+// Checked like every other output: a missing file must not pass for success.
+void write_stats_json(const std::string& path, const nlohmann::json& stats) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << stats.dump(2) << "\n";
+  out.close();
+  TG_CHECK(out.good(), "--stats-json {}: cannot write the statistics: {}", path, std::strerror(errno));
+}
+
+// Refused before any work: a directory that does not exist will not appear later.
+void check_stats_json_path(const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(path).parent_path();
+  TG_CHECK(dir.empty() || fs::is_directory(dir, ec), "--stats-json {}: the directory {} does not exist", path,
+           dir.string());
+  TG_CHECK(!fs::is_directory(path, ec), "--stats-json {}: is a directory", path);
+}
+
 void run_generate(GenerateFlags& f) {
   check_refused_flags(f.refused);
   TG_CHECK(f.defaults.max_tokens > 0 || f.defaults.echo,
            "-n 0 generates nothing; it is only for scoring prompts with --echo --logprobs N");
   prepare_engine_flags(f.engine);
   refuse_out_equal_to_prompts(f);
+  check_stats_json_path(f.stats_json);
   const model::Spec spec = load_spec(f.engine);
   make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
   // Budgets and the offload dir are checked before the results file opens, too.
@@ -208,7 +235,10 @@ void run_generate(GenerateFlags& f) {
 
   const std::string job_model = std::filesystem::path(f.engine.model).filename().string().empty()
                                     ? f.engine.model : std::filesystem::path(f.engine.model).filename().string();
-  int64_t failed = 0;
+  // Error records from before an interruption still count against --max-failures.
+  int64_t failed = writer ? writer->failed_before() : 0;
+  if (failed > 0) spdlog::info("{} of the {} results already done are failed requests", failed, done_before);
+  std::vector<io::ResultRecord> failed_records;  // written once the job is known to run
   std::vector<PromptJob> jobs;
   std::vector<runtime::SequenceRequest> requests;
   std::vector<std::pair<size_t, size_t>> request_job;  // request -> (job, sample)
@@ -228,7 +258,7 @@ void run_generate(GenerateFlags& f) {
       spdlog::error("request \"{}\" failed: {}", p.id, message);
       io::ResultRecord r = base_record(p, job_model);
       r.error = message;
-      submit(std::move(r));
+      failed_records.push_back(std::move(r));
       ++failed;
       continue;
     }
@@ -261,6 +291,11 @@ void run_generate(GenerateFlags& f) {
                                                     "same command with --resume to continue\n", f.out));
     weights = load_weights(f.engine, spec);
     engine.emplace(spec, *weights, *policy, options, max_workload);
+  }
+  // The job can run: only now does the results file change.
+  if (writer) writer->begin();
+  for (auto& r : failed_records) submit(std::move(r));
+  if (engine) {
     int64_t token_budget = 0;
     for (const auto& r : requests) token_budget += r.max_new_tokens;
     ProgressBar progress(static_cast<int64_t>(jobs.size()), token_budget,
@@ -275,6 +310,16 @@ void run_generate(GenerateFlags& f) {
       if (++job.arrived < job.samples.size()) return;
       const auto& p = prompts[job.prompt];
       io::ResultRecord r = base_record(p, job_model);
+      const auto broken = std::find_if(job.samples.begin(), job.samples.end(), [](const auto& x) { return x->error; });
+      if (broken != job.samples.end()) {  // a request the model could not compute fails alone
+        r.error = fmt::format("{}:{}: {}", source, p.line, *(*broken)->error);
+        spdlog::error("request \"{}\" failed: {}", p.id, *r.error);
+        submit(std::move(r));
+        job.samples.clear();
+        ++failed;
+        progress.end_item();
+        return;
+      }
       r.prompt = p.text;
       r.num_prompt_tokens = static_cast<int64_t>(job.request.ids.size());
       for (size_t k = 0; k < job.samples.size(); ++k) {
@@ -327,7 +372,7 @@ void run_generate(GenerateFlags& f) {
       j["exact"] = policy->exact();
       j["predicted_vs_measured"] =
           predicted ? predicted_vs_measured_json(*predicted, engine->stats(), scale) : nlohmann::json();
-      std::ofstream(f.stats_json) << j.dump(2) << "\n";
+      write_stats_json(f.stats_json, j);
     }
   }
   if (failed > f.max_failures) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "src/cli/job_identity.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::cli {
@@ -82,12 +83,6 @@ nlohmann::ordered_json chat_logprobs(const runtime::SequenceResult& result, cons
   return {{"content", content}};
 }
 
-// FNV-1a, 64 bits: a content fingerprint, not a security measure.
-uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 }  // namespace
 
 std::vector<io::PromptRecord> prompts_from_flags(const std::vector<std::string>& texts) {
@@ -141,12 +136,18 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
   for (int64_t id : r.stop_token_ids) {
     if (id >= spec.vocab_size) return fail(fmt::format("stop token id {} is outside the vocabulary of {}", id, spec.vocab_size));
   }
-  if (p.messages) {
-    if (!chat_prompt) return fail("internal: chat request without a rendered prompt");
-    r.ids = tok->encode(*chat_prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
-  } else {
-    // Text prompts without a tokenizer were refused before the results file opened.
-    r.ids = p.text ? tok->encode(*p.text) : p.token_ids;
+  // A text the tokenizer cannot encode (a character outside a vocabulary without an
+  // unknown token, a pre-tokenizer pattern's match limit) fails this request only.
+  try {
+    if (p.messages) {
+      if (!chat_prompt) return fail("internal: chat request without a rendered prompt");
+      r.ids = tok->encode(*chat_prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
+    } else {
+      // Text prompts without a tokenizer were refused before the results file opened.
+      r.ids = p.text ? tok->encode(*p.text) : p.token_ids;
+    }
+  } catch (const Error& e) {
+    return fail(fmt::format("the tokenizer cannot encode the prompt: {}", e.what()));
   }
   for (int64_t id : r.ids) {
     if (id < 0 || id >= spec.vocab_size) {
@@ -238,14 +239,29 @@ std::string prompts_hash(const std::vector<io::PromptRecord>& prompts) {
     if (p.messages) {
       for (const auto& m : *p.messages) j["messages"].push_back({m.role, m.content});
     }
+    // Each override by name, absent ones left out: no value stands for "not given".
     const auto& o = p.overrides;
-    j["o"] = {o.temperature.value_or(-1), o.top_p.value_or(-1), o.top_k.value_or(-1), o.seed.value_or(-1),
-              o.max_tokens.value_or(-1), o.min_tokens.value_or(-1), o.n.value_or(-1), o.logprobs.value_or(-2),
-              o.presence_penalty.value_or(-9), o.frequency_penalty.value_or(-9), o.repetition_penalty.value_or(-9),
-              o.ignore_eos ? int(*o.ignore_eos) : -1, o.echo ? int(*o.echo) : -1};
+    nlohmann::ordered_json overrides = nlohmann::ordered_json::object();
+    const auto put = [&](const char* key, const auto& value) {
+      if (value) overrides[key] = *value;
+    };
+    put("temperature", o.temperature);
+    put("top_p", o.top_p);
+    put("top_k", o.top_k);
+    put("seed", o.seed);
+    put("max_tokens", o.max_tokens);
+    put("min_tokens", o.min_tokens);
+    put("n", o.n);
+    put("logprobs", o.logprobs);
+    put("presence_penalty", o.presence_penalty);
+    put("frequency_penalty", o.frequency_penalty);
+    put("repetition_penalty", o.repetition_penalty);
+    put("ignore_eos", o.ignore_eos);
+    put("echo", o.echo);
+    j["o"] = std::move(overrides);
     if (o.stop) j["stop"] = *o.stop;
     if (o.stop_token_ids) j["stop_token_ids"] = *o.stop_token_ids;
-    h = fnv1a(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", h);
+    h = fnv1a64(j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", h);
   }
   return fmt::format("fnv1a64:{:016x}", h);
 }

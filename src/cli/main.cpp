@@ -10,6 +10,7 @@
 #include "src/cli/command.h"
 #include "src/cli/progress.h"
 #include "src/cli/suggest.h"
+#include "tiergen/common/standard_streams.h"
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/host_memory.h"
 
@@ -71,6 +72,7 @@ std::string version_text() {
 }  // namespace tiergen::cli
 
 int main(int argc, char** argv) {
+  tiergen::reopen_closed_standard_streams();  // before anything opens a file
   // Logs go to stderr; stdout is reserved for results.
   // Through the progress bar's sink, so log lines never land on the bar's line.
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(

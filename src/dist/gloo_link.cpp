@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
+#include "src/dist/file_store_guard.h"
 #include "tiergen/common/error.h"
 
 #ifdef TIERGEN_HAVE_GLOO
@@ -75,6 +77,11 @@ void use_classic_tcp_backend(Options&, long) {}
 c10::intrusive_ptr<::c10d::Store> base_store(const Launch& l) {
   if (!file_store_path(l).empty()) return c10::make_intrusive<::c10d::FileStore>(file_store_path(l), l.world_size);
   const TcpAddress a = parse_tcp(l.init);
+  if (l.rank == 0 && !l.agent_store && is_loopback(a.host)) {
+    spdlog::warn("the TCP rendezvous store listens on port {} of every interface, not only {}: LibTorch's TCPStore "
+                 "cannot bind one address, and it has no authentication, so a firewall must keep that port from "
+                 "other hosts; on one host, --dist-init file:PATH keeps the rendezvous local", a.port, a.host);
+  }
   ::c10d::TCPStoreOptions o;
   o.port = a.port;
   o.isServer = l.rank == 0 && !l.agent_store;
@@ -144,6 +151,7 @@ class GlooStageLink final : public runtime::StageLink {
  public:
   explicit GlooStageLink(const Launch& l)
       : rank_(l.rank), world_size_(l.world_size), timeout_(l.timeout), store_file_(file_store_path(l)) {
+    if (!store_file_.empty()) store_guard_.emplace(store_file_);  // before the store reads the file
     try {
       store_ = make_store(l);
       store_->setTimeout(timeout_);
@@ -243,6 +251,7 @@ class GlooStageLink final : public runtime::StageLink {
   std::chrono::milliseconds timeout_;
   std::string store_file_;
   std::atomic<bool> failed_{false};
+  std::optional<FileStoreGuard> store_guard_;  // outlives the store (destroyed after it)
   c10::intrusive_ptr<::c10d::Store> store_;
   c10::intrusive_ptr<::c10d::ProcessGroupGloo> group_;
 };

@@ -10,8 +10,6 @@ namespace tiergen::io {
 
 namespace {
 
-bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
-
 // Python's str.strip() for the ASCII whitespace that Jinja's trim and strip remove.
 std::string strip(const std::string& s) {
   const char* ws = " \t\n\r\v\f";
@@ -46,20 +44,23 @@ std::optional<std::string> template_source(const nlohmann::json& config) {
 
 }  // namespace
 
+// The templates tiergen renders natively, exactly as their models' tokenizer_config.json
+// ship them. A template is one of these only when it is the same text (up to leading
+// and trailing whitespace): a fine-tune's variant (an injected system prompt, roles
+// rendered otherwise) renders differently and must not pass for the stock one.
+// LLaMA-3.0 instruct (Meta-Llama-3-8B/70B-Instruct).
+const char* const kLlama3Instruct = R"tmpl({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>
+
+'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>
+
+' }}{% endif %})tmpl";
+// LLaMA-2 chat (Llama-2-7b/13b/70b-chat-hf).
+const char* const kLlama2Chat = R"tmpl({% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %})tmpl";
+
 ChatFamily recognise_chat_template(const std::string& s) {
-  // LLaMA-3.0 instruct. Later LLaMA-3.x templates (tools, "Cutting Knowledge Date"
-  // system preambles, ipython roles) render differently and are not this family.
-  if (has(s, "<|start_header_id|>") && has(s, "<|end_header_id|>") && has(s, "<|eot_id|>") &&
-      has(s, "message['content'] | trim") && !has(s, "Cutting Knowledge") && !has(s, "tools") &&
-      !has(s, "ipython") && !has(s, "date_string")) {
-    return ChatFamily::Llama3;
-  }
-  // LLaMA-2 chat (Meta's template, also used by many LLaMA-2 fine-tunes).
-  if (has(s, "[INST]") && has(s, "[/INST]") && has(s, "<<SYS>>") && has(s, "<</SYS>>") &&
-      has(s, "raise_exception('Conversation roles must alternate") && has(s, "content.strip()") &&
-      !has(s, "tools")) {
-    return ChatFamily::Llama2;
-  }
+  const std::string text = strip(s);
+  if (text == kLlama3Instruct) return ChatFamily::Llama3;
+  if (text == kLlama2Chat) return ChatFamily::Llama2;
   return ChatFamily::Unknown;
 }
 

@@ -9,6 +9,7 @@
 
 #include "tiergen/common/error.h"
 #include "tiergen/common/json_describe.h"
+#include "tiergen/common/strict_json.h"
 
 namespace tiergen::io {
 
@@ -302,8 +303,11 @@ PromptRecord parse_jsonl_prompt(std::string_view text, const std::string& name, 
                                 int64_t index) {
   const Where w{name, line};
   json j;
+  std::optional<std::string> repeated_key;
   try {
-    j = json::parse(text.begin(), text.end());
+    StrictJson parsed = parse_json_noting_repeated_keys(text.data(), text.data() + text.size());
+    j = std::move(parsed.value);
+    repeated_key = std::move(parsed.repeated_key);
   } catch (const json::parse_error& e) {
     // A pretty-printed JSON document or a JSON array: say what JSONL is.
     const auto first = text.find_first_not_of(" \t");
@@ -321,6 +325,9 @@ PromptRecord parse_jsonl_prompt(std::string_view text, const std::string& name, 
   try {
     record.id = early_id(j);
     if (openai && j.contains("custom_id") && j["custom_id"].is_string()) record.custom_id = j["custom_id"].get<std::string>();
+    // The last of two values would win silently; which one was meant is unknown.
+    TG_CHECK(!repeated_key, "{}: the key \"{}\" appears twice in one object; give it once", w.at(),
+             repeated_key.value_or(""));
     if (openai) {
       read_openai_request(j, record, w);
     } else {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "src/io/jsonl_prompt.h"
 #include "src/io/line_reader.h"
@@ -95,15 +95,15 @@ std::vector<PromptRecord> read_prompts(std::istream& in, const std::string& name
   }
   TG_CHECK(!prompts.empty(), "{}: no prompts", name);
 
-  // Results are matched to prompts by position, so duplicates do no harm there, but
-  // they make the results file ambiguous to whoever reads it.
-  std::unordered_set<std::string> seen;
-  for (const auto& p : prompts) {
-    if (!seen.insert(p.id).second) {
-      spdlog::warn("{}:{}: prompt id \"{}\" is used more than once (reported once per file)", name, p.line,
-                   p.id);
-      break;
-    }
+  // Results are matched to prompts by position, but whoever joins the results with
+  // their requests does so by id (the OpenAI Batch API requires unique custom_ids): a
+  // repeated id fails that request, naming the line that had it first.
+  std::unordered_map<std::string, int64_t> first_line;
+  for (auto& p : prompts) {
+    const auto [it, fresh] = first_line.emplace(p.id, p.line);
+    if (fresh || p.error) continue;
+    p.error = fmt::format("{}:{}: the id \"{}\" is already the id of line {}; ids must be unique in a prompt file",
+                          name, p.line, p.id, it->second);
   }
   return prompts;
 }

@@ -3,15 +3,19 @@
 // per line, fsync before submit() returns, and on resume a scan that keeps the longest
 // prefix of good lines and cuts away a line torn by a crash.
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/sysmacros.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -20,6 +24,7 @@
 
 #include "src/io/line_reader.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/standard_streams.h"
 #include "tiergen/io/results.h"
 
 namespace tiergen::io {
@@ -41,6 +46,51 @@ void sync_parent_directory(const std::string& path) {
   ::close(fd);
 }
 
+// The process holding a flock on `st`'s file, from /proc/locks ("1: FLOCK ADVISORY
+// WRITE PID MAJ:MIN:INODE 0 EOF"); nullopt where that cannot be told.
+std::optional<long> flock_holder(const struct stat& st) {
+  std::ifstream locks("/proc/locks");
+  const std::string file = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
+                                       static_cast<unsigned long>(st.st_ino));
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream fields(line);
+    std::string number, kind, advisory, mode, pid, where;
+    if (!(fields >> number >> kind)) continue;
+    if (kind == "->") fields >> kind;  // a waiter's line
+    if (kind != "FLOCK" || !(fields >> advisory >> mode >> pid >> where) || where != file) continue;
+    try {
+      return std::stol(pid);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// What a process is, for a message: its command line, cut short.
+std::string process_text(long pid) {
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  while (!cmdline.empty() && cmdline.back() == ' ') cmdline.pop_back();
+  if (cmdline.size() > 160) cmdline = cmdline.substr(0, 157) + "...";
+  return cmdline.empty() ? fmt::format("PID {}", pid) : fmt::format("PID {}: {}", pid, cmdline);
+}
+
+// All of `data` to `fd`, or an error naming `path`.
+void write_all(int fd, const std::string& data, const std::string& path) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    TG_CHECK(n > 0, "{}: write failed: {}", path, n < 0 ? errno_text() : "wrote nothing");
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
 }  // namespace
 
 ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, bool resume,
@@ -58,11 +108,14 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
 
   if (w.path_ == "-") {
     TG_CHECK(!resume, "results go to stdout, which cannot be resumed; write them to a file");
+    TG_CHECK(!standard_stream_was_closed(STDOUT_FILENO),
+             "results go to stdout, but stdout was closed when tiergen started; pass -o FILE");
     std::cout.flush();  // lines go to the fd directly; nothing buffered may follow them
     std::fflush(stdout);
     w.fd_ = STDOUT_FILENO;
     struct stat st {};
     w.regular_file_ = ::fstat(w.fd_, &st) == 0 && S_ISREG(st.st_mode);
+    w.begun_ = true;  // a stream has nothing to keep safe from a doomed run
     return w;
   }
 
@@ -74,6 +127,8 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
   struct stat st {};
   TG_CHECK(::fstat(w.fd_, &st) == 0, "{}: cannot stat results file: {}", w.path_, errno_text());
   w.regular_file_ = S_ISREG(st.st_mode);
+  if (w.regular_file_) w.lock_for_this_job(st);
+  w.created_ = !existed;
   if (!existed) sync_parent_directory(w.path_);
 
   const bool fresh = !resume || st.st_size == 0;
@@ -86,15 +141,40 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
              "{}: results file already exists ({} bytes); resume it, or ask to overwrite it, or choose "
              "another path",
              w.path_, static_cast<int64_t>(st.st_size));
-    TG_CHECK(::ftruncate(w.fd_, 0) == 0, "{}: cannot truncate: {}", w.path_, errno_text());
-    spdlog::info("{}: overwriting the existing results file", w.path_);
+    w.cut_to_ = 0;  // when the work starts: a run that fails before it keeps the old results
   }
-  if (w.regular_file_) {
-    TG_CHECK(::lseek(w.fd_, static_cast<off_t>(w.good_size_), SEEK_SET) >= 0, "{}: cannot seek: {}", w.path_,
+  w.needs_job_record_ = fresh || (w.regular_file_ && w.good_size_ == 0);  // new, or only a torn record was there
+  return w;
+}
+
+// Two jobs appending to one file would interleave their lines. The lock lasts as long
+// as the descriptor (the whole run) and goes with the process, however it ends.
+void ResultWriter::lock_for_this_job(const struct stat& st) {
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int err = errno;
+  const auto holder = err == EWOULDBLOCK ? flock_holder(st) : std::nullopt;
+  close_quietly();
+  TG_CHECK(err != EWOULDBLOCK,
+           "results file {} is in use by another process ({}); two jobs writing one file would mix their lines. "
+           "Wait for it to end, or choose another -o", path_, holder ? process_text(*holder) : "its PID is unknown");
+  TG_THROW("{}: cannot lock the results file: {}", path_, std::strerror(err));
+}
+
+void ResultWriter::begin() {
+  if (begun_) return;
+  TG_CHECK(fd_ >= 0, "{}: the results file is closed", path_);
+  if (regular_file_) {
+    if (cut_to_) {
+      TG_CHECK(::ftruncate(fd_, static_cast<off_t>(*cut_to_)) == 0, "{}: cannot truncate: {}", path_, errno_text());
+      if (*cut_to_ == 0) spdlog::info("{}: overwriting the existing results file", path_);
+      cut_to_.reset();
+    }
+    TG_CHECK(::lseek(fd_, static_cast<off_t>(good_size_), SEEK_SET) >= 0, "{}: cannot seek: {}", path_,
              errno_text());
   }
-  if (fresh || (w.regular_file_ && w.good_size_ == 0)) w.record_job();  // new, or only a torn record was there
-  return w;
+  begun_ = true;
+  if (needs_job_record_) record_job();
+  write_pending();
 }
 
 // Keeps the leading lines that are complete, JSON, and carry the expected id; cuts a
@@ -148,6 +228,8 @@ void ResultWriter::scan_for_resume() {
                "now; resume it with the prompt file it was made from, or start a new results file",
                path_, n, id);
     }
+    // An error record: the request failed before the interruption, and still counts.
+    if (j.contains("error") && !j["error"].is_null()) ++failed_before_;
     ++done_count_;
     good_size_ = reader.line_offset() + line.size() + 1;
   }
@@ -156,12 +238,10 @@ void ResultWriter::scan_for_resume() {
   struct stat st {};
   TG_CHECK(::fstat(fd_, &st) == 0, "{}: cannot stat results file: {}", path_, errno_text());
   if (static_cast<uint64_t>(st.st_size) > good_size_) {
-    spdlog::warn("results file {} line {} is torn ({}), probably by a crash mid-write; cutting its {} bytes away",
-                 path_, damage ? damage->line : done_count_ + 1, damage ? damage->why : "partial",
-                 static_cast<uint64_t>(st.st_size) - good_size_);
-    TG_CHECK(::ftruncate(fd_, static_cast<off_t>(good_size_)) == 0, "{}: cannot truncate the torn line: {}",
-             path_, errno_text());
-    sync();
+    spdlog::warn("results file {} line {} is torn ({}), probably by a crash mid-write; its {} bytes are cut "
+                 "away when the work starts", path_, damage ? damage->line : done_count_ + 1,
+                 damage ? damage->why : "partial", static_cast<uint64_t>(st.st_size) - good_size_);
+    cut_to_ = good_size_;
   }
   next_index_ = done_count_;
   spdlog::info("{}: resuming with {} of {} results already done", path_, done_count_, total_);
@@ -198,21 +278,40 @@ void ResultWriter::check_job_line(const std::string& line, int64_t line_number) 
 void ResultWriter::record_job() {
   if (options_.job.is_null() || path_ == "-") return;
   if (options_.format == ResultFormat::OpenAi) {
-    const std::string sidecar = job_sidecar_path(path_), tmp = sidecar + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << options_.job.dump(2) << "\n";
-      TG_CHECK(out.good(), "{}: cannot write the job record", tmp);
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, sidecar, ec);
-    TG_CHECK(!ec, "{}: cannot write the job record: {}", sidecar, ec.message());
+    write_sidecar(job_sidecar_path(path_), options_.job.dump(2) + "\n");
     return;
   }
   nlohmann::ordered_json j;
   j["tiergen_job"] = options_.job;
   write_line(j.dump() + "\n");
   sync();
+}
+
+// Written whole under a fresh name (mkstemp: never a name someone planted, such as a
+// symlink), synced, then renamed over the record: a reader sees the old record or the
+// new one, never a part.
+void ResultWriter::write_sidecar(const std::string& sidecar, const std::string& text) {
+  std::string name = sidecar + ".XXXXXX";
+  const int fd = ::mkstemp(name.data());
+  TG_CHECK(fd >= 0, "{}: cannot create the job record: {}", name, errno_text());
+  try {
+    TG_CHECK(::fchmod(fd, 0644) == 0, "{}: cannot set the job record's mode: {}", name, errno_text());
+    write_all(fd, text, name);
+    TG_CHECK(::fsync(fd) == 0, "{}: cannot sync the job record: {}", name, errno_text());
+  } catch (...) {
+    ::close(fd);
+    ::unlink(name.c_str());
+    throw;
+  }
+  const bool closed = ::close(fd) == 0;
+  const std::string close_error = errno_text();
+  std::error_code ec;
+  if (closed) std::filesystem::rename(name, sidecar, ec);
+  if (!closed || ec) {
+    ::unlink(name.c_str());
+    TG_THROW("{}: cannot write the job record: {}", sidecar, closed ? ec.message() : close_error);
+  }
+  sync_parent_directory(sidecar);
 }
 
 std::string ResultWriter::serialize(const ResultRecord& record) const {
@@ -239,6 +338,11 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
     good_size_ = other.good_size_;
     failed_ = other.failed_;
     finished_ = std::exchange(other.finished_, true);
+    begun_ = std::exchange(other.begun_, true);
+    created_ = std::exchange(other.created_, false);
+    needs_job_record_ = other.needs_job_record_;
+    cut_to_ = other.cut_to_;
+    failed_before_ = other.failed_before_;
   }
   return *this;
 }
@@ -251,6 +355,9 @@ void ResultWriter::close_quietly() noexcept {
                  path_, pending_.size(), next_index_);
   }
   pending_.clear();
+  // A run that failed before its work started leaves no file behind it (it still holds
+  // the lock, so the name is still its own).
+  if (owns_fd_ && fd_ >= 0 && created_ && !begun_) ::unlink(path_.c_str());
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
   fd_ = -1;
   owns_fd_ = false;
@@ -272,6 +379,11 @@ void ResultWriter::submit(ResultRecord record) {
              path_, record.index, id, ids_[record.index]);
   }
   pending_.emplace(record.index, serialize(record) + '\n');
+  begin();
+  write_pending();
+}
+
+void ResultWriter::write_pending() {
   bool wrote = false;
   while (!pending_.empty() && pending_.begin()->first == next_index_) {
     write_line(pending_.begin()->second);
@@ -314,6 +426,7 @@ void ResultWriter::sync() {
 void ResultWriter::finish() {
   TG_CHECK(!finished_, "{}: finish() called twice", path_);
   TG_CHECK(!failed_, "{}: an earlier write failed; the file holds {} of {} results", path_, next_index_, total_);
+  begin();
   if (next_index_ < total_) {
     const std::string id = ids_.empty() ? std::to_string(next_index_) : ids_[next_index_];
     TG_THROW("{}: only {} of {} results written: prompt {} (id \"{}\") has none{}", path_, next_index_, total_,

@@ -1,8 +1,12 @@
 // WeightSource over a memory-mapped safetensors checkpoint.
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "tiergen/common/error.h"
 #include "tiergen/model/checkpoint.h"
@@ -30,6 +34,31 @@ at::ScalarType to_scalar_type(DType dtype) {
   return at::kFloat;
 }
 
+// The mapping was validated against the file's size when it was opened. A file cut
+// shorter since (rewritten in place) would fault with SIGBUS on the pages past its
+// new end; this turns that into an error naming the file. (A file cut between this
+// check and the copy still faults: a narrow window, not a guarantee.)
+void check_still_in_file(const TensorInfo& info) {
+  struct stat st {};
+  TG_CHECK(::stat(info.file.c_str(), &st) == 0, "{}: the checkpoint file is gone since it was opened: {}", info.file,
+           std::strerror(errno));
+  TG_CHECK(static_cast<uint64_t>(st.st_size) >= info.file_offset + info.nbytes,
+           "{}: the checkpoint file shrank to {} bytes since it was opened, and tensor '{}' ends at byte {}: was it "
+           "rewritten while tiergen ran?", info.file, static_cast<uint64_t>(st.st_size), info.name,
+           info.file_offset + info.nbytes);
+}
+
+// NaN or infinite weights make every result garbage; said once, naming the tensor, as
+// each tensor is read. max and min propagate a NaN and show an infinity, without a
+// temporary the size of the tensor.
+void check_finite(const at::Tensor& t, const TensorInfo& info) {
+  if (t.numel() == 0 || !at::isFloatingType(t.scalar_type())) return;
+  const double largest = t.max().item<double>(), smallest = t.min().item<double>();
+  TG_CHECK(std::isfinite(largest) && std::isfinite(smallest),
+           "{}: tensor '{}' holds non-finite values (NaN or infinity; largest {}, smallest {}): the checkpoint is "
+           "damaged", info.file, info.name, largest, smallest);
+}
+
 class CheckpointWeights final : public WeightSource {
  public:
   explicit CheckpointWeights(std::unique_ptr<Checkpoint> checkpoint) : checkpoint_(std::move(checkpoint)) {}
@@ -39,10 +68,12 @@ class CheckpointWeights final : public WeightSource {
     TG_CHECK(info.shape == tensor.shape, "{}: tensor '{}' has an unexpected shape", info.file, info.name);
     // from_blob does not copy: the conversion (or clone) below produces an owned tensor
     // so nothing keeps pointing into the mapping.
+    check_still_in_file(info);
     const at::Tensor view = at::from_blob(const_cast<uint8_t*>(info.data), info.shape,
                                           at::TensorOptions().dtype(to_scalar_type(info.dtype)));
     at::Tensor owned = view.scalar_type() == dtype ? view.clone() : view.to(dtype);
     release_pages(info);
+    check_finite(owned, info);
     return owned;
   }
 

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/strict_json.h"
 #include "tiergen/common/json_describe.h"
 #include "tiergen/model/safetensors.h"
 
@@ -64,30 +65,17 @@ size_t any_dtype_size(const std::string& dtype) {
   return it == sizes.end() ? 0 : it->second;
 }
 
-// Parses JSON while detecting repeated keys in any object: nlohmann keeps only the last
-// value of a repeated key, which would silently hide a tensor.
+// Parses the header, refusing a repeated key: nlohmann keeps only the last value of
+// one, which would silently hide a tensor.
 json parse_json_rejecting_duplicates(const char* begin, const char* end, const std::string& path) {
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  json doc;
+  StrictJson doc;
   try {
-    doc = json::parse(begin, end, callback, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    doc = parse_json_noting_repeated_keys(begin, end);
   } catch (const json::exception& e) {
     TG_THROW("{}: safetensors header is not valid JSON: {}", path, e.what());
   }
-  TG_CHECK(duplicate.empty(), "{}: safetensors header names '{}' more than once", path, duplicate);
-  return doc;
+  TG_CHECK(!doc.repeated_key, "{}: safetensors header names '{}' more than once", path, doc.repeated_key.value_or(""));
+  return std::move(doc.value);
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {

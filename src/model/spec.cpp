@@ -1,5 +1,6 @@
 #include "tiergen/model/spec.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -226,6 +227,26 @@ void check_shapes(const Spec& s, const std::string& source) {
            "{}: activation '{}' is not supported (relu, gelu, silu)", source, s.activation);
 }
 
+// Values that make every activation NaN or infinite: refused here, naming the field,
+// rather than found as garbage tokens.
+void check_numerics(const Spec& s, const std::string& source) {
+  TG_CHECK(std::isfinite(s.norm_eps) && s.norm_eps >= 0,
+           "{}: config.json field 'rms_norm_eps' = {} must be a finite number >= 0", source, s.norm_eps);
+  if (s.family != Family::Llama) return;
+  TG_CHECK(std::isfinite(s.rope_theta) && s.rope_theta > 0,
+           "{}: config.json field 'rope_theta' = {} must be a finite number > 0", source, s.rope_theta);
+  if (s.rope_scaling.type.empty()) return;
+  const auto& r = s.rope_scaling;
+  for (const auto& [key, value] : {std::pair{"factor", r.factor}, std::pair{"low_freq_factor", r.low_freq_factor},
+                                   std::pair{"high_freq_factor", r.high_freq_factor}}) {
+    TG_CHECK(std::isfinite(value) && value > 0, "{}: config.json rope scaling field '{}' = {} must be a finite "
+             "number > 0", source, key, value);
+  }
+  TG_CHECK(r.original_max_position_embeddings > 0,
+           "{}: config.json rope scaling field 'original_max_position_embeddings' = {} must be positive", source,
+           r.original_max_position_embeddings);
+}
+
 }  // namespace
 
 std::vector<WeightLayer> Spec::weight_layers() const {
@@ -270,6 +291,7 @@ Spec spec_from_config(const json& c, const std::string& source) {
   s.torch_dtype = get_or<std::string>(c, c.contains("torch_dtype") ? "torch_dtype" : "dtype", "float16", source);
   read_special_tokens(s, c, source);
   check_shapes(s, source);
+  check_numerics(s, source);
   if (s.head_dim == 0) s.head_dim = s.hidden_size / s.num_heads;
   return s;
 }

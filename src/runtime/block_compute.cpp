@@ -270,6 +270,13 @@ void BlockRunner::sample_step(bool prefill, BatchState& b, const at::Tensor& log
     const SequenceRequest& request = (*p.requests)[slot];
     auto& tokens = (*p.outputs)[slot];
     SequenceResult& details = (*p.details)[slot];
+    if (b.samplers[r].saw_non_finite_logits()) {
+      details.error = fmt::format("the model's logits for generated token {} are not finite (NaN or infinity): the "
+                                  "weights or the config's numbers are broken", tokens.size() + 1);
+      (*p.finished)[slot] = true;
+      (*p.reasons)[slot] = "error";
+      continue;
+    }
     tokens.push_back(token);
     if (b.samplers[r].last_logprob()) details.logprobs.push_back(*b.samplers[r].last_logprob());
     if (*p.on_token) (*p.on_token)(slot, token);

@@ -71,6 +71,11 @@ std::string cpu_weight_compute_text(const Policy& p) {
 void Policy::validate() const {
   TG_CHECK(gpu_batch_size >= 1, "policy: gpu_batch_size must be at least 1, got {}", gpu_batch_size);
   TG_CHECK(num_gpu_batches >= 1, "policy: num_gpu_batches must be at least 1, got {}", num_gpu_batches);
+  // Far beyond any job, and small enough that byte counts of a block cannot overflow.
+  constexpr int64_t kMaxBlockSequences = int64_t{1} << 24;
+  TG_CHECK(gpu_batch_size <= kMaxBlockSequences && num_gpu_batches <= kMaxBlockSequences / gpu_batch_size,
+           "policy: a block of gpu_batch_size {} x num_gpu_batches {} sequences is more than the {} a block may hold",
+           gpu_batch_size, num_gpu_batches, kMaxBlockSequences);
   check_percent_pair(w_gpu_percent, w_cpu_percent, "weight");
   check_percent_pair(cache_gpu_percent, cache_cpu_percent, "KV cache");
   check_percent_pair(act_gpu_percent, act_cpu_percent, "activation");

@@ -1,6 +1,7 @@
 #include "tiergen/runtime/row_sampler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tiergen/common/error.h"
 #include "tiergen/runtime/device.h"
@@ -21,6 +22,17 @@ at::Tensor row_index(const std::vector<int64_t>& rows, const at::Device& device)
   return copy_to_device(at::tensor(rows, at::kLong), device);
 }
 
+// Whether each row's logits are all finite. A NaN or infinity makes its row's sum
+// non-finite (summed in double: finite logits cannot overflow it), so one value per row
+// crosses to the host.
+std::vector<bool> finite_rows(const at::Tensor& logits) {
+  const at::Tensor sums = copy_to_host_now(at::sum(logits, {1}, /*keepdim=*/false, at::kDouble)).contiguous();
+  const auto* sum = sums.data_ptr<double>();
+  std::vector<bool> finite(static_cast<size_t>(logits.size(0)));
+  for (size_t r = 0; r < finite.size(); ++r) finite[r] = std::isfinite(sum[r]);
+  return finite;
+}
+
 }  // namespace
 
 std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceSampler>& samplers,
@@ -29,11 +41,14 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
   TG_CHECK(static_cast<int64_t>(samplers.size()) == rows && static_cast<int64_t>(active.size()) == rows,
            "internal: {} samplers for {} logits rows", samplers.size(), rows);
   std::vector<int64_t> out(static_cast<size_t>(rows), 0);
+  const std::vector<bool> finite = finite_rows(logits);
   std::vector<int64_t> argmax_rows, topk_rows, full_rows;
   int64_t k = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const auto& s = samplers[static_cast<size_t>(r)];
-    switch (reduction_for(s, active[static_cast<size_t>(r)])) {
+    auto& s = samplers[static_cast<size_t>(r)];
+    const bool sampled = active[static_cast<size_t>(r)] && finite[static_cast<size_t>(r)];
+    if (active[static_cast<size_t>(r)] && !sampled) s.note_non_finite_logits();
+    switch (reduction_for(s, sampled)) {
       case Reduction::Skip: break;
       case Reduction::Argmax: argmax_rows.push_back(r); break;
       case Reduction::TopK:

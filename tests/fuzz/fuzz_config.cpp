@@ -2,7 +2,9 @@
 // spec_from_config_file and `tiergen generate --model DIR` read it. The input is the
 // file's bytes. Contract: the only exception is tiergen::Error, and a Spec that is
 // accepted has sizes the engine can lay out: positive, and a weight list whose element
-// counts fit 64 bits (the planner sums them).
+// counts fit 64 bits (the planner sums them), and numbers that keep activations finite
+// (norm eps >= 0, rope theta and scaling factor > 0).
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     spec = tiergen::model::spec_from_config(doc, "fuzz/config.json");
   } catch (const tiergen::Error&) {
     return 0;
+  }
+  // Numbers that make every activation NaN are refused, not found as garbage tokens.
+  if (!std::isfinite(spec.norm_eps) || spec.norm_eps < 0) fail("accepted spec with a negative or non-finite norm eps");
+  if (spec.family == tiergen::model::Family::Llama && !(std::isfinite(spec.rope_theta) && spec.rope_theta > 0)) {
+    fail("accepted spec with rope_theta <= 0");
+  }
+  if (!spec.rope_scaling.type.empty() && !(std::isfinite(spec.rope_scaling.factor) && spec.rope_scaling.factor > 0)) {
+    fail("accepted spec with a rope scaling factor <= 0");
   }
   if (spec.vocab_size <= 0 || spec.hidden_size <= 0 || spec.num_layers <= 0 || spec.num_heads <= 0 ||
       spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.max_positions <= 0) {

@@ -9,7 +9,7 @@
 // Contract: the only exception is tiergen::Error, and a prompt error names the file
 // ("fuzz.jsonl:..."); accepted prompts are numbered in order with a real line number
 // and carry text (valid UTF-8) or token ids; a resume scan leaves a file that is empty
-// or ends with a complete line.
+// or ends with a complete line once the work begins, and nothing before.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,14 +95,20 @@ void scan_results(std::string_view file, bool with_ids) {
   if (with_ids) {
     for (int64_t i = 0; i < kPrompts; ++i) ids.push_back(std::to_string(i));
   }
+  const auto contents = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
   try {
     auto writer = ResultWriter::open(path.string(), kPrompts, /*resume=*/true, ids);
     if (writer.done_count() < 0 || writer.done_count() > kPrompts) fail("done_count out of range");
+    if (writer.failed_before() < 0 || writer.failed_before() > writer.done_count()) fail("failed_before out of range");
+    if (contents() != file) fail("opening for resume changed the file before the work began");
+    writer.begin();
   } catch (const tiergen::Error&) {
     return;
   }
-  std::ifstream in(path, std::ios::binary);
-  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string kept = contents();
   if (!kept.empty() && kept.back() != '\n') fail("resume left a torn last line");
   if (file.substr(0, kept.size()) != kept) fail("resume kept bytes that were not a prefix of the file");
 }

@@ -21,6 +21,8 @@
 //   in place of "text"); a failed request: "response": {"status_code": 400,
 //   "request_id", "body": null}, "error": {"object": "error", "message", "type",
 //   "param", "code"}.
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -86,6 +88,12 @@ std::vector<std::string> job_differences(const nlohmann::json& was, const nlohma
 // prompts by length); a record waits in memory until all earlier ones are written.
 // Every line goes out with one write() and, for a regular file, is fsync'ed before
 // submit() returns. Move-only; closing without finish() keeps what was written.
+//
+// The file is this job's alone: open() takes an exclusive lock on it for the writer's
+// whole life and refuses a file another process holds, naming it. Nothing in the file
+// changes before begin() or the first submit() (once the job is known to be able to
+// run): a run that fails before leaves an old file as it was, and a file it created
+// is removed.
 class ResultWriter {
  public:
   // Opens `path` for `total_prompts` results; "" or "-" writes to stdout.
@@ -108,12 +116,18 @@ class ResultWriter {
 
   // Prompts already in the file when it was opened (resume); the engine skips them.
   int64_t done_count() const { return done_count_; }
+  // Of those, the error records: requests that failed before the interruption.
+  int64_t failed_before() const { return failed_before_; }
   // Results in the file now (done_count() plus those written since).
   int64_t written_count() const { return next_index_; }
   // Results submitted but waiting for an earlier one.
   size_t pending_count() const { return pending_.size(); }
   int64_t total_prompts() const { return total_; }
   const std::string& path() const { return path_; }
+
+  // The work starts: cuts a torn last line (resume) or empties the old file
+  // (overwrite), writes the job record. submit() and finish() begin if nothing did.
+  void begin();
 
   // Takes one result; writes it and any buffered successors if its predecessors are
   // all written. Throws on an index out of range or already submitted, an id that is
@@ -128,7 +142,10 @@ class ResultWriter {
   ResultWriter() = default;
   void scan_for_resume();
   void check_job_line(const std::string& line, int64_t line_number);
+  void lock_for_this_job(const struct stat& st);
   void record_job();
+  void write_sidecar(const std::string& sidecar, const std::string& text);
+  void write_pending();
   std::string serialize(const ResultRecord& record) const;
   void write_line(const std::string& line);
   void sync();
@@ -147,6 +164,11 @@ class ResultWriter {
   uint64_t good_size_ = 0;  // file size after the last complete line written
   bool failed_ = false;     // a write failed: refuse more, the file ends at good_size_
   bool finished_ = false;
+  bool begun_ = false;             // the file may change (begin())
+  bool created_ = false;           // open() created the file: removed if never begun
+  bool needs_job_record_ = false;  // begin() writes the job record
+  std::optional<uint64_t> cut_to_;  // begin() truncates the file to this size
+  int64_t failed_before_ = 0;
 };
 
 }  // namespace tiergen::io

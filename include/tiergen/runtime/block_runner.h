@@ -50,6 +50,8 @@ struct SequenceResult {
   std::optional<int64_t> stop_token;      // the stop_token_ids entry that ended it
   std::vector<TokenLogprob> logprobs;     // one per token when sampling.logprobs >= 0
   std::vector<TokenLogprob> prompt_logprobs;  // prompt tokens 2..len when prompt_logprobs >= 0
+  // Set: the sequence failed (finish_reason "error"); the tokens before it are kept.
+  std::optional<std::string> error;
 };
 
 // Called with a sequence's position in the block and its tokens as they are sampled.

@@ -14,7 +14,8 @@
 namespace tiergen::runtime {
 
 // `logits`: [rows, vocab] float32 on any device. Rows with active[r] == false (padding,
-// finished sequences) are not sampled; their entry is 0.
+// finished sequences) are not sampled; their entry is 0. An active row whose logits are
+// not all finite is not sampled either: its sampler notes it (saw_non_finite_logits).
 std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceSampler>& samplers,
                                  const std::vector<bool>& active);
 

@@ -18,7 +18,10 @@
 namespace tiergen::runtime {
 
 struct SamplingParams {
-  double temperature = 0.0;  // 0 means greedy
+  // 0 means greedy. So does any temperature below kGreedyBelow (as in vLLM): dividing
+  // logits by it would overflow float32 to infinities.
+  static constexpr double kGreedyBelow = 1e-5;
+  double temperature = 0.0;
   int64_t top_k = 0;         // 0 means off
   double top_p = 1.0;        // 1 means off
   uint64_t seed = 0;
@@ -29,7 +32,7 @@ struct SamplingParams {
                                     // tokens seen in the prompt or the output; 1 is off
   int64_t logprobs = -1;     // -1: none; k >= 0: the chosen token's log-probability and the k most likely
 
-  bool greedy() const { return temperature <= 0.0; }
+  bool greedy() const { return temperature < kGreedyBelow; }
   bool penalized() const { return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1.0; }
   void validate() const;  // throws tiergen::Error naming the bad field
 };
@@ -67,6 +70,11 @@ class SequenceSampler {
   // Records a token chosen elsewhere (a greedy argmax on the device).
   void accept(int64_t token);
 
+  // The row's logits held a NaN or an infinity (broken weights or numerics): no token
+  // can be chosen from them, and the sequence fails (sample_rows notes it).
+  void note_non_finite_logits() { non_finite_logits_ = true; }
+  bool saw_non_finite_logits() const { return non_finite_logits_; }
+
   // Set after each sample() when params.logprobs >= 0.
   const std::optional<TokenLogprob>& last_logprob() const { return last_logprob_; }
   const SamplingParams& params() const { return params_; }
@@ -85,6 +93,7 @@ class SequenceSampler {
   std::vector<int64_t> held_back_;
   int64_t generated_ = 0;
   std::optional<TokenLogprob> last_logprob_;
+  bool non_finite_logits_ = false;
 };
 
 }  // namespace tiergen::runtime
