@@ -206,6 +206,76 @@ TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
   EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
 }
 
+// Every rank killed: the file store stays behind (no rank signed off). Rerunning the
+// same command with --resume, as the README says, finds it stale and finishes the job.
+TEST_F(CliPipeline, AllRanksKilledThenResumedGetsPastTheStaleStore) {
+  const fs::path prompts = prompt_file("prompts.txt", 120);
+  const std::vector<std::string> flags = {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"};
+  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
+  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
+  const fs::path out = dir_ / "pipeline.jsonl";
+  SpawnOptions o;
+  o.env = {"OMP_NUM_THREADS=1"};
+  {
+    Child first(rank_args(generate_args(prompts, out, flags), 0, 2), dir_, o);
+    Child last(rank_args(generate_args(prompts, out, flags), 1, 2), dir_, o);
+    const auto start = std::chrono::steady_clock::now();
+    while (count_lines(out) < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_GE(count_lines(out), 1) << "no result within 120 s";
+    ::kill(first.pid(), SIGKILL);
+    ::kill(last.pid(), SIGKILL);
+    first.wait();
+    last.wait();
+  }
+  ASSERT_TRUE(fs::exists(dir_ / "store")) << "the killed job's store is what this test recovers from";
+  std::vector<std::string> resume = flags;
+  resume.push_back("--resume");
+  std::vector<std::vector<std::string>> args = {rank_args(generate_args(prompts, out, resume), 0, 2),
+                                                rank_args(generate_args(prompts, out, resume), 1, 2)};
+  for (auto& a : args) a.back() = "20";  // --dist-timeout: a stale store must not cost several of them
+  const auto started = std::chrono::steady_clock::now();
+  const auto exits = run_ranks(args);
+  for (const Exit& r : exits) ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20 + 60));
+  const std::string logs = exits[0].err + exits[1].err;
+  EXPECT_NE(logs.find("removed the rendezvous store of an earlier job"), std::string::npos) << logs;
+  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+}
+
+// A file at the store's path that is not a store (README: it must not exist before
+// the job) is refused at once, naming it, and left alone.
+TEST_F(CliPipeline, AFileAtTheStorePathThatIsNoStoreIsRefusedNamingIt) {
+  const fs::path prompts = prompt_file("prompts.txt", 2);
+  write_file(dir_ / "store", "stale\n");
+  std::vector<std::string> args = rank_args(generate_args(prompts, dir_ / "out.jsonl"), 0, 2);
+  args.back() = "4";  // --dist-timeout
+  Child c(args, dir_);
+  const Exit e = c.wait(std::chrono::seconds(60));
+  EXPECT_FALSE(e.timed_out) << "spun on a garbage store";
+  expect_clear_failure(e, {(dir_ / "store").string(), "is not a rendezvous store"});
+  EXPECT_EQ(read_file(dir_ / "store"), "stale\n");
+  EXPECT_FALSE(fs::exists(dir_ / "out.jsonl"));
+}
+
+// LibTorch's TCPStore listens on every interface; a loopback rendezvous says so.
+TEST_F(CliPipeline, ALoopbackTcpRendezvousWarnsThatItsStoreListensOnEveryInterface) {
+  const fs::path prompts = prompt_file("prompts.txt", 2);
+  const std::string port = std::to_string(29000 + ::getpid() % 2000);
+  std::vector<std::vector<std::string>> args;
+  for (int r = 0; r < 2; ++r) {
+    auto a = generate_args(prompts, dir_ / "out.jsonl", {"-n", "2"});
+    a.insert(a.end(), {"--rank", std::to_string(r), "--world-size", "2", "--dist-init", "tcp://127.0.0.1:" + port,
+                       "--dist-timeout", "60"});
+    args.push_back(a);
+  }
+  const auto exits = run_ranks(args);
+  for (const Exit& r : exits) ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
+  EXPECT_NE(exits[0].err.find("listens on port " + port + " of every interface, not only 127.0.0.1"),
+            std::string::npos) << exits[0].describe();
+}
+
 TEST_F(CliPipeline, ARankWhosePeersNeverComeFailsAfterTheTimeout) {
   const fs::path prompts = prompt_file("prompts.txt", 2);
   std::vector<std::string> args = rank_args(generate_args(prompts, dir_ / "out.jsonl"), 0, 3);

@@ -37,7 +37,7 @@ bool is_file_store_content(const std::string& bytes) {
   size_t at = 0;
   int parts = 0;
   while (at < bytes.size()) {
-    uint64_t length = 0;
+    uint32_t length = 0;
     if (bytes.size() - at < sizeof length) return false;
     std::memcpy(&length, bytes.data() + at, sizeof length);
     at += sizeof length;

@@ -22,7 +22,7 @@ class FileStoreGuard {
 };
 
 // Whether `bytes` is a c10d file store: (key, value) records, each part an unsigned
-// 64-bit length and that many bytes, ending at a record's end.
+// 32-bit length (host order) and that many bytes, ending at a record's end.
 bool is_file_store_content(const std::string& bytes);
 
 }  // namespace tiergen::dist
