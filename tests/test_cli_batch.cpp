@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/cli_fixture.h"
+#include "tiergen/io/prompts.h"
 
 namespace {
 
@@ -327,6 +328,52 @@ TEST_F(CliBatch, ListPresetsAndVerboseAfterTheSubcommand) {
   const Exit verbose = generate(request(", \"max_tokens\": 2"), dir_ / "v.jsonl", {"-v"});
   ASSERT_TRUE(verbose.exited && verbose.code == 0) << verbose.describe();
   EXPECT_NE(verbose.err.find("[debug]"), std::string::npos) << verbose.describe();
+}
+
+}  // namespace
+
+namespace {
+
+// OpenAI's details as vLLM writes them: chat logprobs "bytes" are 0-255, and
+// completions "text_offset" counts characters of the text, not its UTF-8 bytes.
+TEST_F(CliBatch, ChatLogprobBytesAreUnsignedAndTextOffsetsCountCharacters) {
+  const fs::path chat_model = dir_ / "chat-model";
+  fs::copy(model(), chat_model, fs::copy_options::recursive);
+  std::ifstream templates_in(std::string(TIERGEN_SOURCE_DIR) + "/tests/chat/templates.json");
+  const json llama3 = json::parse(templates_in)["llama3"];
+  write_file(chat_model / "tokenizer_config.json",
+             json{{"chat_template", llama3["chat_template"]}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}.dump());
+  const fs::path chat_prompts = dir_ / "chat.jsonl", chat_out = dir_ / "chat-out.jsonl";
+  write_file(chat_prompts, R"({"custom_id": "c", "method": "POST", "url": "/v1/chat/completions", "body": )"
+                           R"({"model": "m", "messages": [{"role": "user", "content": "h\u00e9llo"}], "max_tokens": 32, )"
+                           R"("temperature": 30, "seed": 3, "logprobs": true, "top_logprobs": 2}})" "\n");
+  const Exit chat = run(generate_args(chat_prompts, chat_out, {"--ignore-eos"}, chat_model));
+  ASSERT_TRUE(chat.exited && chat.code == 0) << chat.describe();
+  const json content = result_lines(chat_out)[0]["response"]["body"]["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 32u);
+  bool high_byte = false;
+  for (const auto& token : content) {
+    for (const auto& b : token["bytes"]) {
+      EXPECT_TRUE(b.get<int>() >= 0 && b.get<int>() <= 255) << token.dump();
+      high_byte = high_byte || b.get<int>() > 127;
+    }
+  }
+  EXPECT_TRUE(high_byte) << "no byte above 127 in 32 sampled tokens: the check above checked nothing";
+
+  // Echoed non-ASCII prompt: each offset counts the characters of the tokens before it
+  // (vLLM's sum of len(token); a character split over two tokens is a U+FFFD in each).
+  const Exit echo = generate(R"({"prompt": "h\u00e9llo w\u00f6rld", "max_tokens": 2, "echo": true, "logprobs": 0})" "\n",
+                             dir_ / "echo.jsonl");
+  ASSERT_TRUE(echo.exited && echo.code == 0) << echo.describe();
+  const json result = result_lines(dir_ / "echo.jsonl")[0];
+  const json lp = result["logprobs"];
+  int64_t characters = 0, bytes = 0;
+  for (size_t t = 0; t < lp["tokens"].size(); ++t) {
+    EXPECT_EQ(lp["text_offset"][t].get<int64_t>(), characters) << t;
+    characters += tiergen::io::count_characters(lp["tokens"][t].get<std::string>());
+    bytes += static_cast<int64_t>(lp["tokens"][t].get<std::string>().size());
+  }
+  EXPECT_LT(characters, bytes) << "no token with a multi-byte character: the check above told nothing apart";
 }
 
 }  // namespace

@@ -148,6 +148,17 @@ TEST(Utf8, ValidAndInvalidSequences) {
   EXPECT_FALSE(valid_utf8("\xFF"));  // offset pointer is optional
 }
 
+// As Python's len(bytes.decode("utf-8", "replace")): OpenAI's and vLLM's text_offset
+// count characters, not bytes.
+TEST(Utf8, CharactersAreCountedAsPythonCountsThem) {
+  EXPECT_EQ(count_characters(""), 0);
+  EXPECT_EQ(count_characters("h\xC3\xA9llo w\xC3\xB6rld"), 11);       // héllo wörld
+  EXPECT_EQ(count_characters("a\xE2\x82\xAC\xF0\x9F\x98\x80b"), 4);  // a€😀b
+  EXPECT_EQ(count_characters("abc\xE2\x82"), 4);                      // a cut-off € is one U+FFFD
+  EXPECT_EQ(count_characters("\xFF\xFE"), 2);                         // each stray byte is one
+  EXPECT_EQ(count_characters("\x80x"), 2);
+}
+
 TEST_F(PromptReaderTest, InvalidUtf8InTextPromptNamesLineAndColumn) {
   const auto path = write("p.txt", "fine\nab\xFFz\n");
   const auto msg = error_of([&] { read_prompts(path); });

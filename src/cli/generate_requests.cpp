@@ -35,7 +35,13 @@ std::string token_text(const tokenizer::Tokenizer* tok, int64_t id) {
   return tok ? tok->decode({id}, /*skip_special_tokens=*/false) : fmt::format("token_id:{}", id);
 }
 
-std::vector<int> utf8_bytes(const std::string& s) { return std::vector<int>(s.begin(), s.end()); }
+// OpenAI's "bytes": the token's UTF-8 bytes as numbers 0-255.
+std::vector<int> utf8_bytes(const std::string& s) {
+  std::vector<int> out;
+  out.reserve(s.size());
+  for (const unsigned char c : s) out.push_back(c);
+  return out;
+}
 
 // OpenAI's completions logprobs object. With `echo`, the prompt's tokens come first:
 // the first with null entries (nothing precedes it), the others as scored.
@@ -48,7 +54,7 @@ nlohmann::ordered_json completion_logprobs(const runtime::SequenceResult& result
     const std::string text = token_text(tok, id);
     tokens.push_back(text);
     offsets.push_back(offset);
-    offset += static_cast<int64_t>(text.size());
+    offset += io::count_characters(text);  // characters, as vLLM counts them
     if (!lp) {
       token_logprobs.push_back(nullptr);
       top.push_back(nullptr);

@@ -89,6 +89,9 @@ PromptFormat format_from_extension(const std::string& path);
 // U+10FFFF). On failure `*bad_offset` (when given) is the offset of the first byte of
 // the first bad sequence.
 bool valid_utf8(std::string_view bytes, size_t* bad_offset = nullptr);
+// Characters (code points) in `bytes` as Python counts them after decoding with
+// replacement: each invalid part (a stray byte, a cut-off sequence) is one U+FFFD.
+int64_t count_characters(std::string_view bytes);
 
 // Reads every prompt of `path` ("-" means stdin). Throws tiergen::Error naming the file
 // and line for malformed input, and "FILE: no prompts" when there are none.
