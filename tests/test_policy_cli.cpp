@@ -110,15 +110,30 @@ fs::path* PolicyCli::dir_ = nullptr;
 
 TEST_F(PolicyCli, MissingProfileNeverFailsAFinishedRun) {
   const fs::path out = dir() / "missing-profile.jsonl";
-  const Result r = run(generate_args(out.string(), {"--hw", (dir() / "no-such-profile.json").string()}), dir());
+  const Result r = run(generate_args(out.string(), {"--report", "--hw", (dir() / "no-such-profile.json").string()}), dir());
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(count_lines(out), 5);
   EXPECT_NE(r.err.find("predicted vs measured: skipped"), std::string::npos) << r.err;
-  // No profile of this host at all (empty cache): the prediction is skipped or measured,
-  // never an error.
-  const Result none = run(generate_args(out.string(), {}), dir());
+  // No profile of this host at all (empty cache): the prediction is skipped, never an
+  // error, and no profile is measured after the results.
+  const Result none = run(generate_args(out.string(), {"--report"}), dir(), "empty-cache");
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(count_lines(out), 5);
+  EXPECT_EQ(none.err.find("measuring a quick one"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("predicted vs measured: skipped"), std::string::npos) << none.err;
+}
+
+// The predicted-vs-measured block is asked for (--report or -v), not printed after
+// every job; a short job's ratios come with a warning that they mean little.
+TEST_F(PolicyCli, PredictedAgainstMeasuredIsShownOnRequest) {
+  const fs::path out = dir() / "report.jsonl";
+  const Result plain = run(generate_args(out.string(), {"--hw", "t4-flexgen"}), dir());
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("pred prefill"), std::string::npos) << plain.err;
+  const Result report = run(generate_args(out.string(), {"--hw", "t4-flexgen", "--report"}), dir());
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_NE(report.err.find("pred prefill"), std::string::npos) << report.err;
+  EXPECT_NE(report.err.find("these ratios mean little"), std::string::npos) << report.err;
 }
 
 TEST_F(PolicyCli, ExactnessIsReported) {

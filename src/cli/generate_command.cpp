@@ -39,8 +39,11 @@ struct GenerateFlags {
   RequestDefaults defaults;
   int64_t max_failures = 0;
   std::vector<RefusedFlag> refused;
-  bool resume = false, overwrite = false, quiet = false;
+  bool resume = false, overwrite = false, quiet = false, report = false;
 };
+
+// Below this, a job's fixed costs swamp what the cost model predicts.
+constexpr double kShortestJobForRatios = 2.0;  // seconds
 
 std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const GenerateFlags& f) {
   if (!f.tokenizer.empty()) return tokenizer::Tokenizer::load(f.tokenizer);
@@ -360,12 +363,23 @@ void run_generate(GenerateFlags& f) {
     if (!policy->exact()) spdlog::warn("{}", policy->exactness());
     // The results are complete: nothing about the prediction may fail the run now.
     // The prediction is of one process running the whole model.
-    const auto profile = link ? std::optional<policy::HardwareProfile>() : profile_for_prediction(f.engine.hw);
+    // Shown on request (the numbers of a short job mislead); never measured now, after
+    // the results: a profile of this host is used only when one is cached.
+    const bool report = f.report || spdlog::get_level() <= spdlog::level::debug;
+    const bool wants_prediction = !link && (report || (!f.stats_json.empty() && writes_results));
+    const auto profile = wants_prediction ? profile_for_prediction(f.engine.hw, /*may_measure=*/false)
+                                          : std::optional<policy::HardwareProfile>();
     std::optional<policy::Prediction> predicted;
     if (profile) predicted = policy::predict(spec, *policy, max_workload, *profile, options.device.dtype_bytes());
     const PredictionScale scale{spec.num_layers, max_workload.gen_len,
                                 (static_cast<int64_t>(requests.size()) + policy->block_size() - 1) / policy->block_size()};
-    if (predicted) spdlog::info("{}", predicted_vs_measured(*predicted, engine->stats(), scale));
+    if (predicted && report) {
+      spdlog::info("{}", predicted_vs_measured(*predicted, engine->stats(), scale));
+      if (seconds < kShortestJobForRatios) {
+        spdlog::info("the job ran {:.2f} s: start-up and first touches of memory weigh more than the prediction "
+                     "prices, so these ratios mean little; compare on a job of several seconds", seconds);
+      }
+    }
     if (!f.stats_json.empty() && writes_results) {
       nlohmann::json j = engine->stats().to_json();
       j["policy"] = runtime::policy_to_json(*policy);
@@ -435,6 +449,8 @@ void setup_generate(CLI::App& app) {
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--stats-json", f->stats_json, "Write per-task times, throughput and peak memory as JSON");
+  c->add_flag("--report", f->report, "After the run, print the cost model's predicted task times beside the measured "
+              "ones (also with -v; needs a cached profile of this host: `tiergen profile --cache`)");
   const std::string bench_only = "belongs to `tiergen bench` (FlexGen's synthetic workload); generate reads its "
                                  "prompts from -p/--prompt and sets their length with -n";
   for (const char* name : {"--prompt-len", "--cut-gen-len", "--log-file"}) {

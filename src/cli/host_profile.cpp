@@ -51,10 +51,14 @@ policy::HardwareProfile profile_for_planning(const std::string& hw_option) {
   return resolved.profile;
 }
 
-std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option) {
+std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option, bool may_measure) {
   try {
     policy::ResolvedProfile resolved = policy::resolve_profile_with_origin(hw_option);
     if (resolved.describes_this_host()) return resolved.profile;
+    if (!may_measure) {
+      spdlog::info("predicted vs measured: skipped (no hardware profile of this host; `tiergen profile --cache` makes one)");
+      return std::nullopt;
+    }
     if (auto measured = measure_and_cache()) return measured;
     spdlog::info("predicted vs measured: skipped (no hardware profile of this host; `tiergen profile --cache` makes one)");
   } catch (const std::exception& e) {

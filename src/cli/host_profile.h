@@ -17,7 +17,9 @@ namespace tiergen::cli {
 policy::HardwareProfile profile_for_planning(const std::string& hw_option);
 
 // For the predicted-vs-measured report after a run: never throws. nullopt, after one
-// line saying why, when no profile of this host can be had.
-std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option);
+// line saying why, when no profile of this host can be had. `may_measure`: measure and
+// cache one when there is none (bench, whose report this is); generate never does
+// after its results are written.
+std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option, bool may_measure = true);
 
 }  // namespace tiergen::cli
