@@ -64,27 +64,32 @@ void edit_config(const fs::path& model_dir, const std::function<void(nlohmann::j
 // ---- One writer per results file
 
 TEST_F(CliJobIntegrity, ASecondTiergenOnTheSameResultsFileIsRefusedNamingTheFirst) {
-  constexpr int kPrompts = 128;
+  constexpr int kPrompts = 48;
   const fs::path prompts = prompt_file("prompts.txt", kPrompts), out = dir_ / "out.jsonl";
-  const std::vector<std::string> long_run = {"-n", "100", "--ignore-eos", "-b", "2"};
-  Child first(generate_args(prompts, out, long_run), dir_);
+  const std::vector<std::string> flags = {"-n", "40", "--ignore-eos", "-b", "2"};
+  Child first(generate_args(prompts, out, flags), dir_);
   const pid_t first_pid = first.pid();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline && !(fs::exists(out) && count_lines(out) >= 1)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // Stopped mid-job, it still holds the file, however slow this machine is.
+  ASSERT_EQ(::kill(first_pid, SIGSTOP), 0);
   ASSERT_GE(count_lines(out), 1) << "the first run wrote no result";
-  const Exit second = run(generate_args(prompts, out, {"-n", "4", "--overwrite"}));
-  std::vector<std::string> resume = long_run;
+  ASSERT_LT(count_lines(out), kPrompts) << "the first run finished before it could be stopped";
+  const std::string held = read_file(out);
+  std::vector<std::string> resume = flags;
   resume.push_back("--resume");
+  const Exit second = run(generate_args(prompts, out, {"-n", "4", "--overwrite"}));
   const Exit resumer = run(generate_args(prompts, out, resume));
-  ASSERT_EQ(::kill(first.pid(), SIGTERM), 0);
+  EXPECT_EQ(read_file(out), held) << "a refused process changed the file";
+  ASSERT_EQ(::kill(first_pid, SIGTERM), 0);
+  ASSERT_EQ(::kill(first_pid, SIGCONT), 0);
   const Exit e = first.wait();
-  EXPECT_TRUE(e.exited) << e.describe();
+  EXPECT_TRUE(e.exited && e.code == 128 + SIGTERM) << e.describe();
   expect_clear_failure(second, {"in use by another process (PID " + std::to_string(first_pid), out.string()});
   expect_clear_failure(resumer, {"in use by another process"});
-  const int64_t kept = count_lines(out);
-  expect_whole_lines(out, kept);
+  expect_whole_lines(out, count_lines(out));
   // With the first gone, the job resumes from what it wrote.
   const Exit resumed = run(generate_args(prompts, out, resume));
   ASSERT_TRUE(resumed.exited && resumed.code == 0) << resumed.describe();

@@ -2,6 +2,7 @@
 // removed by the next job's first rank, a store a live rank holds is left alone, and
 // a file that is no store is refused naming it (c10d would spin on its garbage).
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,20 +65,19 @@ TEST(FileStoreGuard, LeavesAStoreThatALiveRankHolds) {
   int ready[2], release[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(release), 0);
+  write(store, a_store());
+  const std::string lock = store + ".lock";
+  // The job's first rank, alive: a shared lock on the store's lock file, as a guard
+  // holds it (only async-signal-safe calls between fork and _exit: this process has
+  // threads).
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
-  if (child == 0) {  // the job's first rank: guards the store, then the store appears
-    int status = 0;
-    try {
-      FileStoreGuard guard(store);
-      write(store, a_store());
-      char byte = 1;
-      if (::write(ready[1], &byte, 1) != 1) status = 2;
-      if (::read(release[0], &byte, 1) != 1) status = 3;
-    } catch (...) {
-      status = 4;
-    }
-    ::_exit(status);
+  if (child == 0) {
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    char byte = 1;
+    const bool ok = fd >= 0 && ::flock(fd, LOCK_SH) == 0 && ::write(ready[1], &byte, 1) == 1 &&
+                    ::read(release[0], &byte, 1) == 1;
+    ::_exit(ok ? 0 : 2);
   }
   char byte = 0;
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/error_of.h"
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -235,27 +237,29 @@ TEST_F(ResultWriterTest, NothingChangesBeforeTheWorkBegins) {
   EXPECT_EQ(slurp(old), "") << "begun: the overwrite happened";
 }
 
-// Two jobs writing one file would interleave their lines: while one process holds
-// the file, another is refused, naming it, and the file is untouched.
+// Two jobs writing one file would interleave their lines: while another process holds
+// the file, a writer is refused, naming it, and the file is untouched. (The CLI tests
+// run two tiergen processes on one file.)
 TEST_F(ResultWriterTest, ASecondProcessWritingTheSameFileIsRefusedNamingTheFirst) {
   const auto p = path("shared.jsonl");
   int ready[2], release[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(release), 0);
+  {
+    auto w = ResultWriter::open(p, 2, false, ids_for(2));
+    w.submit(make_result(0));
+  }
+  // The other process takes the lock as a writer does (only async-signal-safe calls
+  // between fork and _exit: this process has threads).
+  const std::string path_copy = p;
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    int status = 0;
-    try {
-      auto w = ResultWriter::open(p, 2, false, ids_for(2));
-      w.submit(make_result(0));
-      char byte = 1;
-      if (::write(ready[1], &byte, 1) != 1) status = 2;
-      if (::read(release[0], &byte, 1) != 1) status = 3;
-    } catch (...) {
-      status = 4;
-    }
-    ::_exit(status);
+    const int fd = ::open(path_copy.c_str(), O_WRONLY | O_CLOEXEC);
+    char byte = 1;
+    const bool ok = fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::write(ready[1], &byte, 1) == 1 &&
+                    ::read(release[0], &byte, 1) == 1;
+    ::_exit(ok ? 0 : 2);
   }
   char byte = 0;
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);
