@@ -238,6 +238,8 @@ TEST_F(CheckpointTest, IndexInconsistenciesAreErrors) {
 TEST_F(CheckpointTest, MissingDirectoryOrWeights) {
   expect_contains(open_error(dir_), "no model.safetensors");
   expect_contains(open_error(dir_ + "/absent"), "absent");
+  fs::create_directory(dir_ + "/model.safetensors");  // there, but not a file
+  expect_contains(open_error(dir_), "model.safetensors is not a regular file");
 }
 
 TEST_F(CheckpointTest, ValidateReportsMissingTensor) {

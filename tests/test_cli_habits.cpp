@@ -71,6 +71,21 @@ TEST_F(CliHabits, BatchSizeHasOneFlagWithItsAliases) {
   expect_clear_failure(run(prompt_args({"--prompt", "x", "-b", "0"})), {"gpu-batch-size"});
 }
 
+// A value out of range says what the range is in words, not as the largest double's
+// 300 digits.
+TEST_F(CliHabits, OutOfRangeNumbersAreRefusedInAFewWords) {
+  const Exit negative = run(prompt_args({"--prompt", "x", "-n", "-5"}, ""));
+  expect_clear_failure(negative, {"--max-new-tokens", "must be at least 0, not -5"});
+  const Exit zero = run(prompt_args({"--prompt", "x", "-b", "0"}));
+  expect_clear_failure(zero, {"must be more than 0, not 0"});
+  const Exit word = run(prompt_args({"--prompt", "x", "--num-gpu-batches", "two"}));
+  expect_clear_failure(word, {"must be a number, not 'two'"});
+  for (const Exit* e : {&negative, &zero, &word}) {
+    EXPECT_EQ(e->err.find("179769313486"), std::string::npos) << e->err;
+    EXPECT_LT(e->err.size(), 400u) << e->err;
+  }
+}
+
 // ---- 2. Did you mean.
 
 TEST(Suggest, EditDistanceAndClosestNames) {

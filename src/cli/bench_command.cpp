@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 
+#include "src/cli/number_checks.h"
 #include "src/cli/bench_report.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
@@ -369,16 +370,16 @@ void setup_bench(CLI::App& app) {
       "bench", "FlexGen's synthetic throughput benchmark: random prompts of --prompt-len tokens, --gen-len tokens each");
   add_engine_flags(c, f->engine, 4);
   c->add_option("-s,--prompt-len", f->prompt_len, "Prompt length S (every prompt has exactly S tokens)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   c->add_option("-n,--gen-len", f->gen_len, "Tokens generated per prompt (EOS is ignored)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   c->add_option("-r,--repetitions", f->repetitions, "Measured runs after the warm-up")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--num-prompts", f->num_prompts, "Prompts per run (default: one block, gpu batch size x gpu "
                 "batches, FlexGen's workload; on a pipeline one block per rank); --policy auto plans for this many")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--warmup", f->warmup, "Warm-up runs before the measured ones")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   c->add_option("--seed", f->seed, "Seed of the random prompt token ids")->capture_default_str();
   c->add_option("--json", f->json, "Write the report as one JSON record to this file");
   c->add_option("--format", f->format, "The report on stdout: text (FlexGen's lines and more), json (the --json "
@@ -386,7 +387,7 @@ void setup_bench(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json", "csv", "md"}))->capture_default_str();
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--cut-gen-len", f->cut_gen_len, "FlexGen's shortened run: generate this many tokens per prompt and "
-                "project decode latency to --gen-len (reported as projected)")->check(CLI::PositiveNumber);
+                "project decode latency to --gen-len (reported as projected)")->check(positive());
   c->add_option("--log-file", f->log_file, "Append FlexGen's report lines to this file ('auto': FlexGen's file name "
                 "for the run)");
   c->add_flag("--no-log", f->no_log, "Write no --log-file (FlexGen's flag)");

@@ -1,3 +1,4 @@
+#include "src/cli/number_checks.h"
 #include "src/cli/engine_flags.h"
 
 #include <spdlog/spdlog.h>
@@ -47,9 +48,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
       ->expected(6)->excludes(policy);
   c->add_option("-b,--gpu-batch-size,--batch-size", f.gpu_batch_size,
                 fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's or search's", default_batch_size))
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
   c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
                  "Phases whose matmuls and embedding lookups over cpu/disk-resident weights run on the CPU where "
@@ -77,13 +78,13 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
 
 void add_launch_flags(CLI::App* c, dist::LaunchFlags& launch) {
   c->add_option("--world-size", launch.world_size, "Processes in a pipeline job, one per stage (default: the "
-                "launcher's WORLD_SIZE or OMPI_COMM_WORLD_SIZE, else 1)")->check(CLI::PositiveNumber);
+                "launcher's WORLD_SIZE or OMPI_COMM_WORLD_SIZE, else 1)")->check(positive());
   c->add_option("--rank", launch.rank, "This process's stage, 0 to --world-size - 1 (default: RANK or "
-                "OMPI_COMM_WORLD_RANK)")->check(CLI::NonNegativeNumber);
+                "OMPI_COMM_WORLD_RANK)")->check(non_negative());
   c->add_option("--dist-init", launch.init, "Rendezvous of a pipeline job: file:PATH (one host; the file must not "
                 "exist before the job) or tcp://HOST:PORT (rank 0 serves it); default: MASTER_ADDR and MASTER_PORT");
   c->add_option("--dist-timeout", launch.timeout_seconds, "Seconds a rank waits for another before the job fails")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
 }
 
 void prepare_engine_flags(EngineFlags& f) {

@@ -47,7 +47,7 @@ void add_flexgen_flags(CLI::App* c, EngineFlags& f) {
   c->add_option("--attn-sparsity", f.attn_sparsity, "FlexGen's sparse attention fraction; only 1 (exact attention) "
                 "is supported")->check(CLI::Range(0.0, 1.0));
   c->add_option("--verbose", f.verbose, "Log level as FlexGen's --verbose N: 0 warnings only, 1 or 2 the usual, 3 (or "
-                "no N) debug")->expected(0, 1)->default_str("3");
+                "no N) debug; not given: the usual")->expected(0, 1)->default_str("3")->option_text("[N]");
 }
 
 void resolve_flexgen_path(EngineFlags& f) {

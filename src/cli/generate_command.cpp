@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/number_checks.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
 #include "src/cli/flexgen_flags.h"
@@ -401,9 +402,9 @@ void run_generate(GenerateFlags& f) {
 void add_request_flags(CLI::App* c, RequestDefaults& d) {
   c->add_option("-n,--max-new-tokens,--max-tokens,--gen-len", d.max_tokens,
                 "Tokens to generate per prompt (a request's max_tokens overrides)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   c->add_option("--min-tokens", d.min_tokens, "Tokens to generate before end-of-sequence or a stop may end a sample")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   c->add_option("--temperature", d.temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
   c->add_option("--top-k", d.top_k, "Sample from the k most likely tokens (0: off)")->capture_default_str();
   c->add_option("--top-p", d.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
@@ -425,7 +426,7 @@ void add_request_flags(CLI::App* c, RequestDefaults& d) {
               "(OpenAI's echo; with -n 0 a prompt is only scored, e.g. for perplexity)");
   c->add_flag("--truncate", d.truncate, "Keep the last tokens of prompts too long for the model instead of reporting an error");
   c->add_option("--max-model-len", d.max_model_len, "Cap on prompt + generated tokens per request (default: the model's "
-                "positions)")->check(CLI::NonNegativeNumber);
+                "positions)")->check(non_negative());
 }
 
 void setup_generate(CLI::App& app) {
@@ -444,7 +445,7 @@ void setup_generate(CLI::App& app) {
   c->add_option("--tokenizer", f->tokenizer, "Tokenizer directory (default: the model directory)");
   add_request_flags(c, f->defaults);
   c->add_option("--max-failures", f->max_failures, "Failed requests tolerated before the exit status says failure")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(non_negative());
   c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out (the same job only)");
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");

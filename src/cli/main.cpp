@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <new>
 
 #include "kernels/cpu/cpu_features.h"
 #include "src/cli/command.h"
@@ -110,6 +111,12 @@ int main(int argc, char** argv) {
     return code;
   } catch (const tiergen::Error& e) {
     spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // The tiers' budgets are checked before work starts; this is memory outside them
+    // (prompts, tokenization, libraries) or a host that has less than it reports.
+    spdlog::error("out of host memory (an allocation failed): lower the prompts' size or number, -b, or --cpu-mem, "
+                  "or raise the process's memory limit (ulimit -v)");
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());

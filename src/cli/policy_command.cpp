@@ -13,6 +13,7 @@
 #include "policy/pipeline_report.h"
 #include "policy/report.h"
 #include "policy/search.h"
+#include "src/cli/number_checks.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
 #include "src/cli/host_profile.h"
@@ -270,11 +271,11 @@ void setup_policy_command(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer directory for text prompts (default: the model directory)")
       ->needs(prompts);
   cmd->add_option("--num-prompts", o->num_prompts, "Number of prompts of the job (default: unbounded)")
-      ->check(CLI::PositiveNumber)->excludes(prompts);
-  cmd->add_option("-s,--prompt-len", o->prompt_len, "Prompt length s (tokens)")->check(CLI::PositiveNumber)
+      ->check(positive())->excludes(prompts);
+  cmd->add_option("-s,--prompt-len", o->prompt_len, "Prompt length s (tokens)")->check(positive())
       ->excludes(prompts);
   cmd->add_option("-n,--gen-len", o->gen_len, "Tokens to generate n (with --prompts: for prompts without max_tokens)")
-      ->default_val(32)->check(CLI::PositiveNumber);
+      ->default_val(32)->check(positive());
   cmd->add_option("--device", o->device,
                   "Plan for this device as `generate --device` runs it: cpu, cuda, cuda:N or auto (its dtype and "
                   "default budgets; default: the hardware profile's machine)");
@@ -303,19 +304,19 @@ void setup_policy_command(CLI::App& app) {
   cmd->add_option("--percent", o->percent, "Price this FlexGen placement instead of searching: wg wc cg cc hg hc")
       ->expected(6);
   cmd->add_option("-b,--gpu-batch-size", o->gpu_batch_size, "With a given policy: its gpu batch size")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--num-gpu-batches", o->num_gpu_batches, "With a given policy: its gpu batches per block")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_flag("--cpu-attention,--cpu-cache-compute", o->cpu_attention,
                 "With a given policy: decode attention on the CPU where the KV cache lives");
   cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
                   "stage, named PATH with .stageR before the extension");
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "
                   "given): each stage's policy and the predicted pipeline throughput")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   cmd->add_option("--link-bandwidth", o->link_gbytes, "GB/s between consecutive pipeline stages (for --stages; "
                   "default: the hardware profile's measured stage_link, else 1.25)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->callback([o] { run_policy(*o); });
 }
 

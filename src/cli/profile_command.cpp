@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "policy/profiler.h"
+#include "src/cli/number_checks.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
 #include "tiergen/common/error.h"
@@ -121,9 +122,9 @@ void setup_profile_command(CLI::App& app) {
                 "`generate` is: --world-size/--rank/--dist-init, torchrun or mpirun); rank 0 writes the slowest hop "
                 "into the profile given by --out or --cache, which must exist");
   cmd->add_option("--link-bytes", options->link_probe.payload_bytes, "Bytes of each timed --link message")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   cmd->add_option("--link-rounds", options->link_probe.rounds, "Timed round trips per hop for --link")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positive());
   add_launch_flags(cmd, options->launch);
   cmd->callback([options] { run_profile(*options); });
 }

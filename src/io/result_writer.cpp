@@ -138,8 +138,8 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
   } else if (w.regular_file_ && st.st_size > 0) {
     // Hours of results may be in there.
     TG_CHECK(overwrite,
-             "{}: results file already exists ({} bytes); resume it, or ask to overwrite it, or choose "
-             "another path",
+             "{}: results file already exists ({} bytes); resume it (--resume), replace it (--overwrite), or "
+             "choose another -o",
              w.path_, static_cast<int64_t>(st.st_size));
     w.cut_to_ = 0;  // when the work starts: a run that fails before it keeps the old results
   }

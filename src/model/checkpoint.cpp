@@ -99,6 +99,9 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
   const std::string index_path = dir + "/model.safetensors.index.json";
   const std::string single_path = dir + "/model.safetensors";
   if (!is_regular_file(index_path)) {
+    struct stat st {};
+    TG_CHECK(::lstat(single_path.c_str(), &st) != 0 || is_regular_file(single_path),
+             "{}: model.safetensors is not a regular file (a directory, FIFO or device?)", dir);
     TG_CHECK(is_regular_file(single_path), "{}: no model.safetensors or model.safetensors.index.json in the directory",
              dir);
     add_entries(add_file(single_path));

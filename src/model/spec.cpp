@@ -1,5 +1,7 @@
 #include "tiergen/model/spec.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -292,6 +294,12 @@ Spec spec_from_config(const json& c, const std::string& source) {
   read_special_tokens(s, c, source);
   check_shapes(s, source);
   check_numerics(s, source);
+  for (const int64_t id : s.eos_token_ids) {
+    if (id >= s.vocab_size) {
+      spdlog::warn("{}: eos_token_id {} is outside the vocabulary of {}: no sequence will stop at it", source, id,
+                   s.vocab_size);
+    }
+  }
   if (s.head_dim == 0) s.head_dim = s.hidden_size / s.num_heads;
   return s;
 }

@@ -103,8 +103,7 @@ void DiskTier::io(bool is_write, int fd, uint64_t offset, void* buffer, uint64_t
                                : ::pread(fd, bytes_ptr + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     TG_CHECK(n > 0, "{} {} bytes at offset {} of {}: {}", is_write ? "writing" : "reading", bytes - done,
-             offset + done, fd == fd_ ? path_ : "a checkpoint file",
-             n == 0 ? "unexpected end of file" : std::strerror(errno));
+             offset + done, file_name(fd), n == 0 ? "unexpected end of file" : std::strerror(errno));
     done += static_cast<uint64_t>(n);
   }
   // Drop what we just moved from the page cache: disk-homed data must not occupy
@@ -132,6 +131,15 @@ void DiskTier::read(const DiskExtent& extent, uint64_t offset_in_extent, void* d
 void DiskTier::write(const DiskExtent& extent, uint64_t offset_in_extent, const void* src, uint64_t bytes) const {
   TG_CHECK(offset_in_extent + bytes <= extent.bytes, "disk write outside its extent");
   io(true, extent.fd, extent.offset + offset_in_extent, const_cast<void*>(src), bytes);
+}
+
+std::string DiskTier::file_name(int fd) const {
+  if (fd == fd_) return path_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [p, checkpoint_fd] : checkpoint_fds_) {
+    if (checkpoint_fd == fd) return "the checkpoint file " + p;
+  }
+  return "a checkpoint file";
 }
 
 int DiskTier::open_checkpoint_file(const std::string& path) {

@@ -44,6 +44,8 @@ class DiskTier {
 
  private:
   void io(bool is_write, int fd, uint64_t offset, void* buffer, uint64_t bytes) const;
+  // The file behind `fd`, for messages: the offload file or a checkpoint's path.
+  std::string file_name(int fd) const;
 
   TierAccount account_;
   std::string path_;
@@ -52,7 +54,7 @@ class DiskTier {
   uint64_t end_ = 0;
   std::vector<Reservation> reservations_;
   std::vector<std::pair<std::string, int>> checkpoint_fds_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;  // file_name() reads checkpoint_fds_ from const readers
 };
 
 // Installs SIGINT/SIGTERM handlers that print `message` (e.g. how to resume) and exit
