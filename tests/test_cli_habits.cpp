@@ -71,6 +71,27 @@ TEST_F(CliHabits, BatchSizeHasOneFlagWithItsAliases) {
   expect_clear_failure(run(prompt_args({"--prompt", "x", "-b", "0"})), {"gpu-batch-size"});
 }
 
+// `tiergen help [COMMAND]` as git and cargo have it: the same text as --help.
+TEST_F(CliHabits, HelpCommandPrintsTheHelpOfTiergenOrOfACommand) {
+  const Exit all = run({kTiergen, "help"});
+  ASSERT_EQ(all.code, 0) << all.describe();
+  EXPECT_EQ(all.out, run({kTiergen, "--help"}).out);
+  const Exit generate = run({kTiergen, "help", "generate"});
+  ASSERT_EQ(generate.code, 0) << generate.describe();
+  EXPECT_EQ(generate.out, run({kTiergen, "generate", "--help"}).out);
+  EXPECT_TRUE(contains(generate.out, "--max-new-tokens")) << generate.out;
+  expect_clear_failure(run({kTiergen, "help", "genrate"}), {"no command 'genrate'", "generate"});
+}
+
+// "16G" is GiB to some tools and GB to others: the run says which it read.
+TEST_F(CliHabits, ABareSizeSuffixSaysWhichPowersItMeans) {
+  const Exit e = run(prompt_args({"--prompt", "x", "--cpu-mem", "1G"}));
+  ASSERT_EQ(e.code, 0) << e.describe();
+  EXPECT_TRUE(contains(e.err, "--cpu-mem: '1G' is read as GB (powers of 1000); write GiB for powers of 1024")) << e.err;
+  const Exit exact = run(prompt_args({"--prompt", "x", "--cpu-mem", "1GiB"}));
+  EXPECT_FALSE(contains(exact.err, "is read as")) << exact.err;
+}
+
 // A value out of range says what the range is in words, not as the largest double's
 // 300 digits.
 TEST_F(CliHabits, OutOfRangeNumbersAreRefusedInAFewWords) {

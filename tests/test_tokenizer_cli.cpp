@@ -65,9 +65,14 @@ TEST(TokenizeCommand, MalformedLinesNameTheLine) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("stdin line 1: expected a JSON string"), std::string::npos) << r.err;
 
-  r = tokenize("--tokenizer " + kSentencePiece + " --decode", "[1]\n[99999]\n");
+  r = tokenize("--tokenizer " + kSentencePiece + " --decode", "[1]\n[-1]\n");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
+  // An id past the tokenizer's vocabulary (a model's may be larger) decodes to
+  // nothing, as in Hugging Face.
+  r = tokenize("--tokenizer " + kSentencePiece + " --decode", "[99999]\n");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "\"\"\n");
 
   r = tokenize("--tokenizer " + kSentencePiece, "\"\xFF\"\n");  // invalid UTF-8 inside the JSON string
   EXPECT_EQ(r.status, 1);

@@ -90,7 +90,8 @@ io::ResultFormat output_format(const GenerateFlags& f, const std::vector<io::Pro
 
 // What produced a results file, so that --resume cannot mix two jobs' results.
 nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec& spec,
-                                       const std::vector<io::PromptRecord>& prompts, io::ResultFormat format) {
+                                       const std::vector<io::PromptRecord>& prompts, io::ResultFormat format,
+                                       const runtime::DeviceContext& device) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto& d = f.defaults;
@@ -102,7 +103,8 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   if (!f.engine.dummy && fs::is_directory(f.engine.model, ec)) j["checkpoint"] = checkpoint_identity(f.engine.model);
   j["tokenizer"] = tokenizer_identity(tokenizer_dir(f));
   j["lossy"] = lossy_choices(f.engine);
-  j["dtype"] = f.engine.dtype;
+  // What "auto" became here: a resume on another device must not mix fp16 and fp32 results.
+  j["dtype"] = compat::dtype_name(device.dtype);
   j["max_tokens"] = d.max_tokens;
   j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
                    {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},
@@ -115,11 +117,10 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   return j;
 }
 
-// The job as the ranks must share it: its record (the model's path left out, it may
-// differ from host to host) and the dtype the device resolved "auto" to.
-nlohmann::ordered_json pipeline_job(nlohmann::ordered_json job, const runtime::DeviceContext& device) {
+// The job as the ranks must share it: its record, the model's path left out (it may
+// differ from host to host).
+nlohmann::ordered_json pipeline_job(nlohmann::ordered_json job) {
   job.erase("model");
-  job["compute_dtype"] = compat::dtype_name(device.dtype);
   return job;
 }
 
@@ -204,7 +205,7 @@ void run_generate(GenerateFlags& f) {
   io::ResultFileOptions file_options;
   file_options.format = format;
   file_options.created = static_cast<int64_t>(std::time(nullptr));
-  file_options.job = job_fingerprint(f, spec, prompts, format);
+  file_options.job = job_fingerprint(f, spec, prompts, format, options.device);
   std::vector<std::string> ids;
   for (const auto& p : prompts) {
     ids.push_back(format == io::ResultFormat::OpenAi ? p.custom_id.value_or(p.id) : p.id);
@@ -213,7 +214,7 @@ void run_generate(GenerateFlags& f) {
   // In a pipeline only the last stage samples, so it alone writes results; the others
   // take from it where a resumed job starts.
   runtime::StageLink* link = options.link.get();
-  if (link) check_ranks_agree(*link, "job", pipeline_job(file_options.job, options.device));
+  if (link) check_ranks_agree(*link, "job", pipeline_job(file_options.job));
   const bool writes_results = link == nullptr || link->is_last();
   std::optional<io::ResultWriter> writer;
   int64_t done_before = 0;

@@ -1,5 +1,7 @@
 #include "tiergen/common/bytes.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +21,13 @@ uint64_t unit_multiplier(std::string unit, const std::string& text, const std::s
     const std::string rest = unit.substr(1);
     uint64_t base = (rest == "ib" || rest == "i") ? 1024 : (rest == "b" || rest.empty()) ? 1000 : 0;
     if (base == 0) break;
+    // A bare "16G" means GiB to some tools (java -Xmx, free -g) and GB to others
+    // (Kubernetes): say which it is here.
+    if (rest.empty()) {
+      const std::string prefix(1, static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+      spdlog::warn("{}: '{}' is read as {}B (powers of 1000); write {}iB for powers of 1024", what, text, prefix,
+                   prefix);
+    }
     uint64_t m = 1;
     for (int k = 0; k <= i; ++k) m *= base;
     return m;
