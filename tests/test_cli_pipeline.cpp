@@ -60,6 +60,30 @@ class CliPipeline : public CliReliability {
     for (auto& c : children) exits.push_back(c->wait(std::chrono::seconds(240)));
     return exits;
   }
+
+  // A two-rank job to interrupt: 120 prompts, one process's results written first as
+  // the reference (single.jsonl); the ranks started, and running once the last rank
+  // has written a result (or after 120 s: the caller checks).
+  struct RunningJob {
+    fs::path prompts, out;
+    std::vector<std::string> flags;
+    std::unique_ptr<Child> first, last;
+  };
+  RunningJob start_two_ranks_until_a_result() {
+    RunningJob job{prompt_file("prompts.txt", 120), dir_ / "pipeline.jsonl",
+                   {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"}, nullptr, nullptr};
+    const Exit single = run(generate_args(job.prompts, dir_ / "single.jsonl", job.flags));
+    EXPECT_TRUE(single.exited && single.code == 0) << single.describe();
+    SpawnOptions o;
+    o.env = {"OMP_NUM_THREADS=1"};
+    job.first = std::make_unique<Child>(rank_args(generate_args(job.prompts, job.out, job.flags), 0, 2), dir_, o);
+    job.last = std::make_unique<Child>(rank_args(generate_args(job.prompts, job.out, job.flags), 1, 2), dir_, o);
+    const auto start = std::chrono::steady_clock::now();
+    while (count_lines(job.out) < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return job;
+  }
 };
 
 TEST_F(CliPipeline, TwoRanksFromAShellLoopWriteTheSingleProcessResults) {
@@ -171,21 +195,13 @@ TEST_F(CliPipeline, ProfileLinkMeasuresTheStageLinkThatPolicyStagesUses) {
 }
 
 TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
-  const fs::path prompts = prompt_file("prompts.txt", 120);
-  const std::vector<std::string> flags = {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"};
-  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
-  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
-
-  const fs::path out = dir_ / "pipeline.jsonl";
-  SpawnOptions o;
-  o.env = {"OMP_NUM_THREADS=1"};
-  Child first(rank_args(generate_args(prompts, out, flags), 0, 2), dir_, o);
-  Child last(rank_args(generate_args(prompts, out, flags), 1, 2), dir_, o);
+  RunningJob job = start_two_ranks_until_a_result();
+  const fs::path& prompts = job.prompts;
+  const fs::path& out = job.out;
+  const std::vector<std::string>& flags = job.flags;
+  Child& first = *job.first;
+  Child& last = *job.last;
   // Once the last rank has written a result, the job is under way: kill it.
-  const auto start = std::chrono::steady_clock::now();
-  while (count_lines(out) < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   ASSERT_GE(count_lines(out), 1) << "no result within 120 s";
   ::kill(last.pid(), SIGKILL);
   const Exit killed = last.wait();
@@ -209,26 +225,15 @@ TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
 // Every rank killed: the file store stays behind (no rank signed off). Rerunning the
 // same command with --resume, as the README says, finds it stale and finishes the job.
 TEST_F(CliPipeline, AllRanksKilledThenResumedGetsPastTheStaleStore) {
-  const fs::path prompts = prompt_file("prompts.txt", 120);
-  const std::vector<std::string> flags = {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"};
-  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
-  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
-  const fs::path out = dir_ / "pipeline.jsonl";
-  SpawnOptions o;
-  o.env = {"OMP_NUM_THREADS=1"};
-  {
-    Child first(rank_args(generate_args(prompts, out, flags), 0, 2), dir_, o);
-    Child last(rank_args(generate_args(prompts, out, flags), 1, 2), dir_, o);
-    const auto start = std::chrono::steady_clock::now();
-    while (count_lines(out) < 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(120)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ASSERT_GE(count_lines(out), 1) << "no result within 120 s";
-    ::kill(first.pid(), SIGKILL);
-    ::kill(last.pid(), SIGKILL);
-    first.wait();
-    last.wait();
-  }
+  RunningJob job = start_two_ranks_until_a_result();
+  const fs::path& prompts = job.prompts;
+  const fs::path& out = job.out;
+  const std::vector<std::string>& flags = job.flags;
+  ASSERT_GE(count_lines(out), 1) << "no result within 120 s";
+  ::kill(job.first->pid(), SIGKILL);
+  ::kill(job.last->pid(), SIGKILL);
+  job.first->wait();
+  job.last->wait();
   ASSERT_TRUE(fs::exists(dir_ / "store")) << "the killed job's store is what this test recovers from";
   std::vector<std::string> resume = flags;
   resume.push_back("--resume");
