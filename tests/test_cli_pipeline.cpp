@@ -239,12 +239,11 @@ TEST_F(CliPipeline, AllRanksKilledThenResumedGetsPastTheStaleStore) {
   resume.push_back("--resume");
   std::vector<std::vector<std::string>> args = {rank_args(generate_args(prompts, out, resume), 0, 2),
                                                 rank_args(generate_args(prompts, out, resume), 1, 2)};
-  for (auto& a : args) a.back() = "20";  // --dist-timeout: a stale store must not cost several of them
-  const auto started = std::chrono::steady_clock::now();
+  for (auto& a : args) a.back() = "20";  // --dist-timeout
   const auto exits = run_ranks(args);
   for (const Exit& r : exits) ASSERT_TRUE(r.exited && r.code == 0) << r.describe();
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20 + 60));
   const std::string logs = exits[0].err + exits[1].err;
+  EXPECT_EQ(logs.find("Connection refused"), std::string::npos) << "a rank read the dead job's addresses: " << logs;
   EXPECT_NE(logs.find("removed the rendezvous store of an earlier job"), std::string::npos) << logs;
   EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
 }
