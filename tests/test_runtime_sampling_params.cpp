@@ -136,5 +136,35 @@ TEST(RowSampler, DeviceReductionsMatchTheWholeRow) {
   EXPECT_EQ(sample_rows(logits, fast, none), std::vector<int64_t>(rows, 0));
 }
 
+// A row whose logits hold a NaN or an infinity gives no token, whichever way it is
+// reduced (argmax, top-k, the whole row): its sampler notes it, and the other rows
+// sample as they would without it.
+TEST(RowSampler, RowsWithNonFiniteLogitsAreNotedNotSampled) {
+  const int64_t rows = 6, vocab = 40;
+  at::Tensor logits = at::randn({rows, vocab}, at::TensorOptions().dtype(at::kFloat));
+  std::vector<SamplingParams> params(rows);
+  params[2].temperature = params[3].temperature = 0.8;  // top-k rows
+  params[2].top_k = params[3].top_k = 5;
+  params[4].logprobs = params[5].logprobs = 1;  // whole rows
+  for (int64_t r : {0, 2, 4}) logits[r][r + 3] = r == 2 ? INFINITY : NAN;
+  std::vector<SequenceSampler> samplers, reference;
+  for (int64_t r = 0; r < rows; ++r) {
+    samplers.emplace_back(params[static_cast<size_t>(r)], static_cast<uint64_t>(r));
+    reference.emplace_back(params[static_cast<size_t>(r)], static_cast<uint64_t>(r));
+  }
+  const auto got = sample_rows(logits, samplers, std::vector<bool>(rows, true));
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool broken = r % 2 == 0;
+    EXPECT_EQ(samplers[static_cast<size_t>(r)].saw_non_finite_logits(), broken) << "row " << r;
+    if (broken) {
+      EXPECT_EQ(got[static_cast<size_t>(r)], 0) << "row " << r;
+    } else {
+      EXPECT_EQ(got[static_cast<size_t>(r)],
+                reference[static_cast<size_t>(r)].sample(logits[r].contiguous().data_ptr<float>(), vocab))
+          << "row " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tiergen::runtime

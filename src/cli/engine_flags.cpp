@@ -121,6 +121,11 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const mo
   return model::open_checkpoint_weights(f.model, spec);
 }
 
+void apply_compression_flags(const EngineFlags& f, runtime::Policy& p) {
+  if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
+  if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
+}
+
 runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options) {
   runtime::Policy p;
@@ -166,10 +171,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
   }
   apply_flexgen_policy_flags(f, p);
-  if (f.policy_file != "auto") {
-    if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
-    if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
-  }
+  if (f.policy_file != "auto") apply_compression_flags(f, p);
   p.validate();
   spdlog::info("{}", p.exactness());
   return p;

@@ -59,6 +59,9 @@ void prepare_engine_flags(EngineFlags& flags);
 model::Spec load_spec(const EngineFlags& flags);
 // Checkpoint weights from the model directory, or dummy weights (--dummy, or a preset).
 std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, const model::Spec& spec);
+// --compress-weight / --compress-cache (with --compress-bits and --compress-group-size)
+// over what `policy` compresses.
+void apply_compression_flags(const EngineFlags& flags, runtime::Policy& policy);
 // The policy from --policy FILE / flags, or searched (--policy auto) for `workload`.
 runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options);

@@ -77,10 +77,6 @@ std::string compression_text(const runtime::CompressionConfig& c) {
 
 uint64_t fnv1a64(const std::string& bytes, uint64_t h) { return fnv1a(bytes.data(), bytes.size(), h); }
 
-std::string content_hash(const std::string& bytes) {
-  return fmt::format("fnv1a64:{:016x}", fnv1a(bytes.data(), bytes.size()));
-}
-
 nlohmann::ordered_json checkpoint_identity(const std::string& model_dir) {
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   const fs::path dir(model_dir), index = dir / "model.safetensors.index.json";
@@ -112,21 +108,18 @@ std::string tokenizer_identity(const std::string& dir) {
 }
 
 nlohmann::ordered_json lossy_choices(const EngineFlags& f) {
-  runtime::CompressionConfig weights, cache;
+  runtime::Policy asked;  // only its compression matters here
   if (!f.policy_file.empty() && f.policy_file != "auto") {
     try {
-      const runtime::Policy p = runtime::policy_from_file(f.policy_file);
-      weights = p.compress_weight;
-      cache = p.compress_cache;
+      asked = runtime::policy_from_file(f.policy_file);
     } catch (const std::exception&) {
       // A bad policy file is reported where the policy is made.
     }
   }
-  if (f.compress_weight) weights = {true, f.compress_bits, f.compress_group_size};
-  if (f.compress_cache) cache = {true, f.compress_bits, f.compress_group_size};
+  apply_compression_flags(f, asked);
   nlohmann::ordered_json j;
-  j["weights"] = compression_text(weights);
-  j["kv_cache"] = compression_text(cache);
+  j["weights"] = compression_text(asked.compress_weight);
+  j["kv_cache"] = compression_text(asked.compress_cache);
   if (f.policy_file == "auto") j["auto_may_compress"] = f.compress;
   return j;
 }

@@ -12,8 +12,6 @@ namespace tiergen::cli {
 
 // FNV-1a, 64 bits, continuing from `h`: a content fingerprint, not a security measure.
 uint64_t fnv1a64(const std::string& bytes, uint64_t h = 0xcbf29ce484222325ull);
-// The same as "fnv1a64:<16 hex digits>".
-std::string content_hash(const std::string& bytes);
 
 // Per safetensors file of the model directory (model.safetensors, or the shards its
 // index names): name, size, and a hash of its header and of 16 samples of its data.

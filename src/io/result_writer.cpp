@@ -78,17 +78,18 @@ std::string process_text(long pid) {
   return cmdline.empty() ? fmt::format("PID {}", pid) : fmt::format("PID {}: {}", pid, cmdline);
 }
 
-// All of `data` to `fd`, or an error naming `path`.
-void write_all(int fd, const std::string& data, const std::string& path) {
+// Writes all of `data` to `fd`: "" when it did, else why it could not.
+std::string write_all(int fd, const std::string& data) {
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
     const ssize_t n = ::write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
-    TG_CHECK(n > 0, "{}: write failed: {}", path, n < 0 ? errno_text() : "wrote nothing");
+    if (n <= 0) return n < 0 ? errno_text() : "wrote nothing";
     p += n;
     left -= static_cast<size_t>(n);
   }
+  return {};
 }
 
 }  // namespace
@@ -296,7 +297,8 @@ void ResultWriter::write_sidecar(const std::string& sidecar, const std::string& 
   TG_CHECK(fd >= 0, "{}: cannot create the job record: {}", name, errno_text());
   try {
     TG_CHECK(::fchmod(fd, 0644) == 0, "{}: cannot set the job record's mode: {}", name, errno_text());
-    write_all(fd, text, name);
+    const std::string why = write_all(fd, text);
+    TG_CHECK(why.empty(), "{}: cannot write the job record: {}", name, why);
     TG_CHECK(::fsync(fd) == 0, "{}: cannot sync the job record: {}", name, errno_text());
   } catch (...) {
     ::close(fd);
@@ -395,22 +397,14 @@ void ResultWriter::write_pending() {
 }
 
 void ResultWriter::write_line(const std::string& line) {
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = n < 0 ? errno_text() : "wrote nothing";
-      failed_ = true;
-      // Take back a partial line so that the file still ends with a complete one.
-      if (regular_file_ && ::ftruncate(fd_, static_cast<off_t>(good_size_)) == 0) {
-        ::lseek(fd_, static_cast<off_t>(good_size_), SEEK_SET);
-      }
-      TG_THROW("{}: cannot write the result for prompt {}: {}", path_, next_index_, why);
+  const std::string why = write_all(fd_, line);
+  if (!why.empty()) {
+    failed_ = true;
+    // Take back a partial line so that the file still ends with a complete one.
+    if (regular_file_ && ::ftruncate(fd_, static_cast<off_t>(good_size_)) == 0) {
+      ::lseek(fd_, static_cast<off_t>(good_size_), SEEK_SET);
     }
-    p += n;
-    left -= static_cast<size_t>(n);
+    TG_THROW("{}: cannot write the result for prompt {}: {}", path_, next_index_, why);
   }
   good_size_ += line.size();
 }

@@ -22,16 +22,15 @@ at::Tensor row_index(const std::vector<int64_t>& rows, const at::Device& device)
   return copy_to_device(at::tensor(rows, at::kLong), device);
 }
 
-// Whether each row's logits are all finite. A NaN or infinity makes its row's sum
-// non-finite (summed in double: finite logits cannot overflow it), so one value per row
-// crosses to the host.
-std::vector<bool> finite_rows(const at::Tensor& logits) {
-  const at::Tensor sums = copy_to_host_now(at::sum(logits, {1}, /*keepdim=*/false, at::kDouble)).contiguous();
-  const auto* sum = sums.data_ptr<double>();
-  std::vector<bool> finite(static_cast<size_t>(logits.size(0)));
-  for (size_t r = 0; r < finite.size(); ++r) finite[r] = std::isfinite(sum[r]);
-  return finite;
+// Rows whose logits hold a NaN or an infinity, on the logits' device: such a row's sum
+// is not finite (summed in double, finite logits cannot overflow it). The verdict
+// crosses to the host with the ids the reductions copy anyway, as an id of -1: no
+// copy, and no synchronisation, of its own.
+at::Tensor non_finite_rows(const at::Tensor& logits) {
+  return at::isfinite(at::sum(logits, {1}, /*keepdim=*/false, at::kDouble)).logical_not();
 }
+
+constexpr int64_t kNonFinite = -1;
 
 }  // namespace
 
@@ -41,14 +40,11 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
   TG_CHECK(static_cast<int64_t>(samplers.size()) == rows && static_cast<int64_t>(active.size()) == rows,
            "internal: {} samplers for {} logits rows", samplers.size(), rows);
   std::vector<int64_t> out(static_cast<size_t>(rows), 0);
-  const std::vector<bool> finite = finite_rows(logits);
   std::vector<int64_t> argmax_rows, topk_rows, full_rows;
   int64_t k = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    auto& s = samplers[static_cast<size_t>(r)];
-    const bool sampled = active[static_cast<size_t>(r)] && finite[static_cast<size_t>(r)];
-    if (active[static_cast<size_t>(r)] && !sampled) s.note_non_finite_logits();
-    switch (reduction_for(s, sampled)) {
+    const auto& s = samplers[static_cast<size_t>(r)];
+    switch (reduction_for(s, active[static_cast<size_t>(r)])) {
       case Reduction::Skip: break;
       case Reduction::Argmax: argmax_rows.push_back(r); break;
       case Reduction::TopK:
@@ -58,23 +54,36 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
       case Reduction::FullRow: full_rows.push_back(r); break;
     }
   }
+  const at::Tensor non_finite =
+      argmax_rows.empty() && topk_rows.empty() ? at::Tensor() : non_finite_rows(logits);
   if (!argmax_rows.empty()) {
     // `rows` int64 values cross to the host, not rows x vocab floats.
-    const at::Tensor ids = copy_to_host_now(logits.argmax(1));
+    const at::Tensor ids = copy_to_host_now(logits.argmax(1).masked_fill(non_finite, kNonFinite));
     const auto* id = ids.data_ptr<int64_t>();
     for (int64_t r : argmax_rows) {
+      auto& s = samplers[static_cast<size_t>(r)];
+      if (id[r] == kNonFinite) {
+        s.note_non_finite_logits();
+        continue;
+      }
       out[static_cast<size_t>(r)] = id[r];
-      samplers[static_cast<size_t>(r)].accept(id[r]);
+      s.accept(id[r]);
     }
   }
   if (!topk_rows.empty()) {
-    const auto top = at::topk(logits.index_select(0, row_index(topk_rows, logits.device())), k, 1, true, true);
+    const at::Tensor index = row_index(topk_rows, logits.device());
+    const auto top = at::topk(logits.index_select(0, index), k, 1, true, true);
     const at::Tensor values = copy_to_host_now(std::get<0>(top)).contiguous();
-    const at::Tensor ids = copy_to_host_now(std::get<1>(top)).contiguous();
+    const at::Tensor ids = copy_to_host_now(
+        std::get<1>(top).masked_fill(non_finite.index_select(0, index).unsqueeze(1), kNonFinite)).contiguous();
     for (size_t i = 0; i < topk_rows.size(); ++i) {
       auto& s = samplers[static_cast<size_t>(topk_rows[i])];
       const int64_t own_k = std::min(s.params().top_k, vocab);  // its first own_k of the k, still sorted
       const auto offset = static_cast<int64_t>(i) * k;
+      if (ids.data_ptr<int64_t>()[offset] == kNonFinite) {
+        s.note_non_finite_logits();
+        continue;
+      }
       out[static_cast<size_t>(topk_rows[i])] =
           s.sample_candidates(values.data_ptr<float>() + offset, ids.data_ptr<int64_t>() + offset, own_k);
     }
@@ -82,8 +91,13 @@ std::vector<int64_t> sample_rows(const at::Tensor& logits, std::vector<SequenceS
   if (!full_rows.empty()) {
     const at::Tensor host = copy_to_host_now(logits.index_select(0, row_index(full_rows, logits.device()))).contiguous();
     for (size_t i = 0; i < full_rows.size(); ++i) {
-      out[static_cast<size_t>(full_rows[i])] = samplers[static_cast<size_t>(full_rows[i])].sample(
-          host.data_ptr<float>() + static_cast<int64_t>(i) * vocab, vocab);
+      auto& s = samplers[static_cast<size_t>(full_rows[i])];
+      const float* row = host.data_ptr<float>() + static_cast<int64_t>(i) * vocab;
+      if (!std::all_of(row, row + vocab, [](float x) { return std::isfinite(x); })) {
+        s.note_non_finite_logits();
+        continue;
+      }
+      out[static_cast<size_t>(full_rows[i])] = s.sample(row, vocab);
     }
   }
   return out;
