@@ -24,49 +24,72 @@ const char* task_name(Task task) {
   return names[static_cast<int>(task)];
 }
 
-Stream stream_of(Lane lane, bool gpu_is_host) {
-  switch (lane) {
-    case Lane::CpuToGpu: return gpu_is_host ? Stream::Compute : Stream::Loader;
-    case Lane::DiskToCpu: return Stream::Loader;
-    case Lane::GpuToCpu: return gpu_is_host ? Stream::Compute : Stream::Storer;
-    case Lane::CpuToDisk: return Stream::Storer;
-    case Lane::Compute: return Stream::Compute;
-  }
-  return Stream::Compute;
+const char* bound_name(Bound bound) {
+  static const char* names[] = {"weight_loader", "cache_loader", "storer",     "compute",   "link_to_gpu",
+                                "link_from_gpu", "disk_read",    "disk_write", "host_cores"};
+  return names[static_cast<int>(bound)];
 }
 
-const char* stream_name(Stream stream) {
-  static const char* names[] = {"loader", "storer", "compute"};
-  return names[static_cast<int>(stream)];
-}
-
-Linear PhaseModel::stream_once(int stream) const {
-  Linear sum;
-  for (int lane = 0; lane < kNumLanes; ++lane) {
-    if (static_cast<int>(stream_of(static_cast<Lane>(lane), gpu_is_host)) == stream) sum += once[lane];
-  }
-  return sum;
-}
-
-Linear PhaseModel::stream_block(int stream) const {
-  Linear sum;
-  for (int lane = 0; lane < kNumLanes; ++lane) {
-    if (static_cast<int>(stream_of(static_cast<Lane>(lane), gpu_is_host)) == stream) sum += block[lane];
-  }
-  return sum;
-}
-
-void PhaseModel::add(Lane lane, Task task, const Linear& seconds) {
-  block[static_cast<int>(lane)] += seconds;
+void PhaseModel::add(Lane lane, Task task, runtime::Task runs_as, const Linear& seconds) {
+  namespace schedule = runtime::schedule;
+  const bool on_compute_path = schedule::on_compute_path(runs_as, batches);
+  const schedule::Queue queue = on_compute_path ? schedule::Queue::Compute : schedule::queue_of(runs_as, batches);
+  queues[static_cast<int>(queue)] += seconds;
+  lanes[static_cast<int>(lane)] += seconds;
   tasks[static_cast<int>(task)] += seconds;
-}
-
-void PhaseModel::add_once(Lane lane, Task task, const Linear& seconds) {
-  once[static_cast<int>(lane)] += seconds;
-  tasks[static_cast<int>(task)] += seconds;
+  // A host standing in for the GPU computes and copies between its tiers on the same
+  // cores: their sum bounds the layer whichever queues run them.
+  if (gpu_is_host && (queue == schedule::Queue::Compute || lane == Lane::CpuToGpu || lane == Lane::GpuToCpu)) {
+    host_cores += seconds;
+  }
+  if (queue == schedule::Queue::Compute && lane == Lane::CpuToGpu) inline_to_gpu += seconds;
 }
 
 namespace {
+bool is_zero(const Linear& l) {
+  if (l.constant != 0) return false;
+  for (double c : l.coef) {
+    if (c != 0) return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::vector<PhaseBound> phase_bounds(const PhaseModel& phase) {
+  namespace schedule = runtime::schedule;
+  std::vector<PhaseBound> bounds;
+  const double steps = double(phase.steps);
+  for (int q = 0; q < schedule::kNumQueues; ++q) {
+    const auto queue = static_cast<schedule::Queue>(q);
+    const auto bound = static_cast<Bound>(q);  // the queues lead Bound, in the same order
+    if (schedule::await_of(queue) == schedule::Await::NextLayer) {
+      // A step whose compute copies over the weights' link waits for their copies, and
+      // still has its own work after them.
+      bounds.push_back({bound, false, phase.queues[q]});
+      if (!phase.gpu_is_host && schedule::inline_copies_wait_for_weights() && !is_zero(phase.inline_to_gpu)) {
+        bounds.push_back({bound, false, phase.queues[q], 1.0, phase.inline_to_gpu});
+      }
+      continue;
+    }
+    Linear per_step = phase.queues[q] / steps;
+    if (queue == schedule::Queue::Compute) per_step += Linear::of(phase.step_fixed);
+    bounds.push_back({bound, true, per_step});
+  }
+  bounds.push_back({Bound::Compute, false, Linear{}, steps});  // the steps one after another
+  if (phase.gpu_is_host) {
+    bounds.push_back({Bound::HostCores, false, phase.host_cores + Linear::of(steps * phase.step_fixed)});
+  } else {
+    bounds.push_back({Bound::LinkToGpu, false, phase.lanes[static_cast<int>(Lane::CpuToGpu)]});
+    bounds.push_back({Bound::LinkFromGpu, false, phase.lanes[static_cast<int>(Lane::GpuToCpu)]});
+  }
+  bounds.push_back({Bound::DiskRead, false, phase.lanes[static_cast<int>(Lane::DiskToCpu)]});
+  bounds.push_back({Bound::DiskWrite, false, phase.lanes[static_cast<int>(Lane::CpuToDisk)]});
+  return bounds;
+}
+
+namespace {
+
+using RT = runtime::Task;  // what the runtime runs a priced piece of work as
 
 // Everything a phase builder needs, with FlexGen's symbols.
 struct Terms {
@@ -79,6 +102,16 @@ struct Terms {
   double kv;       // dense KV bytes of one token, one layer
   double kv_home;  // KV bytes of one token, one layer, as stored
 };
+
+// A phase of `weight_layers` weight layers, each one step per gpu batch.
+PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
+  PhaseModel phase;
+  phase.batches = t.policy.num_gpu_batches;
+  phase.steps = runtime::schedule::steps_per_token(weight_layers, t.policy.num_gpu_batches);
+  phase.step_fixed = t.hw.step_seconds;
+  phase.gpu_is_host = t.hw.gpu_is_host;
+  return phase;
+}
 
 // The layer's matmuls for the whole block, one product of gpu_batch_size x `tokens`
 // rows per gpu batch on the compute device (HardwareProfile::device_product_seconds):
@@ -118,17 +151,19 @@ double at_home_share(const runtime::Policy& policy, bool prefill) {
   return policy.cpu_weight_compute(prefill) ? policy.cpu_weight_compute_layer_percent / 100.0 : 0.0;
 }
 
-// Weights stream from their homes to the gpu every layer, in prefill and decode alike;
-// compressed ones are dequantized on the gpu per use (LM-Offload eq. 4, 16). Weights
-// multiplied at home (the `at_home` share of the layers) are still read from disk, but
-// neither cross the link nor are dequantized on the gpu.
-void add_weight_terms(const Terms& t, double at_home, PhaseModel& phase) {
-  phase.add_once(Lane::CpuToGpu, Task::WeightLoad, Linear::sum((1 - at_home) * t.w / t.hw.cpu_to_gpu, {kWc, kWn}));
-  phase.add_once(Lane::DiskToCpu, Task::WeightLoad, Linear::sum(t.w / t.hw.disk_to_cpu, {kWn}));
+// `bytes` of weights stream from their homes to the gpu every layer, in prefill and
+// decode alike, on the weight loader; compressed ones are dequantized on the gpu as
+// they arrive (LM-Offload eq. 4, 16; `dense`: their dense bytes). Weights multiplied
+// at home (the `at_home` share of the layers) are still read from disk, but neither
+// cross the link nor are dequantized on the gpu.
+void add_weight_terms(const Terms& t, double bytes, double dense, double at_home, PhaseModel& phase) {
+  phase.add(Lane::CpuToGpu, Task::WeightLoad, RT::LoadWeight,
+            Linear::sum((1 - at_home) * bytes / t.hw.cpu_to_gpu, {kWc, kWn}));
+  phase.add(Lane::DiskToCpu, Task::WeightLoad, RT::LoadWeight, Linear::sum(bytes / t.hw.disk_to_cpu, {kWn}));
   if (t.policy.compress_weight.enabled) {
-    const double dense = t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight) / t.hw.gpu_dequantize;
-    phase.add_once(Lane::CpuToGpu, Task::Dequantize,
-                   Linear::sum(dense, {kWg}) + Linear::sum((1 - at_home) * dense, {kWc, kWn}));
+    const double seconds = dense / t.hw.gpu_dequantize;
+    phase.add(Lane::Compute, Task::Dequantize, RT::LoadWeight,
+              Linear::sum(seconds, {kWg}) + Linear::sum((1 - at_home) * seconds, {kWc, kWn}));
   }
 }
 
@@ -139,39 +174,44 @@ void add_weight_terms(const Terms& t, double at_home, PhaseModel& phase) {
 void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, double at_home, PhaseModel& phase) {
   const double on_gpu = linear_seconds(t, tokens, gpu_flops_rate);
   if (at_home <= 0) {
-    phase.add(Lane::Compute, Task::Compute, Linear::of(on_gpu));
+    phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_gpu));
     return;
   }
-  phase.add(Lane::Compute, Task::Compute, Linear::sum(on_gpu, {kWg}) + Linear::sum((1 - at_home) * on_gpu, {kWc, kWn}));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute,
+            Linear::sum(on_gpu, {kWg}) + Linear::sum((1 - at_home) * on_gpu, {kWc, kWn}));
   const double on_cpu = cpu_matmul_seconds(t, tokens);
   const double crossing = t.bls * tokens *
                           (t.sizes.linear_input_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
                            t.sizes.linear_output_bytes_per_token() / t.hw.cpu_to_gpu);
-  phase.add(Lane::Compute, Task::Compute, Linear::sum(at_home * (on_cpu + crossing), {kWc, kWn}));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::sum(at_home * (on_cpu + crossing), {kWc, kWn}));
 }
 
 // Hidden states of `tokens` per sequence leave the gpu after a layer and come back
 // for the next one unless they live on the gpu (A.3 hidden_ctog, hidden_gtoc, ...).
+// With one gpu batch the schedule cannot load them ahead: the store and the load lie
+// on the compute queue's path (block_schedule.h).
 void add_activation_terms(const Terms& t, double tokens, double cpu_to_disk, PhaseModel& phase) {
   const double bytes = tokens * t.hidden * t.bls;
-  phase.add(Lane::CpuToGpu, Task::ActivationLoad, Linear::sum(bytes / t.hw.cpu_to_gpu, {kHc, kHn}));
-  phase.add(Lane::DiskToCpu, Task::ActivationLoad, Linear::sum(bytes / t.hw.disk_to_cpu, {kHn}));
-  phase.add(Lane::GpuToCpu, Task::ActivationStore, Linear::sum(bytes / t.hw.gpu_to_cpu_hidden, {kHc, kHn}));
-  phase.add(Lane::CpuToDisk, Task::ActivationStore, Linear::sum(bytes / cpu_to_disk, {kHn}));
+  phase.add(Lane::CpuToGpu, Task::ActivationLoad, RT::LoadHidden, Linear::sum(bytes / t.hw.cpu_to_gpu, {kHc, kHn}));
+  phase.add(Lane::DiskToCpu, Task::ActivationLoad, RT::LoadHidden, Linear::sum(bytes / t.hw.disk_to_cpu, {kHn}));
+  phase.add(Lane::GpuToCpu, Task::ActivationStore, RT::StoreHidden,
+            Linear::sum(bytes / t.hw.gpu_to_cpu_hidden, {kHc, kHn}));
+  phase.add(Lane::CpuToDisk, Task::ActivationStore, RT::StoreHidden, Linear::sum(bytes / cpu_to_disk, {kHn}));
 }
 
 PhaseModel build_prefill(const Terms& t) {
-  PhaseModel phase;
+  PhaseModel phase = empty_phase(t, 1);
   const double at_home = at_home_share(t.policy, true);
-  add_weight_terms(t, at_home, phase);
+  add_weight_terms(t, t.w, t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight), at_home, phase);
   add_activation_terms(t, t.s, t.hw.cpu_to_disk_hidden_prefill, phase);
   // The prompt's KV cache (FlexGen counts s + 1 positions) goes to its homes.
   const double cache = t.bls * (t.s + 1) * t.kv_home;
-  phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
-  phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(cache / t.hw.cpu_to_disk_cache_prefill, {kCn}));
+  phase.add(Lane::GpuToCpu, Task::CacheStore, RT::StoreCache, Linear::sum(cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
+  phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache,
+            Linear::sum(cache / t.hw.cpu_to_disk_cache_prefill, {kCn}));
   // Prefill's s×s attention is on the gpu; its matmuls where the policy puts them.
   const double attention = t.bls * t.s * t.sizes.attention_flops(t.s);
-  phase.add(Lane::Compute, Task::Compute, Linear::of(attention / t.hw.bmm_flops_prefill));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(attention / t.hw.bmm_flops_prefill));
   add_matmul_terms(t, t.s, t.hw.mm_flops_prefill, at_home, phase);
   // LM-Offload eq. 5: the prefilled cache is quantized on the gpu, not overlapped.
   if (t.policy.compress_cache.enabled) {
@@ -182,7 +222,8 @@ PhaseModel build_prefill(const Terms& t) {
 }
 
 // Decode attention where the KV cache lives on cpu/disk, computed on the cpu: no KV
-// moves over PCIe, only q/k/v of the new token go down and the output comes back.
+// moves over PCIe, only q/k/v of the new token go down and the output comes back, all
+// on the compute queue (the schedule runs CPU attention with its copies there).
 void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
   const double dense = t.bls * context * t.kv;
   // The profile's rate is at every core; a policy whose thread search gave the kernel
@@ -191,44 +232,46 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
   const double thread_share =
       threads > 0 && threads < t.hw.cpu_threads ? t.hw.thread_speedup(threads) / t.hw.thread_speedup(t.hw.cpu_threads) : 1.0;
   const double rate = t.hw.cpu_attention_bandwidth * thread_share;
-  phase.add(Lane::Compute, Task::CpuAttention, Linear::sum(dense / rate, {kCc, kCn}));
+  phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention, Linear::sum(dense / rate, {kCc, kCn}));
   if (t.policy.compress_cache.enabled) {
-    phase.add(Lane::Compute, Task::Dequantize, Linear::sum(dense / t.hw.cpu_dequantize, {kCc, kCn}));
-    phase.add(Lane::Compute, Task::Quantize, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));
+    phase.add(Lane::Compute, Task::Dequantize, RT::CpuAttention, Linear::sum(dense / t.hw.cpu_dequantize, {kCc, kCn}));
+    phase.add(Lane::Compute, Task::Quantize, RT::CpuAttention, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));
   }
   const double qkv = t.bls * t.sizes.qkv_bytes_per_token();
-  phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(qkv / t.hw.gpu_to_cpu_hidden, {kCc, kCn}));
-  phase.add(Lane::CpuToGpu, Task::ActivationLoad, Linear::sum(t.bls * t.hidden / t.hw.cpu_to_gpu, {kCc, kCn}));
-  phase.add(Lane::DiskToCpu, Task::CacheLoad,
+  phase.add(Lane::GpuToCpu, Task::CacheStore, RT::CpuAttention, Linear::sum(qkv / t.hw.gpu_to_cpu_hidden, {kCc, kCn}));
+  phase.add(Lane::CpuToGpu, Task::ActivationLoad, RT::CpuAttention,
+            Linear::sum(t.bls * t.hidden / t.hw.cpu_to_gpu, {kCc, kCn}));
+  phase.add(Lane::DiskToCpu, Task::CacheLoad, RT::LoadCache,
             Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu_cache, {kCn}));
-  phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));
+  phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));
   // The gpu-resident part of the cache is attended on the gpu.
   const double flops = t.bls * t.sizes.attention_flops(context);
-  phase.add(Lane::Compute, Task::Compute, Linear::sum(flops / t.hw.bmm_flops_decode, {kCg}));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::sum(flops / t.hw.bmm_flops_decode, {kCg}));
 }
 
 // Decode attention on the gpu: the offloaded cache is loaded (A.3 cache_dtoc, plus
 // cpu→gpu), the new token's KV stored back; with compression the whole cache is
-// dequantized per load (eq. 6, 24) and the new KV quantized per store (eq. 7, 19–23).
+// dequantized per load (eq. 6, 24) and the new KV quantized per store (eq. 7, 19–23),
+// on the loader's and the storer's streams.
 void add_gpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
   const double old_cache = t.bls * context * t.kv_home;
-  phase.add(Lane::CpuToGpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.cpu_to_gpu_cache, {kCc, kCn}));
-  phase.add(Lane::DiskToCpu, Task::CacheLoad, Linear::sum(old_cache / t.hw.disk_to_cpu_cache, {kCn}));
+  phase.add(Lane::CpuToGpu, Task::CacheLoad, RT::LoadCache, Linear::sum(old_cache / t.hw.cpu_to_gpu_cache, {kCc, kCn}));
+  phase.add(Lane::DiskToCpu, Task::CacheLoad, RT::LoadCache, Linear::sum(old_cache / t.hw.disk_to_cpu_cache, {kCn}));
   const double new_cache = t.bls * t.kv_home;
-  phase.add(Lane::GpuToCpu, Task::CacheStore, Linear::sum(new_cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
-  phase.add(Lane::CpuToDisk, Task::CacheStore, Linear::sum(new_cache / t.hw.cpu_to_disk_decode, {kCn}));
+  phase.add(Lane::GpuToCpu, Task::CacheStore, RT::StoreCache, Linear::sum(new_cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
+  phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache, Linear::sum(new_cache / t.hw.cpu_to_disk_decode, {kCn}));
   if (t.policy.compress_cache.enabled) {
-    phase.add(Lane::CpuToGpu, Task::Dequantize, Linear::of(t.bls * context * t.kv / t.hw.gpu_dequantize));
-    phase.add(Lane::GpuToCpu, Task::Quantize, Linear::of(t.bls * t.kv / t.hw.gpu_quantize));
+    phase.add(Lane::Compute, Task::Dequantize, RT::LoadCache, Linear::of(t.bls * context * t.kv / t.hw.gpu_dequantize));
+    phase.add(Lane::Compute, Task::Quantize, RT::StoreCache, Linear::of(t.bls * t.kv / t.hw.gpu_quantize));
   }
   const double flops = t.bls * t.sizes.attention_flops(context);
-  phase.add(Lane::Compute, Task::Compute, Linear::of(flops / t.hw.bmm_flops_decode));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(flops / t.hw.bmm_flops_decode));
 }
 
 PhaseModel build_decode(const Terms& t) {
-  PhaseModel phase;
+  PhaseModel phase = empty_phase(t, 1);
   const double at_home = at_home_share(t.policy, false);
-  add_weight_terms(t, at_home, phase);
+  add_weight_terms(t, t.w, t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight), at_home, phase);
   add_activation_terms(t, 1, t.hw.cpu_to_disk_decode, phase);
   const double context = t.s + t.n / 2;  // average context over the decode steps
   if (t.policy.cpu_cache_compute) {
@@ -240,35 +283,62 @@ PhaseModel build_decode(const Terms& t) {
   return phase;
 }
 
-PhaseTimes evaluate_phase(const PhaseModel& phase, int64_t gpu_batches, const Fractions& p) {
+// The embedding and the head of one token: two weight layers the runtime streams and
+// steps through like the decoder layers (placed by the same fractions), the head's
+// product over each sequence's last position, and the hidden state's one more trip
+// (stored after the embedding, loaded before the head: L+1 of each per token).
+PhaseModel build_edges(const Terms& t, bool prefill) {
+  PhaseModel phase = empty_phase(t, 2);
+  const runtime::CompressionConfig& compress = t.policy.compress_weight;
+  add_weight_terms(t, t.sizes.edge_weight_bytes(compress), t.sizes.edge_compressed_dense_bytes(compress), 0, phase);
+  add_activation_terms(t, prefill ? t.s : 1,
+                       prefill ? t.hw.cpu_to_disk_hidden_prefill : t.hw.cpu_to_disk_decode, phase);
+  const double rows = double(t.policy.gpu_batch_size);
+  const double flops = rows * t.sizes.head_flops_per_token();
+  const double per_batch = t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode);
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(double(t.policy.num_gpu_batches) * per_batch));
+  return phase;
+}
+
+PhaseTimes evaluate_phase(const PhaseModel& phase, const Fractions& p) {
   PhaseTimes times;
-  const double ngb = double(gpu_batches);
-  double first_step = 0, other_steps = 0, busiest = -1;
-  for (int i = 0; i < kNumStreams; ++i) {
-    const double per_batch = phase.stream_block(i).at(p) / ngb;
-    const double once = phase.stream_once(i).at(p);
-    first_step = std::max(first_step, once + per_batch);
-    other_steps = std::max(other_steps, per_batch);
-    times.streams[i] = once + per_batch * ngb;
-    if (times.streams[i] > busiest) {
-      busiest = times.streams[i];
-      times.bottleneck = static_cast<Stream>(i);
+  const std::vector<PhaseBound> bounds = phase_bounds(phase);
+  double step = 0;
+  Bound step_bound = Bound::Compute;
+  for (const PhaseBound& b : bounds) {
+    if (b.per_step && b.seconds.at(p) > step) {
+      step = b.seconds.at(p);
+      step_bound = b.bound;
     }
   }
-  for (int i = 0; i < kNumLanes; ++i) times.lanes[i] = phase.lane_total(i).at(p);
+  double layer = 0;
+  for (const PhaseBound& b : bounds) {
+    if (b.per_step || (b.applies_where && b.applies_where->at(p) <= 0)) continue;
+    const double seconds = b.seconds.at(p) + b.steps_after * step;
+    if (seconds > layer) {
+      layer = seconds;
+      // The steps one after another (the one whole-layer compute bound) are as long as
+      // their busiest queue.
+      times.bottleneck = b.bound == Bound::Compute ? step_bound : b.bound;
+    }
+  }
+  times.layer_seconds = phase.serial.at(p) + layer;
+  times.fixed_seconds = double(phase.steps) * phase.step_fixed;
+  for (int i = 0; i < kNumLanes; ++i) times.lanes[i] = phase.lanes[i].at(p);
+  for (int i = 0; i < runtime::schedule::kNumQueues; ++i) times.queues[i] = phase.queues[i].at(p);
   for (int i = 0; i < kNumTasks; ++i) times.tasks[i] = phase.tasks[i].at(p);
-  times.layer_seconds = first_step + (ngb - 1) * other_steps + phase.serial.at(p);
   return times;
 }
 
 nlohmann::json phase_to_json(const PhaseTimes& t) {
-  nlohmann::json lanes, tasks, streams;
+  nlohmann::json lanes, tasks, queues;
   for (int i = 0; i < kNumLanes; ++i) lanes[lane_name(static_cast<Lane>(i))] = t.lanes[i];
-  for (int i = 0; i < kNumStreams; ++i) streams[stream_name(static_cast<Stream>(i))] = t.streams[i];
+  for (int i = 0; i < runtime::schedule::kNumQueues; ++i) {
+    queues[runtime::schedule::queue_name(static_cast<runtime::schedule::Queue>(i))] = t.queues[i];
+  }
   for (int i = 0; i < kNumTasks; ++i) tasks[task_name(static_cast<Task>(i))] = t.tasks[i];
-  return {{"layer_seconds", t.layer_seconds}, {"bottleneck", stream_name(t.bottleneck)}, {"lanes", lanes},
-          {"streams", streams},
-          {"tasks", tasks}};
+  return {{"layer_seconds", t.layer_seconds}, {"bottleneck", bound_name(t.bottleneck)},
+          {"fixed_seconds", t.fixed_seconds}, {"lanes", lanes}, {"queues", queues}, {"tasks", tasks}};
 }
 
 }  // namespace
@@ -289,7 +359,8 @@ CostModel build_cost_model(const ModelSizes& sizes, const runtime::Policy& polic
   CostModel model;
   model.prefill = build_prefill(t);
   model.decode = build_decode(t);
-  model.prefill.gpu_is_host = model.decode.gpu_is_host = hw.gpu_is_host;
+  model.prefill_edges = build_edges(t, true);
+  model.decode_edges = build_edges(t, false);
   model.num_layers = sizes.num_layers();
   model.prompt_len = workload.prompt_len;
   model.gen_len = workload.gen_len;
@@ -304,11 +375,13 @@ CostModel build_cost_model(const ModelSizes& sizes, const runtime::Policy& polic
 
 Prediction evaluate(const CostModel& model, const Fractions& p) {
   Prediction r;
-  r.prefill = evaluate_phase(model.prefill, model.num_gpu_batches, p);
-  r.decode = evaluate_phase(model.decode, model.num_gpu_batches, p);
+  r.prefill = evaluate_phase(model.prefill, p);
+  r.decode = evaluate_phase(model.decode, p);
+  r.prefill_edges = evaluate_phase(model.prefill_edges, p);
+  r.decode_edges = evaluate_phase(model.decode_edges, p);
   const double l = double(model.num_layers), n = double(model.gen_len), N = double(model.block_size);
-  r.prefill_seconds = r.prefill.layer_seconds * l;
-  r.decode_seconds = r.decode.layer_seconds * (n - 1) * l;
+  r.prefill_seconds = r.prefill.layer_seconds * l + r.prefill_edges.layer_seconds;
+  r.decode_seconds = (r.decode.layer_seconds * l + r.decode_edges.layer_seconds) * (n - 1);
   r.total_seconds = r.prefill_seconds + r.decode_seconds;
   r.init_seconds = model.init_seconds;
   r.prefill_throughput = r.prefill_seconds > 0 ? N * double(model.prompt_len) / r.prefill_seconds : 0;
@@ -350,6 +423,8 @@ Prediction predict(const model::Spec& spec, const runtime::Policy& policy, const
 nlohmann::json prediction_to_json(const Prediction& r) {
   return {{"prefill_layer", phase_to_json(r.prefill)},
           {"decode_layer", phase_to_json(r.decode)},
+          {"prefill_embedding_and_head", phase_to_json(r.prefill_edges)},
+          {"decode_embedding_and_head", phase_to_json(r.decode_edges)},
           {"prefill_seconds", r.prefill_seconds},
           {"decode_seconds", r.decode_seconds},
           {"total_seconds", r.total_seconds},

@@ -1,7 +1,9 @@
 #pragma once
-// The cost model: FlexGen's appendix A.3 (per-layer prefill and decode latency as the
-// max of the five overlapped tasks ctog, gtoc, dtoc, ctod, comp; T = T_pre·l +
-// T_gen·(n−1)·l) with sizes from model::Spec, LM-Offload's (de)quantization terms
+// The cost model: FlexGen's appendix A.3 (per-layer prefill and decode latency from the
+// overlapped tasks ctog, gtoc, dtoc, ctod, comp; T = T_pre·l + T_gen·(n−1)·l), composed
+// the way the runtime's schedule composes them (runtime/block_schedule.h: who runs
+// each task, what each step waits for, which copies share a link), with a fixed cost
+// per step and the embedding and head as layers; sizes from model::Spec, LM-Offload's (de)quantization terms
 // (section 3.2, equations 3–24, with measured kernel rates) and CPU attention priced
 // by bytes over the measured CPU attention bandwidth.
 //
@@ -9,6 +11,8 @@
 // linear function of the nine placement fractions (see linear.h); the same functions
 // serve the LP (search.h) and predictions for a concrete runtime::Policy.
 #include <array>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -17,27 +21,21 @@
 #include "policy/linear.h"
 #include "policy/model_sizes.h"
 #include "tiergen/model/spec.h"
+#include "tiergen/runtime/block_schedule.h"
 #include "tiergen/runtime/placement.h"
 #include "tiergen/runtime/policy.h"
 
 namespace tiergen::policy {
 
-// FlexGen's five tasks of one layer (A.3: ctog, gtoc, dtoc, ctod, comp).
+// The lanes a layer's work crosses: the links between the tiers (each one engine that
+// every copy over it shares, whichever queue issues it) and the compute device.
 enum class Lane { CpuToGpu, GpuToCpu, DiskToCpu, CpuToDisk, Compute };
 constexpr int kNumLanes = 5;
 const char* lane_name(Lane lane);
 
-// The runtime's workers that run them concurrently: one loader (disk→cpu→gpu reads,
-// as FlexGen's load stream does), one storer (gpu→cpu→disk writes) and the compute
-// device. Within a worker the tasks add up; the workers overlap. Where the host stands
-// in for the GPU (HardwareProfile::gpu_is_host), copies between the gpu and cpu tiers
-// are memcpys on the cores that compute: they add to the compute stream's time.
-enum class Stream { Loader, Storer, Compute };
-constexpr int kNumStreams = 3;
-Stream stream_of(Lane lane, bool gpu_is_host);
-const char* stream_name(Stream stream);
-
-// The runtime's tasks (LM-Offload's Algorithm 1 plus the compression work).
+// The kinds of work the model prices (LM-Offload's Algorithm 1 plus the compression
+// work), for reports and the thread search. Which queue runs each piece is the
+// schedule's fact (runtime/block_schedule.h), given with the runtime task it is.
 enum class Task {
   WeightLoad, CacheLoad, CacheStore, ActivationLoad, ActivationStore,
   Compute, CpuAttention, Dequantize, Quantize
@@ -45,29 +43,61 @@ enum class Task {
 constexpr int kNumTasks = 9;
 const char* task_name(Task task);
 
-// One phase (prefill layer or average decode layer) of one block, all gpu batches.
+// What can bound a layer's time: one of the schedule's queues, or a resource that work
+// of several queues shares (a link's engine; on a host standing in for the GPU, the
+// cores that both compute and copy between its tiers).
+enum class Bound {
+  WeightLoader, CacheLoader, Storer, Compute, LinkToGpu, LinkFromGpu, DiskRead, DiskWrite, HostCores
+};
+constexpr int kNumBounds = 9;
+const char* bound_name(Bound bound);
+
+// One layer's work (a prefill layer, an average decode layer, or the embedding and
+// head of one token), all gpu batches, sorted by the schedule's queues and by lane.
 //
-// The lanes overlap, but the block schedule synchronises after every gpu batch (FlexGen's
-// generation_loop_overlap_multi_batch): the next layer's weights load during the first
-// gpu batch's step, the batch-sized work (cache, activations, compute) splits evenly
-// over the steps. So a layer takes
-//   max_lane(once + block/ngb) + (ngb − 1)·max_lane(block/ngb) + serial,
-// where each max runs over the three streams (see Stream).
+// Under the schedule (block_schedule.h) the queues awaited at each step's end share
+// `steps` steps (one per gpu batch and weight layer), each as long as its busiest such
+// queue plus the step's fixed cost, while the weight loader runs across all of them.
+// So a layer takes
+//   serial + max(steps · step,  weight loader [+ step],  every shared link or core total)
+// with step = max_q(queue_q / steps) + step_fixed; "+ step" where the compute queue
+// copies over the weights' link in line (schedule::inline_copies_wait_for_weights).
+// (phase_bounds lists the terms; evaluation and the LP both read them).
 struct PhaseModel {
-  std::array<Linear, kNumLanes> once;   // once per layer: the next layer's weights
-  std::array<Linear, kNumLanes> block;  // summed over the block's gpu batches
+  std::array<Linear, runtime::schedule::kNumQueues> queues;  // each queue's work in the layer
+  std::array<Linear, kNumLanes> lanes;  // each lane's work in the layer
   std::array<Linear, kNumTasks> tasks;  // the same times broken down by task
+  Linear host_cores;                    // a stand-in host's cores: compute plus its tier copies
+  Linear inline_to_gpu;                 // copies the compute queue makes over the weights' link
   Linear serial;                        // not overlapped with anything
-  bool gpu_is_host = false;             // stream_of's placement of the gpu<->cpu copies
-  void add(Lane lane, Task task, const Linear& seconds);       // per block
-  void add_once(Lane lane, Task task, const Linear& seconds);  // per layer
-  Linear lane_total(int lane) const { return once[lane] + block[lane]; }
-  Linear stream_once(int stream) const;
-  Linear stream_block(int stream) const;
+  double step_fixed = 0;                // seconds each step costs beyond its work
+  int64_t steps = 1;                    // steps of the layer: gpu batches × weight layers
+  int64_t batches = 1;                  // gpu batches in the pass (the schedule's queue choice)
+  bool gpu_is_host = false;             // copies between the gpu and cpu tiers use the cores
+  // `seconds` of `task` over `lane`, run as the runtime's `runs_as` (its queue is the
+  // schedule's queue_of, its place on the compute path the schedule's on_compute_path).
+  void add(Lane lane, Task task, runtime::Task runs_as, const Linear& seconds);
 };
 
+// One term of a layer's time: per step (a queue the step waits for, with the step's
+// fixed cost on the compute queue), or for the whole layer: seconds + steps_after ×
+// the step (the steps themselves; the weight loader, a link).
+// A bound may hold only where `applies_where` is positive at the placement (the weights
+// delay a step only where it copies in line): evaluation checks that; the LP, which
+// cannot, keeps the bound everywhere, pessimistic where the fractions leave no such
+// copy (its rounded plans are priced exactly by evaluation before any is chosen).
+struct PhaseBound {
+  Bound bound;
+  bool per_step;
+  Linear seconds;
+  double steps_after = 0;
+  std::optional<Linear> applies_where;
+};
+std::vector<PhaseBound> phase_bounds(const PhaseModel& phase);
+
 struct CostModel {
-  PhaseModel prefill, decode;
+  PhaseModel prefill, decode;              // one average decoder layer
+  PhaseModel prefill_edges, decode_edges;  // the embedding and the head of one token
   int64_t num_layers = 0;
   int64_t prompt_len = 0, gen_len = 0;
   int64_t block_size = 0;
@@ -81,15 +111,17 @@ CostModel build_cost_model(const ModelSizes& sizes, const runtime::Policy& polic
                            const runtime::Workload& workload, const HardwareProfile& hw);
 
 struct PhaseTimes {
-  double layer_seconds = 0;             // with the per-batch synchronisation
+  double layer_seconds = 0;               // under the schedule (PhaseModel)
   std::array<double, kNumLanes> lanes{};  // each lane's busy time in the layer
-  std::array<double, kNumStreams> streams{};
+  std::array<double, runtime::schedule::kNumQueues> queues{};  // each queue's work
   std::array<double, kNumTasks> tasks{};
-  Stream bottleneck = Stream::Compute;  // the busiest worker
+  double fixed_seconds = 0;               // the steps' fixed costs
+  Bound bottleneck = Bound::Compute;      // the term that sets layer_seconds
 };
 
 struct Prediction {
-  PhaseTimes prefill, decode;  // per layer
+  PhaseTimes prefill, decode;  // per decoder layer
+  PhaseTimes prefill_edges, decode_edges;  // the embedding and head, per token
   double prefill_seconds = 0, decode_seconds = 0, total_seconds = 0, init_seconds = 0;
   // FlexGen's definitions with N = gpu_batch_size × num_gpu_batches sequences:
   // prefill N·s/t_prefill, decode N·(n−1)/t_decode, total N·n/(t_prefill + t_decode).

@@ -10,8 +10,9 @@
 // gpu or whole on the cpu, CPU attention exactly where the cache is on the cpu, no compression, no
 // weights multiplied on the CPU, and activations off the GPU only with two or more gpu
 // batches (where the runtime overlaps their copies). The search takes its LP plan only
-// when that plan is predicted at least SearchOptions::guardrail_margin faster than the
-// best guardrail that fits the full budgets.
+// when that plan is predicted faster than the best guardrail that fits the full budgets
+// by more than SearchOptions::guardrail_margin (by default its plan class's band,
+// plan_class.h).
 #include <cstdint>
 #include <vector>
 

@@ -98,6 +98,14 @@ void read_stage_link(HardwareProfile& p, const json& j, const std::string& sourc
   if (link.contains("latency")) p.stage_link_latency = number_at(link, "stage_link.latency", source);
 }
 
+// The optional "schedule" group: the runtime's fixed cost per step, beyond its work.
+void read_schedule_costs(HardwareProfile& p, const json& j, const std::string& source) {
+  if (!j.contains("schedule")) return;
+  const json& group = group_of(j, "schedule", source);
+  check_keys(group, {"step_seconds"}, "schedule.", source);
+  if (group.contains("step_seconds")) p.step_seconds = number_at(group, "schedule.step_seconds", source);
+}
+
 // Fields a profile may leave out (older profiles, built-ins without a measurement).
 template <class Profile>
 auto optional_cpu_fields(Profile& p) {
@@ -210,6 +218,8 @@ void HardwareProfile::validate(const std::string& where) const {
            "{}: hardware profile fields 'cpu.matmul_flops' and 'cpu.gemv_bandwidth' must not be negative", where);
   TG_CHECK(stage_link_bandwidth >= 0 && stage_link_latency >= 0,
            "{}: hardware profile fields 'stage_link.bandwidth' and 'stage_link.latency' must not be negative", where);
+  TG_CHECK(step_seconds >= 0 && step_seconds < 1, "{}: hardware profile field 'schedule.step_seconds' must be seconds in [0, 1)",
+           where);
   TG_CHECK(gpu_memory > 0 && cpu_memory > 0 && disk_memory > 0,
            "{}: hardware profile capacities must be positive", where);
   for (size_t i = 0; i < cpu_product_rates.size(); ++i) {
@@ -254,6 +264,9 @@ json profile_to_json(const HardwareProfile& p) {
                  "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights (optional)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
+                {"schedule.step_seconds",
+                 "seconds each step (weight layer x gpu batch) costs beyond its work: dispatch and synchronisation "
+                 "(optional)"},
                 {"compression", "bytes of dense fp16 data per second"},
                 {"capacity", "bytes"}};
   j["gpu_is_host"] = p.gpu_is_host;
@@ -276,6 +289,7 @@ json profile_to_json(const HardwareProfile& p) {
     j["stage_link"]["bandwidth"] = p.stage_link_bandwidth;
     if (p.stage_link_latency > 0) j["stage_link"]["latency"] = p.stage_link_latency;
   }
+  if (p.step_seconds > 0) j["schedule"]["step_seconds"] = p.step_seconds;
   j["capacity"] = {{"gpu", p.gpu_memory}, {"cpu", p.cpu_memory}, {"disk", p.disk_memory}};
   return j;
 }
@@ -283,7 +297,7 @@ json profile_to_json(const HardwareProfile& p) {
 HardwareProfile profile_from_json(const json& j, const std::string& source) {
   TG_CHECK(j.is_object(), "{}: a hardware profile must be a JSON object", source);
   check_keys(j, {"name", "source", "units", "gpu_is_host", "bandwidth", "gpu_flops", "cpu", "compression", "capacity",
-                 "stage_link"},
+                 "stage_link", "schedule"},
              "", source);
   HardwareProfile p;
   p.path = source;
@@ -309,6 +323,7 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
   read_product_rates(p, j.at("cpu"), source);
   read_small_row_limit(p, j.at("cpu"), source);
   read_stage_link(p, j, source);
+  read_schedule_costs(p, j, source);
   read_capacities(p, j, source);
   p.validate(source);
   return p;

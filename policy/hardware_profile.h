@@ -76,6 +76,11 @@ struct HardwareProfile {
   double stage_link_bandwidth = 0;  // bytes/s
   double stage_link_latency = 0;    // seconds per message
 
+  // Optional (0: not known): seconds each step of the schedule (one weight layer for one
+  // gpu batch, runtime/block_schedule.h) costs beyond its work: launching its operators,
+  // handing tasks to the workers and synchronising with them. Fitted from measured runs.
+  double step_seconds = 0;
+
   // Group-wise (de)quantization rates, bytes of dense fp16 data per second.
   double gpu_quantize = 0;
   double gpu_dequantize = 0;

@@ -23,6 +23,9 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
     linear_outputs_ += double(t.shape[0]);
     linear_inputs_ += double(t.shape[1]);
   }
+  // The head's matrix: the vocabulary projection from the (projected) hidden state.
+  const int64_t head_input = spec.word_embed_proj_dim > 0 ? spec.word_embed_proj_dim : spec.hidden_size;
+  head_flops_ = 2.0 * double(spec.vocab_size) * double(head_input);
   query_dim_ = spec.num_heads * spec.head_dim;
   kv_dim_ = spec.kv_dim();
   hidden_row_ = std::max(spec.hidden_size, spec.word_embed_proj_dim);
@@ -50,6 +53,14 @@ double ModelSizes::layer_weight_bytes(const runtime::CompressionConfig& compress
 double ModelSizes::total_weight_bytes(const runtime::CompressionConfig& compress) const {
   return stored(embedding_, compress) + double(spec_.num_layers) * stored(decoder_, compress) +
          stored(head_, compress);
+}
+
+double ModelSizes::edge_weight_bytes(const runtime::CompressionConfig& compress) const {
+  return stored(embedding_, compress) + stored(head_, compress);
+}
+
+double ModelSizes::edge_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {
+  return compressed_dense(embedding_, compress) + compressed_dense(head_, compress);
 }
 
 double ModelSizes::max_layer_weight_bytes(const runtime::CompressionConfig& compress) const {

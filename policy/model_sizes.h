@@ -32,6 +32,13 @@ class ModelSizes {
   // what the runtime double-buffers on the gpu while streaming weights.
   double max_layer_weight_bytes(const runtime::CompressionConfig& compress) const;
   double max_layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
+  // The embedding and head layers together (the model's "edges", streamed like a
+  // decoder layer every token): bytes at home, and dense bytes of their compressed tensors.
+  double edge_weight_bytes(const runtime::CompressionConfig& compress) const;
+  double edge_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
+  // The head's product for one token: FLOPs, and the dense bytes of its matrix.
+  double head_flops_per_token() const { return head_flops_; }
+  double head_dense_bytes() const { return head_flops_ / 2.0 * dtype_bytes_; }
   // Dense bytes of the decoder layer's tensors that are stored compressed.
   double layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
 
@@ -64,6 +71,7 @@ class ModelSizes {
   model::WeightLayer embedding_, decoder_, head_;
   double layer_dense_ = 0;
   double linear_flops_ = 0;
+  double head_flops_ = 0;
   double linear_inputs_ = 0, linear_outputs_ = 0;
   int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0;
 };

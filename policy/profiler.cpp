@@ -1,6 +1,8 @@
 // The only policy/ file that uses LibTorch (ATen) for its measurements.
 #include "policy/profiler.h"
 
+#include "policy/step_probe.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fcntl.h>
@@ -488,6 +490,9 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   }
   compression_rates(p, o.quick, record);
   cpu_matmul_rates(p, p.gpu_is_host ? at::kFloat : at::kHalf, o.quick, reps, record);
+  // The schedule's fixed cost per step, through the real runner on the compute device.
+  p.step_seconds = record("schedule step", measure_step_seconds(p.gpu_is_host ? "cpu" : "cuda", reps), "s");
+  spdlog::info("schedule step: {:.1f} us", p.step_seconds * 1e6);
   // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
   // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per
   // element) from the device bandwidth.
@@ -501,6 +506,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              (p.gpu_is_host ? "; no CUDA device: the gpu numbers describe the host standing in for the GPU "
                               "(--device cpu), its capacity a quarter of physical memory"
                             : "; gpu quantize/dequantize estimated from device memory bandwidth") +
+             "; schedule.step_seconds through the real block runner on a model whose layers do almost no work"
              "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates (cpu.product_rates by rows of one "
              "product, over a weight at least 4x the last-level cache) in the dtype host weights live in "
              "(fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "

@@ -3,7 +3,8 @@
 // copies (when a CUDA device exists), disk read/write under an offload directory
 // (O_DIRECT when the filesystem allows it), matmul and batched-matmul FLOP rates for
 // prefill- and decode-shaped problems, CPU decode-attention bandwidth and its thread
-// scaling, and the (de)quantization kernels' rates. On a CPU-only host the "gpu"
+// scaling, the (de)quantization kernels' rates, and the schedule's fixed cost per step
+// (step_probe.h). On a CPU-only host the "gpu"
 // numbers describe the host standing in for the GPU (the engine's --device cpu mode).
 #include <string>
 #include <utility>

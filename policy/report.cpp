@@ -1,5 +1,9 @@
 #include "policy/report.h"
 
+#include "policy/plan_class.h"
+
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -38,21 +42,30 @@ void append_fractions(std::string& out, const runtime::Policy& p, const Fraction
   row("  activations", p.act_gpu_percent, p.act_cpu_percent, p.act_disk_percent(), kHg, kHc, kHn);
 }
 
-// What bounds a layer, in words a user can act on: the busiest worker, and on the
-// compute worker the largest of its tasks (CPU attention is not the GPU computing).
+// What bounds a layer, in words a user can act on: the schedule's term that sets its
+// time, and on the compute queue the largest of its tasks (CPU attention is not the
+// GPU computing; a step's fixed cost is neither).
 std::string bottleneck_text(const PhaseTimes& t) {
   const auto task = [&](Task k) { return t.tasks[static_cast<int>(k)]; };
   switch (t.bottleneck) {
-    case Stream::Loader:
-      return task(Task::WeightLoad) >= task(Task::CacheLoad) + task(Task::ActivationLoad) ? "weight loads"
-                                                                                           : "cache/act. loads";
-    case Stream::Storer: return "stores";
-    case Stream::Compute: break;
+    case Bound::WeightLoader: return "weight loads";
+    case Bound::CacheLoader: return "cache/act. loads";
+    case Bound::Storer: return "stores";
+    case Bound::LinkToGpu: return "cpu->gpu link";
+    case Bound::LinkFromGpu: return "gpu->cpu link";
+    case Bound::DiskRead: return "disk reads";
+    case Bound::DiskWrite: return "disk writes";
+    case Bound::HostCores: return "host cores (compute and copies)";
+    case Bound::Compute: break;
   }
   const double attention = task(Task::CpuAttention);
   const double compression = task(Task::Dequantize) + task(Task::Quantize);
-  if (attention >= task(Task::Compute) && attention >= compression) return "cpu attention";
-  return compression > task(Task::Compute) ? "(de)quantize" : "compute";
+  const double round_trip = task(Task::ActivationLoad) + task(Task::ActivationStore);
+  const double largest = std::max({attention, compression, task(Task::Compute), t.fixed_seconds});
+  if (attention == largest) return "cpu attention";
+  if (t.fixed_seconds == largest) return "per-step fixed cost";
+  if (compression == largest) return "(de)quantize";
+  return round_trip > task(Task::Compute) ? "act. round trip" : "compute";
 }
 
 void append_times(std::string& out, const Prediction& r) {
@@ -62,18 +75,25 @@ void append_times(std::string& out, const Prediction& r) {
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", task_name(static_cast<Task>(i)), r.prefill.tasks[i] * 1e3,
                        r.decode.tasks[i] * 1e3);
   }
+  if (r.prefill.fixed_seconds > 0 || r.decode.fixed_seconds > 0) {
+    out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "fixed (per step)", r.prefill.fixed_seconds * 1e3,
+                       r.decode.fixed_seconds * 1e3);
+  }
   out += "  per link:\n";
   for (int i = 0; i < kNumLanes; ++i) {
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", lane_name(static_cast<Lane>(i)), r.prefill.lanes[i] * 1e3,
                        r.decode.lanes[i] * 1e3);
   }
-  out += "  per worker (the workers overlap):\n";
-  for (int i = 0; i < kNumStreams; ++i) {
-    out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", stream_name(static_cast<Stream>(i)),
-                       r.prefill.streams[i] * 1e3, r.decode.streams[i] * 1e3);
+  out += "  per queue (the queues overlap):\n";
+  for (int i = 0; i < runtime::schedule::kNumQueues; ++i) {
+    out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n",
+                       runtime::schedule::queue_name(static_cast<runtime::schedule::Queue>(i)),
+                       r.prefill.queues[i] * 1e3, r.decode.queues[i] * 1e3);
   }
-  out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "layer (synchronised)", r.prefill.layer_seconds * 1e3,
+  out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "layer (scheduled)", r.prefill.layer_seconds * 1e3,
                      r.decode.layer_seconds * 1e3);
+  out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "embedding + head", r.prefill_edges.layer_seconds * 1e3,
+                     r.decode_edges.layer_seconds * 1e3);
   out += fmt::format("  bottleneck: prefill {}, decode {}\n", bottleneck_text(r.prefill), bottleneck_text(r.decode));
 }
 
@@ -133,7 +153,7 @@ std::string chosen_by_text(const SearchResult& r) {
   if (r.chosen_by == "guardrail") {
     return fmt::format(
         "chosen by: a guardrail (FlexGen-shaped policy, {} fitted): predicted {:.3f} token/s at default threads; "
-        "the LP's best {} (taken only when at least {:.0f}% faster)\n",
+        "the LP's best {} (taken only when more than {:.0f}% faster)\n",
         r.guardrails_fitted, r.guardrail_best_throughput,
         r.lp_best_throughput > 0 ? fmt::format("{:.3f}", r.lp_best_throughput) : std::string("found none"),
         r.guardrail_margin * 100);
@@ -169,6 +189,9 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
   out += flexgen_flags_text(p);
   out += fmt::format("\npredicted throughput (token/s): prefill {:.2f}, decode {:.2f}, total {:.3f}\n",
                      r.prefill_throughput, r.decode_throughput, r.total_throughput);
+  const PlanClass plan = plan_class(p);
+  out += fmt::format("plan class    {} (predictions of its class measured within +/-{:.0f}%)\n",
+                     plan_class_name(plan), plan_class_band(plan) * 100);
   out += fmt::format("predicted time (s): prefill {:.1f}, decode {:.1f}, total {:.1f}{}\n", r.prefill_seconds,
                      r.decode_seconds, r.total_seconds,
                      r.init_seconds > 0 ? fmt::format(" (+{:.1f} one-off weight quantization)", r.init_seconds) : "");
@@ -206,7 +229,9 @@ nlohmann::json report_json(const SearchResult& result, const ReportContext& c) {
             {"lp_best_throughput", result.lp_best_throughput},
             {"guardrail_best_throughput", result.guardrail_best_throughput},
             {"guardrails_fitted", result.guardrails_fitted},
-            {"margin", result.guardrail_margin}}}};
+            {"margin", result.guardrail_margin}}},
+          {"plan_class", {{"name", plan_class_name(plan_class(result.policy))},
+                          {"band", plan_class_band(plan_class(result.policy))}}}};
 }
 
 }  // namespace tiergen::policy

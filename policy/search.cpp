@@ -1,5 +1,7 @@
 #include "policy/search.h"
 
+#include "policy/plan_class.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -223,9 +225,9 @@ SearchResult choose_with_guardrails(const std::vector<SearchResult>& accepted,
   if (!accepted.empty()) chosen = pick(accepted, o.near_tie, o.split_cache_gain);
   const double lp = accepted.empty() ? 0 : chosen.prediction.total_throughput;
   const double rail = guard == nullptr ? 0 : guard->prediction.total_throughput;
-  const bool misjudged_class =
-      !accepted.empty() && chosen.policy.num_gpu_batches == 1 && chosen.policy.act_gpu_percent < 100;
-  const double margin = misjudged_class ? o.guardrail_margin_one_batch_host_activations : o.guardrail_margin;
+  const double margin = o.guardrail_margin >= 0 || accepted.empty()
+                            ? std::max(0.0, o.guardrail_margin)
+                            : plan_class_band(plan_class(chosen.policy));
   if (guard != nullptr && (accepted.empty() || lp < rail * (1 + margin))) {
     chosen = *guard;
     chosen.chosen_by = "guardrail";

@@ -59,16 +59,11 @@ struct SearchOptions {
   // least this much faster than the best one with the cache on fewer tiers.
   double split_cache_gain = 0.05;
   // Guardrails (policy/guardrails.h): FlexGen-shaped policies priced beside the LP's
-  // plans. The LP's plan is taken only when predicted at least this share faster than
-  // the best guardrail that fits: the model is most optimistic about the plans only the
-  // LP finds (bench/RESULTS.md, the planner section).
+  // plans. The LP's plan is taken only when predicted more than this share faster than
+  // the best guardrail that fits; negative: its plan class's error band (plan_class.h),
+  // so that a plan wins only where the model can tell it apart.
   bool guardrails = true;
-  double guardrail_margin = 0.2;
-  // The margin for an LP plan with one gpu batch and activations off the GPU, the class
-  // the model misjudges most: the runtime cannot prefetch their hidden states, so store,
-  // load and compute run in series (measured/predicted 0.45 on OPT-30B at 16 GiB on an
-  // H200, against 0.77-0.79 for FlexGen's two-batch policy: 0.78/0.45 = 1.73).
-  double guardrail_margin_one_batch_host_activations = 0.75;
+  double guardrail_margin = -1;
 };
 
 struct SearchResult {

@@ -36,20 +36,96 @@ TEST(PolicyCostModel, ThroughputFollowsFlexGenDefinitions) {
   EXPECT_NEAR(r.prefill_throughput, n * 512 / r.prefill_seconds, 1e-9);
   EXPECT_NEAR(r.decode_throughput, n * 31 / r.decode_seconds, 1e-9);
   EXPECT_NEAR(r.total_throughput, n * 32 / (r.prefill_seconds + r.decode_seconds), 1e-9);
-  EXPECT_NEAR(r.prefill_seconds, r.prefill.layer_seconds * 48, 1e-9);
-  EXPECT_NEAR(r.decode_seconds, r.decode.layer_seconds * 31 * 48, 1e-9);
+  // The decoder layers, then the embedding and the head: the runtime steps through them too.
+  EXPECT_NEAR(r.prefill_seconds, r.prefill.layer_seconds * 48 + r.prefill_edges.layer_seconds, 1e-9);
+  EXPECT_NEAR(r.decode_seconds, (r.decode.layer_seconds * 48 + r.decode_edges.layer_seconds) * 31, 1e-9);
 }
 
-TEST(PolicyCostModel, OneGpuBatchIsTheMaxOfTheTasks) {
-  // With one gpu batch the layer time is A.3's max over the (worker-grouped) tasks.
+using runtime::schedule::Queue;
+double queue(const PhaseTimes& t, Queue q) { return t.queues[static_cast<int>(q)]; }
+double lane(const PhaseTimes& t, Lane l) { return t.lanes[static_cast<int>(l)]; }
+double task(const PhaseTimes& t, Task k) { return t.tasks[static_cast<int>(k)]; }
+
+TEST(PolicyCostModel, OneGpuBatchIsTheMaxOfTheQueuesAndLinks) {
+  // With one gpu batch (and no fixed cost) a layer is as long as its busiest queue or
+  // link; its hidden state comes back in line over the weights' link, so the step also
+  // waits for the weights and then computes (schedule::inline_copies_wait_for_weights).
   const auto spec = model::resolve_spec("opt-6.7b");
   const auto r = predict(spec, offload_policy(8, 1, 50, false), {256, 16}, hw("t4-flexgen"));
   for (const auto* phase : {&r.prefill, &r.decode}) {
-    double slowest = 0;
-    for (double s : phase->streams) slowest = std::max(slowest, s);
+    double slowest = queue(*phase, Queue::WeightLoader) + queue(*phase, Queue::Compute);
+    for (double s : phase->queues) slowest = std::max(slowest, s);
+    for (Lane l : {Lane::CpuToGpu, Lane::GpuToCpu, Lane::DiskToCpu, Lane::CpuToDisk}) {
+      slowest = std::max(slowest, lane(*phase, l));
+    }
     EXPECT_NEAR(phase->layer_seconds, slowest, 1e-12);
-    EXPECT_NEAR(phase->streams[0], phase->lanes[0] + phase->lanes[2], 1e-12);  // loader: ctog + dtoc
+    EXPECT_NEAR(queue(*phase, Queue::WeightLoader), task(*phase, Task::WeightLoad), 1e-12);
   }
+}
+
+// The runtime takes the next layer's weights only at that layer's first step, so they
+// overlap every gpu batch's step (before, the model charged them to the first step).
+TEST(PolicyCostModel, NextLayersWeightsOverlapEveryGpuBatchStep) {
+  const auto spec = model::resolve_spec("opt-6.7b");
+  runtime::Policy p = offload_policy(8, 4, 0, false);
+  p.cache_gpu_percent = p.act_gpu_percent = 100;
+  p.cache_cpu_percent = p.act_cpu_percent = 0;
+  const auto r = predict(spec, p, {256, 16}, hw("t4-flexgen"));
+  const double weights = queue(r.decode, Queue::WeightLoader);
+  const double compute = queue(r.decode, Queue::Compute);
+  ASSERT_GT(weights, compute);  // weight-bound: the layer is the weight load, no more
+  EXPECT_NEAR(r.decode.layer_seconds, std::max(weights, lane(r.decode, Lane::CpuToGpu)), 1e-12);
+  EXPECT_EQ(r.decode.bottleneck, Bound::WeightLoader);
+}
+
+// With one gpu batch the next step's input is this step's output: its store and load
+// lie on the compute queue's path. With two they run on the storer and cache loader.
+TEST(PolicyCostModel, OneGpuBatchPutsTheHiddenStatesRoundTripOnTheComputePath) {
+  const auto spec = model::resolve_spec("opt-6.7b");
+  const HardwareProfile profile = hw("t4-flexgen");
+  const auto one = predict(spec, offload_policy(16, 1, 100, false), {256, 16}, profile);
+  const auto two = predict(spec, offload_policy(8, 2, 100, false), {256, 16}, profile);
+  const double round_trip = task(one.decode, Task::ActivationLoad) + task(one.decode, Task::ActivationStore);
+  ASSERT_GT(round_trip, 0);
+  EXPECT_NEAR(queue(one.decode, Queue::Compute), task(one.decode, Task::Compute) + round_trip, 1e-12);
+  EXPECT_NEAR(queue(two.decode, Queue::Compute), task(two.decode, Task::Compute), 1e-12);
+  EXPECT_NEAR(queue(two.decode, Queue::CacheLoader),
+              task(two.decode, Task::ActivationLoad) + task(two.decode, Task::CacheLoad), 1e-12);
+  EXPECT_NEAR(queue(two.decode, Queue::Storer),
+              task(two.decode, Task::ActivationStore) + task(two.decode, Task::CacheStore), 1e-12);
+}
+
+// Every step (weight layer x gpu batch) costs the profile's fixed seconds on the compute
+// queue: an all-GPU compute-bound plan pays it (L + 2) x batches times per token.
+TEST(PolicyCostModel, EveryStepPaysTheFixedCost) {
+  const auto spec = model::resolve_spec("opt-1.3b");
+  runtime::Policy p = offload_policy(8, 3, 100, false);
+  p.cache_gpu_percent = p.act_gpu_percent = 100;
+  p.cache_cpu_percent = p.act_cpu_percent = 0;
+  HardwareProfile profile = hw("h100-spr");
+  profile.step_seconds = 0;
+  const auto bare = predict(spec, p, {64, 9}, profile);
+  profile.step_seconds = 1e-3;
+  const auto fixed = predict(spec, p, {64, 9}, profile);
+  const double steps_per_token = double(spec.num_layers + 2) * 3;
+  EXPECT_NEAR(fixed.decode_seconds - bare.decode_seconds, 8 * steps_per_token * 1e-3, 1e-9);
+  EXPECT_NEAR(fixed.decode.fixed_seconds, 3e-3, 1e-12);
+  EXPECT_NEAR(fixed.decode_edges.fixed_seconds, 6e-3, 1e-12);
+}
+
+// The embedding and the head stream like a decoder layer: weights off the gpu make the
+// edges' weight load, and the head's product is priced on every gpu batch.
+TEST(PolicyCostModel, EmbeddingAndHeadArePricedAsLayers) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const ModelSizes sizes(spec, 2);
+  const HardwareProfile profile = hw("h100-spr");
+  const auto r = predict(spec, offload_policy(24, 2, 0, true), {512, 32}, profile);
+  EXPECT_NEAR(queue(r.decode_edges, Queue::WeightLoader), sizes.edge_weight_bytes({}) / profile.cpu_to_gpu, 1e-9);
+  EXPECT_GT(task(r.decode_edges, Task::Compute), 0);
+  EXPECT_GE(r.decode_edges.layer_seconds, queue(r.decode_edges, Queue::WeightLoader));
+  // The token embedding and the head's copy of it, 7168 x 50272 fp16 each (0.72 GB),
+  // with the position embedding and final norm.
+  EXPECT_NEAR(sizes.edge_weight_bytes({}) / 1e9, 1.47, 0.01);
 }
 
 TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {

@@ -201,11 +201,12 @@ HardwareProfile stand_in() {
   return p;
 }
 
-double stream(const PhaseTimes& t, Stream which) { return t.streams[static_cast<int>(which)]; }
 double lane(const PhaseTimes& t, Lane which) { return t.lanes[static_cast<int>(which)]; }
+double weight_loader(const PhaseTimes& t) { return t.queues[static_cast<int>(runtime::schedule::Queue::WeightLoader)]; }
 
 // On the stand-in, a weight or cache copy between the gpu and cpu tiers is a memcpy by
-// the cores that compute: it adds to the compute stream instead of overlapping it.
+// the cores that compute: whichever queue runs it, the layer is at least the cores'
+// compute plus those copies (a GPU host's copies only bound it by their link).
 TEST(CpuStandIn, CopiesBetweenItsTiersRunOnTheComputeCores) {
   const auto spec = model::resolve_spec("opt-1.3b");
   const runtime::Policy p = test::make_policy(8, 2, {0, 60, 0, 100, 100, 0}, false);
@@ -215,12 +216,10 @@ TEST(CpuStandIn, CopiesBetweenItsTiersRunOnTheComputeCores) {
   const Prediction separate = predict(spec, p, {128, 16}, host);
   for (const auto* phase : {&standing_in.prefill, &standing_in.decode}) {
     EXPECT_GT(lane(*phase, Lane::CpuToGpu), 0);
-    EXPECT_NEAR(stream(*phase, Stream::Compute),
-                lane(*phase, Lane::Compute) + lane(*phase, Lane::CpuToGpu) + lane(*phase, Lane::GpuToCpu), 1e-12);
-    EXPECT_NEAR(stream(*phase, Stream::Loader), lane(*phase, Lane::DiskToCpu), 1e-12);
+    EXPECT_GE(phase->layer_seconds * (1 + 1e-12),
+              lane(*phase, Lane::Compute) + lane(*phase, Lane::CpuToGpu) + lane(*phase, Lane::GpuToCpu));
   }
-  EXPECT_NEAR(stream(separate.decode, Stream::Loader),
-              lane(separate.decode, Lane::CpuToGpu) + lane(separate.decode, Lane::DiskToCpu), 1e-12);
+  EXPECT_NEAR(weight_loader(separate.decode), separate.decode.tasks[static_cast<int>(Task::WeightLoad)], 1e-12);
 }
 
 // The stand-in's own few-row products are the CPU's: the same kernels over the same

@@ -218,6 +218,10 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
     if (r == 4) EXPECT_EQ(rate, measured.cpu_gemv_bandwidth);
   }
   EXPECT_TRUE(measured.prices_cpu_matmuls());
+  // The schedule's fixed cost per step, measured through the real runner, survives the
+  // profile's JSON (the cost model charges it to every step).
+  EXPECT_GT(measured.step_seconds, 0);
+  EXPECT_EQ(profile_from_json(profile_to_json(measured), "round trip").step_seconds, measured.step_seconds);
   // The small-row limit for the products' dtype (fp32 on the CPU, fp16 with CUDA): not
   // measured where the default has no limit; else the default, or one of the timed row
   // counts above it where the kernel won, and then the row just past it is timed too.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "policy/plan_class.h"
 #include "policy/search.h"
 
 #include "policy/guardrails.h"
@@ -237,36 +238,43 @@ TEST(PolicyGuardrails, TheLpPlanNeedsTheMarginToWin) {
   none.guardrails = false;
   const auto lp_only = search_policy(c.spec, c.w, c.b, hw("h100-spr"), none);
   SearchOptions o;
-  o.guardrail_margin = o.guardrail_margin_one_batch_host_activations = 1e6;
+  o.guardrail_margin = 1e6;
   const auto rails = search_policy(c.spec, c.w, c.b, hw("h100-spr"), o);
   EXPECT_EQ(rails.chosen_by, "guardrail");
   expect_executable(rails, c.spec, c.w, c.b);
-  o.guardrail_margin = o.guardrail_margin_one_batch_host_activations = 0;
+  o.guardrail_margin = 0;
   const auto lp = search_policy(c.spec, c.w, c.b, hw("h100-spr"), o);
   ASSERT_GT(lp.lp_best_throughput, lp.guardrail_best_throughput) << "the case has an LP plan faster than the rails";
   EXPECT_EQ(lp.chosen_by, "LP");
   EXPECT_EQ(lp.policy.describe(), lp_only.policy.describe());
 }
 
-// An LP plan with one gpu batch and activations off the GPU (the class the model
-// misjudges most) needs the larger margin: on OPT-13B at 24 GiB the LP's best is such a
-// plan, predicted about 1.3x the best guardrail: enough under a 20% margin, not under
-// the class's 75%.
-TEST(PolicyGuardrails, OneGpuBatchWithHostActivationsNeedsTheLargerMargin) {
+// By default the LP's plan must beat the best guardrail by more than its plan class's
+// error band: on OPT-13B at 24 GiB the LP's plan (CPU attention over 2+ gpu batches,
+// band 15%) is predicted more than that ahead, and is taken.
+TEST(PolicyGuardrails, TheMarginIsTheLpPlansClassBand) {
   const SuiteCase c = suite_case("opt-13b", "24GiB");
-  SearchOptions none;
-  none.guardrails = false;
-  const auto lp_only = search_policy(c.spec, c.w, c.b, hw("h100-spr"), none);
-  ASSERT_EQ(lp_only.policy.num_gpu_batches, 1);
-  ASSERT_LT(lp_only.policy.act_gpu_percent, 100);
   const auto r = search_policy(c.spec, c.w, c.b, hw("h100-spr"));
-  EXPECT_EQ(r.chosen_by, "guardrail");
-  EXPECT_GT(r.lp_best_throughput, r.guardrail_best_throughput * 1.2);
-  EXPECT_LT(r.lp_best_throughput, r.guardrail_best_throughput * 1.75);
-  EXPECT_DOUBLE_EQ(r.guardrail_margin, 0.75);
-  SearchOptions same;
-  same.guardrail_margin_one_batch_host_activations = same.guardrail_margin;
-  EXPECT_EQ(search_policy(c.spec, c.w, c.b, hw("h100-spr"), same).chosen_by, "LP");
+  ASSERT_EQ(r.chosen_by, "LP");
+  EXPECT_EQ(plan_class(r.policy), PlanClass::CpuAttentionBatches);
+  EXPECT_DOUBLE_EQ(r.guardrail_margin, plan_class_band(plan_class(r.policy)));
+  EXPECT_GT(r.lp_best_throughput, r.guardrail_best_throughput * (1 + r.guardrail_margin));
+}
+
+// With the hidden state's round trip on the compute path (one gpu batch cannot load it
+// ahead) and the step's in-line copies waiting for the weights, the LP alone no longer
+// picks one gpu batch with host activations on any suite case: the class that measured
+// 0.45 of its prediction when the model priced those copies as overlapped.
+TEST(PolicyGuardrails, TheLpNoLongerFavoursOneGpuBatchWithHostActivations) {
+  for (const auto& [model, gpu] : {std::pair{"opt-6.7b", "16GiB"}, {"opt-6.7b", "24GiB"}, {"opt-13b", "16GiB"},
+                                   {"opt-13b", "24GiB"}, {"opt-30b", "16GiB"}}) {
+    const SuiteCase c = suite_case(model, gpu);
+    SearchOptions none;
+    none.guardrails = false;
+    const auto lp_only = search_policy(c.spec, c.w, c.b, hw("h100-spr"), none);
+    EXPECT_NE(plan_class(lp_only.policy), PlanClass::OneBatchHostActivations)
+        << model << " at " << gpu << ": " << lp_only.policy.describe();
+  }
 }
 
 // FlexGen's own hand policies on the five suite cases (bench/compare/gpu_suite.sh) fit

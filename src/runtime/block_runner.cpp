@@ -7,6 +7,7 @@
 
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
+#include "tiergen/runtime/block_schedule.h"
 #include "tiergen/runtime/device.h"
 #include "tiergen/runtime/task_timeline.h"
 #include "tiergen/model/forward.h"
@@ -22,9 +23,7 @@ BlockRunner::BlockRunner(const model::Spec& spec, const Policy& policy, const We
   phases_load_alike_ = policy_.cpu_weight_compute_prefill == policy_.cpu_weight_compute_decode;
   const DeviceContext worker_device = device_;
   auto give_stream = [worker_device] { worker_device.use_own_stream(); };
-  weight_loader_ = std::make_unique<Worker>(policy_.overlap, give_stream);
-  cache_loader_ = std::make_unique<Worker>(policy_.overlap, give_stream);
-  storer_ = std::make_unique<Worker>(policy_.overlap, give_stream);
+  for (auto& queue : workers_) queue = std::make_unique<Worker>(policy_.overlap, give_stream);
 }
 
 BlockRunner::~BlockRunner() = default;  // workers run what is queued, then join
@@ -36,9 +35,16 @@ void BlockRunner::wait_for_store(const std::shared_future<DeviceEvent>& stored) 
 }
 
 void BlockRunner::drain_workers() {
-  weight_loader_->drain();
-  cache_loader_->drain();
-  storer_->drain();
+  for (auto& queue : workers_) {
+    if (queue) queue->drain();
+  }
+}
+
+Worker& BlockRunner::worker_for(Task task, int64_t batches_in_pass) const {
+  const schedule::Queue queue = schedule::queue_of(task, batches_in_pass);
+  TG_CHECK(queue != schedule::Queue::Compute, "internal: task {} runs on the compute queue, not a worker",
+           task_name(task));
+  return *workers_[static_cast<size_t>(queue)];
 }
 
 namespace {
@@ -322,7 +328,7 @@ void BlockRunner::start_token(BatchState& b, Pending& p) {
 
 void BlockRunner::submit_owed_stores(Pending& p) {
   for (auto& store : p.owed_stores) {
-    auto done = storer_->submit([this, store = std::move(store)] {
+    auto done = worker_for(Task::StoreCache, static_cast<int64_t>(p.order.size())).submit([this, store = std::move(store)] {
       store();
       // The storer's own stream: the data is in its home (host homes are read by
       // CPU attention and by disk writes) before the store counts as done.
@@ -373,6 +379,7 @@ void BlockRunner::run_step(int64_t pass, int64_t j, size_t n, std::vector<BatchS
   // DeviceContext::to_compute_in_chunks); waited for at the first batch's step end,
   // they would leave the other batches nothing to overlap.
   const int64_t next = next_weight_layer(j);
+  const auto running = static_cast<int64_t>(p.order.size());
   if (first_batch && next >= 0) {
     p.next_weights_layer = next;
     // A layer prefetched across the pass boundary is the next pass's, most often one
@@ -380,7 +387,7 @@ void BlockRunner::run_step(int64_t pass, int64_t j, size_t n, std::vector<BatchS
     const bool next_prefill = next > j && p.pass_prefill;
     p.next_weights_prefill = next_prefill;
     const StepId loads = p.step_id(next > j ? pass : pass + 1, next, -1);
-    p.next_weights = weight_loader_->submit([this, loads, next, next_prefill] {
+    p.next_weights = worker_for(Task::LoadWeight, running).submit([this, loads, next, next_prefill] {
       ScopedTimer timer(stats_, Task::LoadWeight, next_prefill, loads);
       if (faults_.slow_weight_loads_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(faults_.slow_weight_loads_ms));
@@ -407,7 +414,7 @@ int64_t BlockRunner::next_weight_layer(int64_t layer) const {
 
 // Inputs of the next gpu batch that runs (same layer, or the first of the next layer).
 // With one batch running the next layer's hidden state is what this step computes, so
-// only its KV cache can be prefetched (as FlexGen does).
+// only its KV cache can be prefetched (as FlexGen does; schedule::hidden_prefetched).
 void BlockRunner::prefetch_next_batch(int64_t pass, int64_t j, size_t n, std::vector<BatchState>& batches,
                                       Pending& p) {
   size_t next = n + 1;
@@ -418,20 +425,20 @@ void BlockRunner::prefetch_next_batch(int64_t pass, int64_t j, size_t n, std::ve
   }
   if (nj >= stage_.layers.end) return;
   const int64_t nk = p.order[next];
+  const auto running = static_cast<int64_t>(p.order.size());
   BatchState& nb = batches[static_cast<size_t>(nk)];
   const bool prefill = nb.prefilling();
   if (!prefill && nj >= 1 && nj <= p.L && !p.cache_loads.count({nj, nk})) {
     const int64_t pos = nb.S + nb.token - 1;
-    p.cache_loads[{nj, nk}] = cache_loader_->submit([this, &p, id = p.step_id(pass, nj, nk), nj, nk, pos] {
+    p.cache_loads[{nj, nk}] = worker_for(Task::LoadCache, running).submit([this, &p, id = p.step_id(pass, nj, nk), nj, nk, pos] {
       ScopedTimer timer(stats_, Task::LoadCache, false, id);
       return p.cache->load(nj - 1, nk, pos);
     });
   }
-  const bool hidden_is_this_steps_output = nj == j + 1 && p.order.size() == 1;
-  if (nj >= 1 && !hidden_is_this_steps_output && !p.hidden_loads.count({nj, nk})) {
+  if (nj >= 1 && schedule::hidden_prefetched(running) && !p.hidden_loads.count({nj, nk})) {
     const int64_t t = prefill ? nb.prefill_len : 1;
     auto stored = p.hidden_stored[static_cast<size_t>(nk)];
-    p.hidden_loads[{nj, nk}] = cache_loader_->submit([this, &nb, t, prefill, stored, id = p.step_id(pass, nj, nk)] {
+    p.hidden_loads[{nj, nk}] = worker_for(Task::LoadHidden, running).submit([this, &nb, t, prefill, stored, id = p.step_id(pass, nj, nk)] {
       wait_for_store(stored);
       ScopedTimer timer(stats_, Task::LoadHidden, prefill, id);
       return nb.hidden->gather_to_compute(t);

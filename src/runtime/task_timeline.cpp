@@ -178,6 +178,9 @@ int64_t TaskTimeline::begin(Task task, bool prefill, const StepId& step) {
   }
 #endif
   std::lock_guard<std::mutex> lock(mutex_);
+  // The thread a span ran on shows which of the schedule's queues ran its task
+  // (runtime/block_schedule.h): the compute thread or one of the workers.
+  span.thread = threads_.emplace(std::this_thread::get_id(), static_cast<int>(threads_.size())).first->second;
   const int64_t id = next_id_++;
   open_.emplace(id, span);
   return id;
@@ -305,6 +308,7 @@ void TaskTimeline::write_chrome_trace(const std::string& path) const {
                           {"token", s.step.token},
                           {"layer", s.step.layer},
                           {"batch", s.step.batch},
+                          {"thread", s.thread},
                           {"host_start_us", s.host_start_us},
                           {"host_us", s.host_end_us - s.host_start_us}}}});
     }

@@ -10,6 +10,7 @@
 // drained; no step synchronizes the whole device. Weights are loaded by a worker of
 // their own, so the next gpu batch's cache and hidden states never queue behind a
 // whole layer of weights (FlexGen's separate load-weight and load-cache streams).
+#include <array>
 #include <functional>
 #include <future>
 #include <optional>
@@ -173,8 +174,12 @@ class BlockRunner {
   // The policy loads weights alike for the prefill and for decode tokens (no cpu
   // weight compute in one phase only): a layer prefetched for one serves the other.
   bool phases_load_alike_ = true;
-  // Kept across blocks (threads and streams are not free to make).
-  std::unique_ptr<Worker> weight_loader_, cache_loader_, storer_;
+  // The schedule's queues other than compute (block_schedule.h), one worker each,
+  // indexed by schedule::Queue. Kept across blocks (threads and streams are not free
+  // to make).
+  std::array<std::unique_ptr<Worker>, 3> workers_;
+  // The worker of the queue the schedule runs `task` on.
+  Worker& worker_for(Task task, int64_t batches_in_pass) const;
 };
 
 }  // namespace tiergen::runtime

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tiergen/runtime/device.h"
@@ -69,6 +70,7 @@ class TaskTimeline {
     void* start_event = nullptr;  // cudaEvent_t, from the pool
     void* end_event = nullptr;
     size_t base = 0;  // the base its events are measured from
+    int thread = 0;   // which host thread ran it, numbered as threads first open spans
   };
   struct Events;
   double host_now_us() const;
@@ -84,6 +86,7 @@ class TaskTimeline {
   std::map<int64_t, Span> open_;
   std::vector<Span> closed_;  // waiting for their events
   std::vector<Span> traced_;
+  std::map<std::thread::id, int> threads_;  // host threads by the order they first opened a span
 };
 
 }  // namespace tiergen::runtime
