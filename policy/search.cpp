@@ -38,8 +38,13 @@ struct Candidate {
   PlacementAnswer answer;
 };
 
+// 1, 2, 4, then every multiple of 8 to 128 (FlexGen's published policies use 24, 40,
+// 56 ...), then coarser steps.
 std::vector<int64_t> default_gpu_batch_sizes() {
-  return {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+  std::vector<int64_t> sizes = {1, 2, 4};
+  for (int64_t gbs = 8; gbs <= 128; gbs += 8) sizes.push_back(gbs);
+  for (const int64_t gbs : {192, 256, 384, 512, 768, 1024}) sizes.push_back(gbs);
+  return sizes;
 }
 
 // 1..16, then coarser steps: block sizes far apart in batches differ little in T/bls.
@@ -262,27 +267,17 @@ SearchResult choose_with_guardrails(const std::vector<SearchResult>& accepted,
                                     explain_infeasible(in)));
 }
 
-}  // namespace
-
-SearchResult search_policy(const model::Spec& spec, const runtime::Workload& workload,
-                           const runtime::Budgets& budgets, const HardwareProfile& hw, const SearchOptions& o) {
-  const auto started = std::chrono::steady_clock::now();
-  TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "policy search: prompt and generation lengths must be positive");
-  TG_CHECK(o.memory_cap_fraction > 0 && o.memory_cap_fraction <= 1, "policy search: memory cap fraction must be in (0, 1]");
-  const ModelSizes sizes(spec, o.dtype_bytes, o.groups);
-  const std::array<double, runtime::kNumTiers> caps = {double(budgets.gpu) * o.memory_cap_fraction,
-                                                       double(budgets.cpu) * o.memory_cap_fraction,
-                                                       double(budgets.disk) * o.memory_cap_fraction};
-  std::vector<Candidate> candidates = solve_all(sizes, workload, caps, hw, o);
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.answer.seconds_per_token < b.answer.seconds_per_token;
-  });
-
-  SearchResult best;
+// The best candidates, rounded to the placements the runtime can realise and checked
+// exactly against the budgets (with, for each, the same plan with its KV cache whole
+// on the cpu); `checked` counts the rounded ones.
+std::vector<SearchResult> check_exactly(const model::Spec& spec, const ModelSizes& sizes,
+                                        const std::vector<Candidate>& candidates, const runtime::Workload& workload,
+                                        const runtime::Budgets& budgets, const HardwareProfile& hw,
+                                        const SearchOptions& o, int& checked) {
   std::vector<SearchResult> accepted;
   for (const Candidate& c : candidates) {
     if (int(accepted.size()) >= o.exact_checks) break;
-    ++best.exact_checked;
+    ++checked;
     auto policy = round_to_executable(sizes, c.shape, c.answer.fractions, workload, budgets);
     spdlog::debug("candidate {} x {}, compress w/c {}/{}, cpu attention {}, cpu weight compute {}/{} at {:g}%: LP "
                   "{:.3f} token/s, wg {:.2f} cg {:.2f} hg {:.2f} -> {}",
@@ -315,6 +310,42 @@ SearchResult search_policy(const model::Spec& spec, const runtime::Workload& wor
         accepted.push_back(w);
       }
     }
+  }
+  return accepted;
+}
+
+// The LP's memory caps to try in turn: the given share of the budgets, then 0.9 and 0.8
+// of them where lower.
+std::vector<double> cap_ladder(double first) {
+  std::vector<double> ladder = {first};
+  for (const double lower : {0.9, 0.8}) {
+    if (lower < ladder.back()) ladder.push_back(lower);
+  }
+  return ladder;
+}
+
+}  // namespace
+
+SearchResult search_policy(const model::Spec& spec, const runtime::Workload& workload,
+                           const runtime::Budgets& budgets, const HardwareProfile& hw, const SearchOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  TG_CHECK(workload.prompt_len >= 1 && workload.gen_len >= 1, "policy search: prompt and generation lengths must be positive");
+  TG_CHECK(o.memory_cap_fraction > 0 && o.memory_cap_fraction <= 1, "policy search: memory cap fraction must be in (0, 1]");
+  const ModelSizes sizes(spec, o.dtype_bytes, o.groups);
+  // Plan at the full budgets the runtime enforces; only where no candidate survives
+  // rounding to whole tensors does the LP plan again with headroom (0.9, then 0.8).
+  SearchResult best;
+  std::vector<SearchResult> accepted;
+  std::vector<Candidate> candidates;
+  for (const double fraction : cap_ladder(o.memory_cap_fraction)) {
+    const std::array<double, runtime::kNumTiers> caps = {double(budgets.gpu) * fraction, double(budgets.cpu) * fraction,
+                                                         double(budgets.disk) * fraction};
+    candidates = solve_all(sizes, workload, caps, hw, o);
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      return a.answer.seconds_per_token < b.answer.seconds_per_token;
+    });
+    accepted = check_exactly(spec, sizes, candidates, workload, budgets, hw, o, best.exact_checked);
+    if (!accepted.empty()) break;
   }
   const std::vector<SearchResult> guardrails = price_guardrails(spec, sizes, workload, budgets, hw, o);
   if (accepted.empty() && guardrails.empty()) throw_infeasible(spec, workload, budgets, hw, o);

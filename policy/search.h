@@ -34,12 +34,13 @@ struct SearchOptions {
   // when the hardware profile has the CPU's matmul rates.
   bool allow_cpu_weight_compute = true;
   int dtype_bytes = 2;
-  // FlexGen's relaxation: the LP may plan at most this share of each tier's budget
-  // (its peak-memory estimate ignores fragmentation). The rounded policy is then
-  // checked exactly against the full budgets.
-  double memory_cap_fraction = 0.8;
+  // The share of each tier's budget the LP plans against: all of it (the runtime's exact
+  // accounting, plan_memory, checks every rounded policy, and the default gpu budget
+  // already reserves the allocator's excess). Where no candidate survives rounding the
+  // LP plans again at 0.9, then 0.8 of the budgets (FlexGen's relaxation).
+  double memory_cap_fraction = 1.0;
   runtime::CompressionConfig compression_config{true, 4, 64};
-  // Empty: 1, 2, 4, 8, 16, 32, 48, 64, 96, ... 1024. Sizes above the workload's
+  // Empty: 1, 2, 4, every multiple of 8 to 128, 192, 256, ... 1024. Sizes above the workload's
   // num_sequences are dropped (and num_sequences itself is tried): a block never holds
   // more sequences than the job has.
   std::vector<int64_t> gpu_batch_sizes;

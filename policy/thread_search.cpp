@@ -90,12 +90,19 @@ double io_seconds(const ThreadSearchInput& in, const std::array<int, kNumIoTasks
 
 ThreadChoice choose_threads(const ThreadSearchInput& in, const HardwareProfile& hw) {
   ThreadChoice best;
-  for (int intra = 1; intra <= in.max_threads - kNumIoTasks; ++intra) {
+  // Cores the load/store workers need: one each where CPU threads stream bytes; on a
+  // CUDA host whose workers only queue DMA copies and wait for them, one core for all
+  // of them (a worker woken late still leaves the copy engine idle, so compute never
+  // takes every core), instead of five cores idling.
+  const bool io_streams = std::any_of(in.io_bytes.begin(), in.io_bytes.end(), [](double b) { return b > 0; });
+  const int io_cores = hw.gpu_is_host || io_streams ? kNumIoTasks : 1;
+  for (int intra = 1; intra <= in.max_threads - io_cores; ++intra) {
     const GraphSchedule schedule = schedule_graph(in.compute_ops, hw.thread_speedup(intra));
     const int inter = schedule.max_concurrency;
     const int free_threads = in.max_threads - inter * intra;
-    if (free_threads < kNumIoTasks) continue;
-    const auto io = split_io_threads(free_threads, in.io_bytes);
+    if (free_threads < io_cores) continue;
+    const auto io = io_cores == kNumIoTasks ? split_io_threads(free_threads, in.io_bytes)
+                                            : std::array<int, kNumIoTasks>{1, 1, 1, 1, 1};
     const double seconds = std::max(schedule.makespan + in.other_compute_seconds, io_seconds(in, io));
     // Ties go to fewer compute threads (less pressure on caches and memory bandwidth)
     // when the plan computes on the CPU. A plan that does not (everything on the GPU,
