@@ -118,6 +118,29 @@ TEST_F(CliJobIntegrity, ARunThatCannotStartLeavesTheResultsFileAsItFoundIt) {
   EXPECT_FALSE(fs::exists(fresh));
 }
 
+// --stats-json counts the prompt tokens the requests hold, as the results do; the
+// padding their gpu batch computed over is its own field.
+TEST_F(CliJobIntegrity, StatsCountThePromptTokensAskedForNotThePadding) {
+  const fs::path prompts = dir_ / "ragged.txt", out = dir_ / "out.jsonl", stats = dir_ / "stats.json";
+  write_file(prompts, "a\nb c d e f g h\nb c\n");
+  const Exit done = run(generate_args(prompts, out, {"-n", "2", "-b", "3", "--stats-json", stats.string()}));
+  ASSERT_TRUE(done.exited && done.code == 0) << done.describe();
+  int64_t asked = 0, longest = 0, lines = 0;
+  std::istringstream in(read_file(out));
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("tiergen_job")) continue;
+    asked += j.at("num_prompt_tokens").get<int64_t>();
+    longest = std::max(longest, j.at("num_prompt_tokens").get<int64_t>());
+    ++lines;
+  }
+  ASSERT_EQ(lines, 3);
+  const auto s = nlohmann::json::parse(read_file(stats));
+  EXPECT_EQ(s.at("prompt_tokens").get<int64_t>(), asked);
+  EXPECT_EQ(s.at("padded_prompt_tokens").get<int64_t>(), 3 * longest);  // one gpu batch of three
+  EXPECT_LT(asked, 3 * longest);
+}
+
 // ---- Resume: the same job only, and its exit status as if never interrupted
 
 TEST_F(CliJobIntegrity, AResumedJobCountsTheFailuresRecordedBeforeTheInterruption) {

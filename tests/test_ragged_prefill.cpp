@@ -51,7 +51,8 @@ TEST(RaggedPrefill, ShortAndLongPromptsInOneGpuBatchPrefillApart) {
   const int64_t NL = m.spec.num_weight_layers();
   EXPECT_EQ(engine.stats().compute_steps(true), NL);
   EXPECT_EQ(engine.stats().prefill_positions(), (1 + 2 + 5 + 9 + 2 * 16) * NL);  // not 6 x 16
-  EXPECT_EQ(engine.stats().prompt_tokens, 6 * 16);  // the block's layout is still padded
+  EXPECT_EQ(engine.stats().padded_prompt_tokens, 6 * 16);  // the block's layout is still padded
+  EXPECT_EQ(engine.stats().prompt_tokens, 1 + 2 + 5 + 9 + 14 + 16);  // what was asked
   EXPECT_EQ(tokens_of(results), greedy_references(m, requests));
 }
 
@@ -68,7 +69,8 @@ TEST(RaggedPrefill, InterleavedPromptsFormBlocksByLength) {
   const int64_t NL = m.spec.num_weight_layers();
   // Blocks {2, 3}, {4, 10}, {11, 12}: each padded to its own longest prompt, where
   // blocks in input order ({2, 12}, {3, 11}, {4, 10}) would be padded to 12, 11, 10.
-  EXPECT_EQ(blocks_of_two.stats().prompt_tokens, 2 * (3 + 10 + 12));
+  EXPECT_EQ(blocks_of_two.stats().padded_prompt_tokens, 2 * (3 + 10 + 12));
+  EXPECT_EQ(blocks_of_two.stats().prompt_tokens, sum_of(lengths));
   // Prefill: 2, 3, 4 and 10 (more than 25% apart) each over their own length, {11, 12}
   // over 12.
   EXPECT_EQ(blocks_of_two.stats().prefill_positions(), (2 + 3 + 4 + 10 + 2 * 12) * NL);

@@ -183,7 +183,8 @@ void BlockRunner::retire_done_batches(BlockRun& run) {
       result.finish_reason = run.reasons[s];
       const auto n = static_cast<int64_t>(result.tokens.size());
       stats_.sequences += 1;
-      stats_.prompt_tokens += b.S;
+      stats_.prompt_tokens += static_cast<int64_t>(run.requests[s].prompt.size());
+      stats_.padded_prompt_tokens += b.S;
       stats_.generated_tokens += n;
       stats_.decode_tokens += std::max<int64_t>(0, n - 1);
       if (run.feed.on_result) run.feed.on_result(s, std::move(result));

@@ -129,6 +129,7 @@ nlohmann::json Stats::to_json() const {
   }
   return {{"sequences", sequences},
           {"prompt_tokens", prompt_tokens},
+          {"padded_prompt_tokens", padded_prompt_tokens},
           {"generated_tokens", generated_tokens},
           {"prefill_latency_s", prefill_seconds},
           {"decode_latency_s", decode_seconds},

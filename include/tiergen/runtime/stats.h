@@ -53,7 +53,8 @@ class Stats {
   int64_t computed_rows(bool prefill) const;
   int64_t prefill_positions() const;  // (row, position) pairs over all prefill steps
 
-  // FlexGen's definitions over all blocks: prefill = N*s / t_prefill,
+  // FlexGen's definitions over all blocks, with s each sequence's own prompt length
+  // (the tokens asked for, as a user counts them): prefill = sum of s / t_prefill,
   // decode = N*(n-1) / t_decode, total = N*n / (t_prefill + t_decode).
   // A pass that prefills refilled gpu batches beside other batches' decode tokens
   // counts as prefill time (block_runner.h).
@@ -63,7 +64,8 @@ class Stats {
   // batches of their run still generated (RunFeed::refill_each_batch).
   int64_t passes = 0, refilled_batches = 0;
   int64_t sequences = 0;        // N (padding rows of a partial block excluded)
-  int64_t prompt_tokens = 0;    // sum of padded prompt lengths (N*s)
+  int64_t prompt_tokens = 0;    // sum of the sequences' own prompt lengths
+  int64_t padded_prompt_tokens = 0;  // the same, each padded to its gpu batch's longest
   int64_t generated_tokens = 0; // tokens generated for real sequences
   int64_t decode_tokens = 0;    // generated tokens after the first of each sequence
   TierBytes peak_bytes;
