@@ -1,7 +1,7 @@
 // The only policy/ file that uses LibTorch (ATen) for its measurements.
 #include "policy/profiler.h"
 
-#include "policy/step_probe.h"
+#include "policy/runner_probe.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -66,6 +66,15 @@ double median_seconds(int reps, const std::function<void()>& fn, const std::func
   std::sort(times.begin(), times.end());
   const double median = std::max(times[times.size() / 2], 1e-9);
   last_timing = {reps, (times.back() - times.front()) / median};
+  return median;
+}
+
+// The median of samples measured elsewhere (the runner probes), with their spread for record().
+double median_of(std::vector<double> samples) {
+  TG_CHECK(!samples.empty(), "profiler: no samples");
+  std::sort(samples.begin(), samples.end());
+  const double median = samples[samples.size() / 2];
+  last_timing = {static_cast<int>(samples.size()), median > 0 ? (samples.back() - samples.front()) / median : 0};
   return median;
 }
 
@@ -490,9 +499,16 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   }
   compression_rates(p, o.quick, record);
   cpu_matmul_rates(p, p.gpu_is_host ? at::kFloat : at::kHalf, o.quick, reps, record);
-  // The schedule's fixed cost per step, through the real runner on the compute device.
-  p.step_seconds = record("schedule step", measure_step_seconds(p.gpu_is_host ? "cpu" : "cuda", reps), "s");
+  // Through the real runner on the compute device: the schedule's fixed cost per step,
+  // and the rate its weight loads reach (its own copies from its own homes, while it
+  // works), which is the host-to-device rate runs get, not an idle copy's.
+  const std::string compute_device = p.gpu_is_host ? "cpu" : "cuda";
+  p.step_seconds = record("schedule step", median_of(measure_step_seconds(compute_device, reps)), "s");
   spdlog::info("schedule step: {:.1f} us", p.step_seconds * 1e6);
+  const double idle_link = p.cpu_to_gpu;
+  p.cpu_to_gpu = p.cpu_to_gpu_cache = record("weights streamed by the runner", median_of(measure_weight_stream_rate(compute_device, reps)), "B/s");
+  spdlog::info("weights streamed by the runner: {:.2f} GB/s (an idle copy: {:.2f} GB/s)", p.cpu_to_gpu / 1e9,
+               idle_link / 1e9);
   // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
   // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per
   // element) from the device bandwidth.
@@ -507,6 +523,8 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
                               "(--device cpu), its capacity a quarter of physical memory"
                             : "; gpu quantize/dequantize estimated from device memory bandwidth") +
              "; schedule.step_seconds through the real block runner on a model whose layers do almost no work"
+             "; bandwidth.cpu_to_gpu and cpu_to_gpu_cache the rate the runner's own weight loads from the cpu tier "
+             "reached (hidden size 1024, every weight streamed each token), not an idle copy's"
              "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates (cpu.product_rates by rows of one "
              "product, over a weight at least 4x the last-level cache) in the dtype host weights live in "
              "(fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "

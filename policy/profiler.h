@@ -4,7 +4,7 @@
 // (O_DIRECT when the filesystem allows it), matmul and batched-matmul FLOP rates for
 // prefill- and decode-shaped problems, CPU decode-attention bandwidth and its thread
 // scaling, the (de)quantization kernels' rates, and the schedule's fixed cost per step
-// (step_probe.h). On a CPU-only host the "gpu"
+// (runner_probe.h). On a CPU-only host the "gpu"
 // numbers describe the host standing in for the GPU (the engine's --device cpu mode).
 #include <string>
 #include <utility>

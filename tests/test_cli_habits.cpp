@@ -140,6 +140,55 @@ TEST_F(CliHabits, UnknownFlagsCommandsAndPresetsGetSuggestions) {
   expect_clear_failure(e, {"did you mean 'facebook/opt-125m'"});
 }
 
+// A parse error is one line (what was wrong, the closest flags, where the usage is) and
+// exit status 2, as other command-line tools give it.
+TEST_F(CliHabits, ParseErrorsAreOneLineWithStatusTwo) {
+  Exit e = run(prompt_args({"--prompt", "x", "--gpu-bach-size", "2"}));
+  EXPECT_EQ(e.code, 2) << e.describe();
+  EXPECT_EQ(lines_of(e.err).size(), 1u) << e.err;
+  expect_clear_failure(e, {"tiergen generate: unknown flag '--gpu-bach-size' (did you mean '--gpu-batch-size'?)",
+                           "tiergen help generate"});
+  e = run(bench_args({"--num-gpu-batches", "many"}));
+  EXPECT_EQ(e.code, 2) << e.describe();
+  EXPECT_EQ(lines_of(e.err).size(), 1u) << e.err;
+  expect_clear_failure(e, {"tiergen bench:", "--num-gpu-batches", "tiergen help bench"});
+  e = run({kTiergen, "genrate"});
+  EXPECT_EQ(e.code, 2) << e.describe();
+  expect_clear_failure(e, {"unknown command 'genrate' (did you mean 'generate'?)"});
+}
+
+// vLLM's spellings with underscores are read as ours: --top_p is --top-p.
+TEST_F(CliHabits, UnderscoredFlagsAreReadAsTheirDashedSpelling) {
+  const Exit dashed = run(prompt_args({"--prompt", "the cat", "--temperature", "0.8", "--seed", "3", "--top-p", "0.5"}));
+  ASSERT_EQ(dashed.code, 0) << dashed.describe();
+  const Exit underscored =
+      run(prompt_args({"--prompt", "the cat", "--temperature", "0.8", "--seed", "3", "--top_p=0.5"}));
+  ASSERT_EQ(underscored.code, 0) << underscored.describe();
+  const auto results = [](const std::string& out) {
+    std::vector<json> r;
+    for (const auto& l : lines_of(out)) {
+      const json j = json::parse(l);
+      if (!j.contains("tiergen_job")) r.push_back(j);
+    }
+    return r;
+  };
+  ASSERT_EQ(results(dashed.out).size(), 1u) << dashed.out;
+  EXPECT_EQ(results(underscored.out), results(dashed.out));
+}
+
+// JSONL requests in a file named .txt are read as text, as the name says, with a warning.
+TEST_F(CliHabits, JsonLinesInATxtFileAreWarnedAbout) {
+  const fs::path prompts = dir_ / "requests.txt";
+  write_file(prompts, "{\"prompt\": \"the cat\"}\n");
+  const Exit e = run(prompt_args({"-p", prompts.string()}));
+  ASSERT_EQ(e.code, 0) << e.describe();
+  EXPECT_NE(e.err.find("requests.txt:1: the file is read as plain text"), std::string::npos) << e.err;
+  EXPECT_NE(e.err.find("--format jsonl"), std::string::npos) << e.err;
+  const Exit asked = run(prompt_args({"-p", prompts.string(), "--format", "text"}));
+  ASSERT_EQ(asked.code, 0) << asked.describe();
+  EXPECT_EQ(asked.err.find("read as plain text"), std::string::npos) << asked.err;
+}
+
 // ---- 3. --prompt TEXT.
 
 TEST_F(CliHabits, PromptFlagGivesOneRequestEachOnStdout) {

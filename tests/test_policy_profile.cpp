@@ -207,8 +207,15 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   options.offload_dir = ::testing::TempDir();
   options.quick = true;
   options.max_threads = 1;  // ctest runs tests side by side: no thread-scaling verdict here
-  const HardwareProfile measured = measure_host(options);
+  std::vector<Measurement> measurements;
+  const HardwareProfile measured = measure_host(options, &measurements);
   EXPECT_NO_THROW(measured.validate("measured"));
+  // The host-to-device rate is the one the runner's own weight loads reached.
+  const auto streamed = std::find_if(measurements.begin(), measurements.end(),
+                                     [](const Measurement& m) { return m.name == "weights streamed by the runner"; });
+  ASSERT_NE(streamed, measurements.end());
+  EXPECT_EQ(measured.cpu_to_gpu, streamed->value);
+  EXPECT_GE(streamed->runs, 1);
   EXPECT_FALSE(measured.source.empty());
   EXPECT_FALSE(measured.cpu_thread_scaling.empty());
   // The CPU's products timed at the row counts plans use, the few-row rate at 4 rows.

@@ -91,7 +91,8 @@ TEST(RaggedBlock, EachBlockIsPaddedToItsOwnLongestPrompt) {
   runtime::Engine engine(m.spec, *m.weights, make_policy(2, 1, kAllGpu, false), cpu_engine_options(offload.path),
                          workload_of(requests));
   const auto results = engine.generate(requests);
-  EXPECT_EQ(engine.stats().prompt_tokens, 2 * 3 + 2 * 12);
+  EXPECT_EQ(engine.stats().padded_prompt_tokens, 2 * 3 + 2 * 12);
+  EXPECT_EQ(engine.stats().prompt_tokens, 2 + 12 + 3 + 11);
   const auto layers = load_all_layers(m.spec, *m.weights);
   for (size_t r = 0; r < requests.size(); ++r) {
     EXPECT_EQ(results[r].tokens, greedy_reference(m.spec, layers, requests[r].prompt, 2)) << "request " << r;

@@ -40,23 +40,55 @@ std::vector<std::string> flag_names(const CLI::App* command) {
   return names;
 }
 
-// After CLI11's own message for arguments it did not expect: the closest flags of the
-// command being parsed (and the global ones), or the closest subcommands.
-void suggest_for_unexpected(CLI::App& app) {
-  const auto parsed = app.get_subcommands();
-  std::vector<std::string> flags = flag_names(&app), commands;
-  for (const CLI::App* c : parsed) {
+// Every long flag of the program and its commands, as typed ("--top-p").
+std::vector<std::string> all_flag_names(CLI::App& app) {
+  std::vector<std::string> names = flag_names(&app);
+  for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) {
     const auto more = flag_names(c);
-    flags.insert(flags.end(), more.begin(), more.end());
+    names.insert(names.end(), more.begin(), more.end());
   }
+  return names;
+}
+
+// vLLM's and FlexGen's spellings of a flag with underscores ("--top_p", "--gpu_batch_size")
+// are read as the flag with dashes, where that is one of ours and the underscored one is not.
+std::vector<std::string> with_dashed_flags(int argc, char** argv, const std::vector<std::string>& flags) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "--") break;  // what follows is not flags
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(arg.find('='), arg.size());
+    std::string name = arg.substr(0, end);
+    if (name.find('_') == std::string::npos || std::find(flags.begin(), flags.end(), name) != flags.end()) continue;
+    std::replace(name.begin() + 2, name.end(), '_', '-');
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) arg = name + arg.substr(end);
+  }
+  return args;
+}
+
+// A parse error in one line: what was wrong, the closest flags or commands when an
+// argument was not expected, and where the usage is.
+std::string parse_error_line(CLI::App& app, const CLI::ParseError& error) {
+  const auto parsed = app.get_subcommands();
+  const std::string command = parsed.empty() ? "" : " " + parsed.front()->get_name();
+  const std::string usage = "; see `tiergen help" + command + "`";
+  // Arguments it did not expect come first: a mistyped command also leaves the
+  // program without one ("A subcommand is required"), which is not the news.
+  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr;
+  if (!extras && (app.remaining().empty() || !parsed.empty())) return "tiergen" + command + ": " + error.what() + usage;
+  std::vector<std::string> commands;
   for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(c->get_name());
+  const std::vector<std::string> flags = all_flag_names(app);
   for (const std::string& arg : app.remaining()) {
     const bool flag = arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]));
     if (!flag && !parsed.empty()) continue;  // a value of the unknown flag
     const std::string name = flag ? arg.substr(0, arg.find('=')) : arg;
-    const std::string hint = did_you_mean(name, flag ? flags : commands);
-    if (!hint.empty()) std::cerr << "tiergen: unknown " << (flag ? "flag" : "command") << " '" << name << "'" << hint << "\n";
+    return "tiergen" + command + ": unknown " + (flag ? "flag" : "command") + " '" + name + "'" +
+           did_you_mean(name, flag ? flags : commands) + usage;
   }
+  const auto extra = app.remaining();
+  return "tiergen" + command + ": unexpected argument '" + (extra.empty() ? std::string() : extra.front()) + "'" + usage;
 }
 
 }  // namespace
@@ -104,11 +136,14 @@ int main(int argc, char** argv) {
   for (const auto& command : registry) command.setup(app);
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = tiergen::cli::with_dashed_flags(argc, argv, tiergen::cli::all_flag_names(app));
+    std::vector<char*> pointers;
+    for (std::string& arg : args) pointers.push_back(arg.data());
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    if (code != 0) tiergen::cli::suggest_for_unexpected(app);
-    return code;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << tiergen::cli::parse_error_line(app, e) << "\n";
+    return 2;
   } catch (const tiergen::Error& e) {
     spdlog::error("{}", e.what());
     return 1;

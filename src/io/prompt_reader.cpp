@@ -75,7 +75,13 @@ PromptFormat format_from_extension(const std::string& path) {
 
 std::vector<PromptRecord> read_prompts(std::istream& in, const std::string& name, PromptFormat format,
                                        const ReadOptions& options) {
-  if (format == PromptFormat::Auto) format = format_from_extension(name);
+  // A .txt name makes each line a prompt as written; a user who put JSONL requests in
+  // one hears so once (an explicit --format text is taken at its word).
+  bool warn_if_json = false;
+  if (format == PromptFormat::Auto) {
+    format = format_from_extension(name);
+    warn_if_json = format == PromptFormat::Text;
+  }
   LineReader reader(in, name, options.max_line_bytes);
   std::vector<PromptRecord> prompts;
   std::string line;
@@ -88,6 +94,12 @@ std::vector<PromptRecord> read_prompts(std::istream& in, const std::string& name
       format = sniff(view);
       spdlog::info("{}: reading prompts as {}", name, prompt_format_name(format));
     }
+    if (warn_if_json && sniff(view) == PromptFormat::Jsonl) {
+      spdlog::warn("{}:{}: the file is read as plain text (its name ends in .txt), so each line is a prompt as "
+                   "written, but this line looks like a JSON request; use --format jsonl or a .jsonl name for JSONL",
+                   name, reader.line_number());
+    }
+    warn_if_json = false;
     const auto index = static_cast<int64_t>(prompts.size());
     prompts.push_back(format == PromptFormat::Text
                           ? parse_text_prompt(view, name, reader.line_number(), index)

@@ -1,0 +1,137 @@
+#include "policy/runner_probe.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "policy/model_sizes.h"
+#include "tiergen/common/error.h"
+#include "tiergen/model/spec.h"
+#include "tiergen/model/weight_source.h"
+#include "tiergen/runtime/block_schedule.h"
+#include "tiergen/runtime/engine.h"
+
+namespace tiergen::policy {
+
+namespace {
+
+// A LLaMA-shaped model of `hidden` and `layers` (dummy weights, float32 names only:
+// the engine computes in the device's dtype).
+model::Spec probe_spec(int64_t hidden, int64_t layers) {
+  const nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
+                                 {"model_type", "llama"},
+                                 {"hidden_act", "silu"},
+                                 {"hidden_size", hidden},
+                                 {"intermediate_size", 2 * hidden},
+                                 {"num_hidden_layers", layers},
+                                 {"num_attention_heads", 4},
+                                 {"num_key_value_heads", 4},
+                                 {"max_position_embeddings", 128},
+                                 {"vocab_size", 256},
+                                 {"rms_norm_eps", 1e-5},
+                                 {"torch_dtype", "float32"}};
+  return model::spec_from_config(config, "runner probe");
+}
+
+constexpr int64_t kPromptLen = 4, kBatchSize = 2, kBatches = 2;
+
+struct ProbeRun {
+  model::Spec spec;
+  runtime::Policy policy;
+  int64_t new_tokens = 0;
+};
+
+// What a probe reads of the engine's running totals.
+struct Totals {
+  double decode_seconds = 0;
+  int64_t passes = 0;
+  double weight_load_seconds = 0;  // prefill and decode
+};
+
+Totals totals_of(const runtime::Stats& stats) {
+  return {stats.decode_seconds, stats.passes,
+          stats.seconds(runtime::Task::LoadWeight, true) + stats.seconds(runtime::Task::LoadWeight, false)};
+}
+
+// Runs the probe's job `reps` + 1 times on one engine (the first warms it up) and
+// returns, per measured run, `measure(totals before, totals after)`.
+std::vector<double> run_probe(const ProbeRun& probe, const std::string& device, int reps,
+                              const std::function<double(const Totals&, const Totals&)>& measure) {
+  const auto weights = model::make_dummy_weights(7);
+  runtime::EngineOptions options;
+  options.device = runtime::make_device_context(device, device == "cpu" ? "float32" : "float16", device != "cpu");
+  const uint64_t budget = 2ull << 30;
+  options.budgets = runtime::Budgets{budget, budget, budget};
+  options.io_threads = 1;
+  std::vector<runtime::SequenceRequest> requests;
+  for (int64_t i = 0; i < probe.policy.block_size(); ++i) {
+    runtime::SequenceRequest r;
+    r.index = i;
+    r.prompt.assign(kPromptLen, 3 + i);
+    r.max_new_tokens = probe.new_tokens;
+    r.ignore_eos = true;
+    requests.push_back(std::move(r));
+  }
+  // The engine's placement notes are not this measurement's to print.
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);
+  std::vector<double> values;
+  try {
+    runtime::Engine engine(probe.spec, *weights, probe.policy, options,
+                           {kPromptLen, probe.new_tokens, probe.policy.block_size()});
+    engine.generate(requests);  // warm-up: first-touch allocations, kernel selection
+    for (int r = 0; r < std::max(1, reps); ++r) {
+      const Totals before = totals_of(engine.stats());
+      engine.generate(requests);
+      values.push_back(measure(before, totals_of(engine.stats())));
+    }
+  } catch (...) {
+    spdlog::set_level(level);
+    throw;
+  }
+  spdlog::set_level(level);
+  return values;
+}
+
+runtime::Policy probe_policy(double weights_on_gpu) {
+  runtime::Policy policy;
+  policy.gpu_batch_size = kBatchSize;
+  policy.num_gpu_batches = kBatches;
+  policy.w_gpu_percent = weights_on_gpu;
+  policy.w_cpu_percent = 100 - weights_on_gpu;
+  policy.cache_gpu_percent = policy.act_gpu_percent = 100;
+  policy.cache_cpu_percent = policy.act_cpu_percent = 0;
+  return policy;
+}
+
+}  // namespace
+
+std::vector<double> measure_step_seconds(const std::string& device, int reps) {
+  // Layers of hidden size 64: their products and attention cost microseconds.
+  const ProbeRun probe{probe_spec(64, 8), probe_policy(100), 17};
+  const int64_t steps_per_pass = runtime::schedule::steps_per_token(probe.spec.num_weight_layers(), kBatches);
+  return run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {
+    return (after.decode_seconds - before.decode_seconds) / double((probe.new_tokens - 1) * steps_per_pass);
+  });
+}
+
+std::vector<double> measure_weight_stream_rate(const std::string& device, int reps) {
+  // Every weight on the cpu tier, layers of hidden size 1024 (tens of MB each): every
+  // pass streams the whole model, one layer ahead of the compute, as offloaded runs do.
+  const ProbeRun probe{probe_spec(1024, 4), probe_policy(0), 5};
+  const double model_bytes =
+      ModelSizes(probe.spec, device == "cpu" ? 4 : 2).total_weight_bytes(runtime::CompressionConfig{});
+  return run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {
+    // Each pass loads every weight layer once; the run's last pass also loads its
+    // first layer ahead for a pass that never comes (the embedding, a few KB here).
+    const double passes = double(after.passes - before.passes);
+    const double seconds = after.weight_load_seconds - before.weight_load_seconds;
+    TG_CHECK(seconds > 0, "profile: the runner's weight loads took no measurable time");
+    return passes * model_bytes / seconds;
+  });
+}
+
+}  // namespace tiergen::policy
