@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tiergen/model/spec.h"
+#include "tiergen/runtime/block_schedule.h"
 #include "tiergen/runtime/device.h"
 #include "tiergen/runtime/device_event.h"
 #include "tiergen/runtime/kv_cache.h"
@@ -177,7 +178,9 @@ class BlockRunner {
   // The schedule's queues other than compute (block_schedule.h), one worker each,
   // indexed by schedule::Queue. Kept across blocks (threads and streams are not free
   // to make).
-  std::array<std::unique_ptr<Worker>, 3> workers_;
+  // (Compute is the last queue: it is this thread, not a worker.)
+  static_assert(static_cast<int>(schedule::Queue::Compute) == schedule::kNumQueues - 1);
+  std::array<std::unique_ptr<Worker>, schedule::kNumQueues - 1> workers_;
   // The worker of the queue the schedule runs `task` on.
   Worker& worker_for(Task task, int64_t batches_in_pass) const;
 };
