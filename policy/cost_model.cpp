@@ -37,9 +37,9 @@ void PhaseModel::add(Lane lane, Task task, runtime::Task runs_as, const Linear& 
   queues[static_cast<int>(queue)] += seconds;
   lanes[static_cast<int>(lane)] += seconds;
   tasks[static_cast<int>(task)] += seconds;
-  // A host standing in for the GPU computes and copies between its tiers on the same
-  // cores: their sum bounds the layer whichever queues run them.
-  if (gpu_is_host && (queue == schedule::Queue::Compute || lane == Lane::CpuToGpu || lane == Lane::GpuToCpu)) {
+  // A host standing in for the GPU computes, (de)quantizes and copies between its tiers
+  // on the same cores: their sum bounds the layer whichever queues run them.
+  if (gpu_is_host && (queue == schedule::Queue::Compute || lane != Lane::DiskToCpu && lane != Lane::CpuToDisk)) {
     host_cores += seconds;
   }
   if (queue == schedule::Queue::Compute && lane == Lane::CpuToGpu) inline_to_gpu += seconds;
@@ -62,6 +62,10 @@ std::vector<PhaseBound> phase_bounds(const PhaseModel& phase) {
   for (int q = 0; q < schedule::kNumQueues; ++q) {
     const auto queue = static_cast<schedule::Queue>(q);
     const auto bound = static_cast<Bound>(q);  // the queues lead Bound, in the same order
+    static_assert(static_cast<int>(Bound::WeightLoader) == static_cast<int>(schedule::Queue::WeightLoader) &&
+                  static_cast<int>(Bound::CacheLoader) == static_cast<int>(schedule::Queue::CacheLoader) &&
+                  static_cast<int>(Bound::Storer) == static_cast<int>(schedule::Queue::Storer) &&
+                  static_cast<int>(Bound::Compute) == static_cast<int>(schedule::Queue::Compute));
     if (schedule::await_of(queue) == schedule::Await::NextLayer) {
       // A step whose compute copies over the weights' link waits for their copies, and
       // still has its own work after them.

@@ -60,7 +60,8 @@ const char* bound_name(Bound bound);
 // queue plus the step's fixed cost, while the weight loader runs across all of them.
 // So a layer takes
 //   serial + max(steps · step,  weight loader [+ step],  every shared link or core total)
-// with step = max_q(queue_q / steps) + step_fixed; "+ step" where the compute queue
+// with step = max over the step-awaited queues of queue_q / steps, the compute queue's
+// with step_fixed added (the host dispatches and waits there); "+ step" where the compute queue
 // copies over the weights' link in line (schedule::inline_copies_wait_for_weights).
 // (phase_bounds lists the terms; evaluation and the LP both read them).
 struct PhaseModel {

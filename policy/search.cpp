@@ -287,6 +287,12 @@ std::vector<SearchResult> check_exactly(const model::Spec& spec, const ModelSize
                   double(workload.gen_len) / c.answer.seconds_per_token, c.answer.fractions[kWg],
                   c.answer.fractions[kCg], c.answer.fractions[kHg], policy ? "fits" : "does not fit after rounding");
     if (!policy) continue;
+    if (policy->w_gpu_percent >= 100) {
+      // Every weight on the gpu: none is multiplied where it lives (and the plan's
+      // class, which sets its margin over the guardrails, says so).
+      policy->cpu_weight_compute_prefill = policy->cpu_weight_compute_decode = false;
+      policy->cpu_weight_compute_layer_percent = 100;
+    }
     SearchResult r;
     r.policy = *policy;
     r.prediction = predict(spec, *policy, workload, hw, o.dtype_bytes);

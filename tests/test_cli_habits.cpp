@@ -155,6 +155,11 @@ TEST_F(CliHabits, ParseErrorsAreOneLineWithStatusTwo) {
   e = run({kTiergen, "genrate"});
   EXPECT_EQ(e.code, 2) << e.describe();
   expect_clear_failure(e, {"unknown command 'genrate' (did you mean 'generate'?)"});
+  // A mistyped required flag: the typo is the news, not the missing --model.
+  e = run({kTiergen, "policy", "--modle", "opt-125m"});
+  EXPECT_EQ(e.code, 2) << e.describe();
+  EXPECT_EQ(lines_of(e.err).size(), 1u) << e.err;
+  expect_clear_failure(e, {"unknown flag '--modle' (did you mean '--model'?)"});
 }
 
 // vLLM's spellings with underscores are read as ours: --top_p is --top-p.

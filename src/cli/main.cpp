@@ -73,10 +73,8 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& error) {
   const auto parsed = app.get_subcommands();
   const std::string command = parsed.empty() ? "" : " " + parsed.front()->get_name();
   const std::string usage = "; see `tiergen help" + command + "`";
-  // Arguments it did not expect come first: a mistyped command also leaves the
-  // program without one ("A subcommand is required"), which is not the news.
-  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr;
-  if (!extras && (app.remaining().empty() || !parsed.empty())) return "tiergen" + command + ": " + error.what() + usage;
+  // Arguments it did not expect come first: CLI11 may throw another error before it
+  // gets to them (a required --model, or no command when the command was mistyped).
   std::vector<std::string> commands;
   for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(c->get_name());
   const std::vector<std::string> flags = all_flag_names(app);
@@ -87,6 +85,7 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& error) {
     return "tiergen" + command + ": unknown " + (flag ? "flag" : "command") + " '" + name + "'" +
            did_you_mean(name, flag ? flags : commands) + usage;
   }
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr) return "tiergen" + command + ": " + error.what() + usage;
   const auto extra = app.remaining();
   return "tiergen" + command + ": unexpected argument '" + (extra.empty() ? std::string() : extra.front()) + "'" + usage;
 }
