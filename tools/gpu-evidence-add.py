@@ -54,6 +54,33 @@ def model_name(model):
     return os.path.basename(str(model).rstrip("/")).lower()
 
 
+def fraction(prefix, gpu, cpu, disk):
+    """w70/30, or w20/70/10 where a share is on disk (the replay test reads both)."""
+    parts = [gpu, cpu] + ([disk] if disk else [])
+    return prefix + "/".join(f"{float(x):g}" for x in parts)
+
+
+def short_policy(p):
+    """The policy as the rows spell it: "24x2 w70/30 c0/100 a0/100 cpu-attention"; the
+    record's JSON keeps everything else (threads, compression groups)."""
+    words = [f"{p['gpu_batch_size']}x{p['num_gpu_batches']}",
+             fraction("w", p["w_gpu_percent"], p["w_cpu_percent"], 100 - p["w_gpu_percent"] - p["w_cpu_percent"]),
+             fraction("c", p["cache_gpu_percent"], p["cache_cpu_percent"],
+                      100 - p["cache_gpu_percent"] - p["cache_cpu_percent"]),
+             fraction("a", p["act_gpu_percent"], p["act_cpu_percent"], 100 - p["act_gpu_percent"] - p["act_cpu_percent"])]
+    if p.get("cpu_cache_compute"):
+        words.append("cpu-attention")
+    if p.get("cpu_weight_compute_decode") or p.get("cpu_weight_compute_prefill"):
+        words.append(f"cpu-weight-compute-{float(p.get('cpu_weight_compute_layer_percent', 100)):g}%")
+    if p.get("compress_weight"):
+        words.append("compress-weight")
+    if p.get("compress_cache"):
+        words.append("compress-cache")
+    if p.get("overlap") is False:
+        words.append("overlap-off")
+    return " ".join(words)
+
+
 def row_from_bench(path, a):
     try:
         d = json.load(open(path))
@@ -67,7 +94,9 @@ def row_from_bench(path, a):
     peak = d.get("peak_gpu_mem_bytes")
     return {"date": str(d.get("date", ""))[:10] or datetime.date.today().isoformat(), "model": model_name(d["model"]),
             "prompt_len": d["prompt_len"], "gen_len": d["gen_len"], "system": "tiergen",
-            "policy_kind": a.policy_kind, "policy": d["policy_description"].replace(",", ";"),
+            "policy_kind": a.policy_kind,
+            "policy": short_policy(d["policy"]) if isinstance(d.get("policy"), dict) else
+            d["policy_description"].replace(",", ";"),
             "total_tok_s": number(d["total_throughput"]), "decode_tok_s": number(d.get("decode_throughput")),
             "prefill_tok_s": number(d.get("prefill_throughput"), 0),
             "peak_gpu_gib": number(peak / 2**30 if peak else None)}

@@ -15,7 +15,8 @@
 # bench/gpu-evidence/side-by-side.csv (tools/gpu-evidence-add.py next-case), so that
 # consecutive windows cover different cases, or TIERGEN_WINDOW_CASE. Afterwards, on the
 # development machine: copy OUTDIR/digest to bench/gpu-evidence/MACHINE_RUN-CASE/ and
-# append OUTDIR/rows.csv's rows (all but its header) to side-by-side.csv.
+# append OUTDIR/rows.csv's rows (all but its header) to side-by-side.csv; OUTDIR/window.tgz
+# holds both and the step logs in one file.
 #
 # The first four steps' budgets add up to 515 s, within one 9-minute call with the
 # machine's start; FlexGen needs a second call (TIERGEN_WINDOW_STEPS=flexgen, the same
@@ -105,13 +106,21 @@ if [ "$dry_run" = 0 ] && [[ " ${results[*]} " == *" FAIL "* || " ${results[*]} "
   echo "gpu-window: the check failed ($out/work/check.log): no measurements from this build" >&2
   gate_failed=1
 fi
+# The build links the unpacked .debs (spdlog, fmt, GLPK): every later step's tiergen
+# finds them through the environment gpu-check wrote (also in a second call that skips
+# the check, on the same machine).
+check_env=$out/work/check/work/deps.env
+if [ -s "$check_env" ]; then eval "$(cat "$check_env")"; fi
 step profile 45 "$tg profile --quick --out $digest/hw-profile.json --offload-dir $out/work/offload"
-step same 120 "$bench $tiergen_flags --offload-dir $out/work/offload --json $digest/tiergen-same.json \
+# The record's prediction is under this host's profile where the profile step made one.
+step same 120 "hw=$digest/hw-profile.json; [ -s \$hw ] || hw=h100-spr; $bench $tiergen_flags --hw \$hw --offload-dir $out/work/offload --json $digest/tiergen-same.json \
 --trace $out/work/same.trace.json && add_rows --policy-kind same-as-flexgen $digest/tiergen-same.json && \
 summarize $out/work/same.trace.json same"
-step auto 150 "$tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem $cap --hw $digest/hw-profile.json \
+# Without this host's profile (its step failed) the search plans on the built-in H100 one.
+step auto 150 "hw=$digest/hw-profile.json; [ -s \$hw ] || { hw=h100-spr; echo 'no profile of this host: planning on h100-spr'; }; \
+$tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem $cap --hw \$hw \
 --json $digest/auto-policy.json > $digest/auto-policy.txt && \
-$bench --policy auto --hw $digest/hw-profile.json --offload-dir $out/work/offload --json $digest/tiergen-auto.json \
+$bench --policy auto --hw \$hw --offload-dir $out/work/offload --json $digest/tiergen-auto.json \
 --trace $out/work/auto.trace.json && add_rows --policy-kind auto $digest/tiergen-auto.json && \
 summarize $out/work/auto.trace.json auto"
 step flexgen 300 "[ -d $flexgen ] || { echo 'no FlexGen copy at $flexgen (bench/compare/prepare_flexgen.sh)'; exit 77; }
@@ -125,7 +134,10 @@ if [ "$dry_run" = 0 ]; then
   for i in "${!names[@]}"; do printf '%-10s %-8s %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"; done >> "$digest/steps.txt"
   cat "$digest/steps.txt"
   [ "$gate_failed" = 1 ] && exit 1
-  echo "rows: $rows ($(($(wc -l < "$rows") - 1))); digest: $digest"
+  # One small archive to copy off the host: the digest, the rows and the step logs
+  # (traces, offload files and the build stay behind).
+  tar czf "$out/window.tgz" -C "$out" digest rows.csv machine_run $(cd "$out" && ls work/*.log 2>/dev/null)
+  echo "rows: $rows ($(($(wc -l < "$rows") - 1))); digest: $digest; archive: $out/window.tgz"
   grep -qE 'FAIL|TIMEOUT' "$digest/steps.txt" && exit 1
 fi
 exit 0

@@ -47,6 +47,20 @@ python3 "$add" add "${run[@]}" --comparison "$tmp/comparison.csv" > /dev/null
 table=$(python3 "$src/tools/gpu-evidence-table.py" "$csv")
 grep -qF "opt-13b at 24 GiB: tiergen, FlexGen's policy / FlexGen = 2.00x" <<<"$table" || fail "table: $table"
 grep -qF "opt-13b at 24 GiB: tiergen auto / FlexGen = 3.02x" <<<"$table" || fail "table: $table"
+# A record with the policy's JSON gives the rows' short form of it.
+python3 - "$tmp/auto.json" "$tmp/full.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["policy"] = {"gpu_batch_size": 8, "num_gpu_batches": 8, "w_gpu_percent": 20.0, "w_cpu_percent": 70.0,
+               "cache_gpu_percent": 0.0, "cache_cpu_percent": 100.0, "act_gpu_percent": 0.0, "act_cpu_percent": 100.0,
+               "cpu_cache_compute": True, "compress_weight": True, "overlap": False}
+d["model"] = "opt-30b"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+python3 "$add" add "${run[@]}" --policy-kind auto "$tmp/full.json" > /dev/null
+grep -q ",opt-30b,24,512,32,tiergen,auto,8x8 w20/70/10 c0/100 a0/100 cpu-attention compress-weight overlap-off,90.50," "$csv" ||
+  fail "short policy: $(tail -1 "$csv")"
+sed -i '$d' "$csv"
 # With opt-13b-24g measured, the rotation moves on.
 [ "$(python3 "$add" next-case --csv "$csv")" = opt-6.7b-16g ] || fail "next case after 13b-24g"
 
