@@ -63,7 +63,8 @@ std::vector<double> run_probe(const ProbeRun& probe, const std::string& device, 
   const auto weights = model::make_dummy_weights(7);
   runtime::EngineOptions options;
   options.device = runtime::make_device_context(device, device == "cpu" ? "float32" : "float16", device != "cpu");
-  const uint64_t budget = 2ull << 30;
+  // Room for the GPU probe's 1.3 GiB of host weights and its staged layers.
+  const uint64_t budget = device == "cpu" ? 2ull << 30 : 8ull << 30;
   options.budgets = runtime::Budgets{budget, budget, budget};
   options.io_threads = 1;
   std::vector<runtime::SequenceRequest> requests;
@@ -119,9 +120,14 @@ std::vector<double> measure_step_seconds(const std::string& device, int reps) {
 }
 
 std::vector<double> measure_weight_stream_rate(const std::string& device, int reps) {
-  // Every weight on the cpu tier, layers of hidden size 1024 (tens of MB each): every
-  // pass streams the whole model, one layer ahead of the compute, as offloaded runs do.
-  const ProbeRun probe{probe_spec(1024, 4), probe_policy(0), 5};
+  // Every weight on the cpu tier: every pass streams the whole model, one layer ahead of
+  // the compute, as offloaded runs do. On a GPU the tensors are as large as real models'
+  // (hidden 4096: 32-64 MiB each, 320 MiB a layer): with hidden 1024 (2-4 MiB tensors)
+  // an H100's runner streamed 34 GB/s where OPT-13B's 50-200 MiB tensors crossed at
+  // about 50 (bench/gpu-evidence/2026-11-27-*). The stand-in keeps small layers: its
+  // "link" is memcpy, and float32 layers of hidden 4096 would take gigabytes of RAM.
+  const int64_t hidden = device == "cpu" ? 1024 : 4096;
+  const ProbeRun probe{probe_spec(hidden, 4), probe_policy(0), 5};
   const double model_bytes =
       ModelSizes(probe.spec, device == "cpu" ? 4 : 2).total_weight_bytes(runtime::CompressionConfig{});
   return run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {

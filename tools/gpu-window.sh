@@ -9,6 +9,8 @@
 #   profile    tiergen profile --quick on this host
 #   same       tiergen with FlexGen's policy on CASE (traced)
 #   auto       tiergen --policy auto on CASE with that profile (traced), and the plan
+#   calibrate  the profile rescaled to the two runs' per-task seconds (profile
+#              --calibrate-from), and CASE's plan under it
 #   flexgen    FlexGen on CASE (bench/compare/gpu_suite.sh SYSTEMS=compare), where its
 #              prepared copy exists (bench/compare/prepare_flexgen.sh)
 # CASE is a bench/compare/gpu_suite.sh case: the one with the fewest tiergen rows in
@@ -18,7 +20,7 @@
 # append OUTDIR/rows.csv's rows (all but its header) to side-by-side.csv; OUTDIR/window.tgz
 # holds both and the step logs in one file.
 #
-# The first four steps' budgets add up to 515 s, within one 9-minute call with the
+# The first five steps' budgets add up to 535 s, within one 9-minute call with the
 # machine's start; FlexGen needs a second call (TIERGEN_WINDOW_STEPS=flexgen, the same
 # OUTDIR) unless the first finished early.
 #
@@ -123,6 +125,12 @@ $tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem 
 $bench --policy auto --hw \$hw --offload-dir $out/work/offload --json $digest/tiergen-auto.json \
 --trace $out/work/auto.trace.json && add_rows --policy-kind auto $digest/tiergen-auto.json && \
 summarize $out/work/auto.trace.json auto"
+# The profile rescaled until the model predicts both runs' per-task seconds, and the
+# case's plan under it (no GPU work: seconds). The next window can run that plan.
+step calibrate 20 "$tg profile --calibrate-from $digest/tiergen-same.json $digest/tiergen-auto.json \
+--hw $digest/hw-profile.json --out $digest/hw-profile-calibrated.json > $digest/calibration.txt 2>&1 && \
+$tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem $cap --hw $digest/hw-profile-calibrated.json \
+--json $digest/calibrated-policy.json > $digest/calibrated-policy.txt"
 step flexgen 300 "[ -d $flexgen ] || { echo 'no FlexGen copy at $flexgen (bench/compare/prepare_flexgen.sh)'; exit 77; }
 [ -x $tg ] && [ -s $digest/hw-profile.json ] || { echo 'needs the check and profile steps of this OUTDIR on this machine'; exit 77; }
 CASE_TIMEOUT=140 TIERGEN=$tg SYSTEMS=compare HW=$digest/hw-profile.json bash bench/compare/gpu_suite.sh $out/work/suite $case_name && \

@@ -3,12 +3,16 @@
 // repeated runs; their spread is printed so a noisy measurement shows itself.
 // `tiergen profile --link`, launched as a pipeline job is, measures the links between
 // its ranks instead (the profile's stage_link, for `tiergen policy --stages`).
+// `tiergen profile --calibrate-from RECORD...` measures nothing: it rescales a profile's
+// decode rates until the cost model predicts the recorded runs (policy/calibration.h).
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "policy/calibration.h"
 #include "policy/profiler.h"
 #include "src/cli/number_checks.h"
 #include "src/cli/command.h"
@@ -28,6 +32,8 @@ struct ProfileOptions {
   bool link = false;
   runtime::LinkProbeOptions link_probe;
   dist::LaunchFlags launch;
+  std::vector<std::string> calibrate_from;  // bench records
+  std::string hw;                           // the profile they calibrate
 };
 
 // Repetitions further apart than this are flagged: the median is then a weak estimate.
@@ -83,16 +89,39 @@ void run_link_profile(const ProfileOptions& o, const std::string& path) {
                slowest.bytes_per_second / 1e9, slowest.latency_seconds * 1e6, hops.size(), path);
 }
 
+nlohmann::json read_record(const std::string& path) {
+  std::ifstream in(path);
+  TG_CHECK(in.good(), "{}: cannot read this bench record", path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("{}: not JSON (a `tiergen bench --json` record is expected): {}", path, e.what()));
+  }
+}
+
+policy::HardwareProfile calibrated_profile(const ProfileOptions& o) {
+  TG_CHECK(!o.link && !o.profiler.quick, "profile --calibrate-from measures nothing: it takes neither --link nor --quick");
+  const policy::ResolvedProfile base = policy::resolve_profile_with_origin(o.hw);
+  std::vector<policy::CalibrationRun> runs;
+  for (const std::string& path : o.calibrate_from) runs.push_back(policy::calibration_run_from_record(read_record(path), path));
+  const policy::Calibration fit = policy::calibrate(base.profile, runs);
+  std::cerr << fmt::format("calibrating '{}' on {} run{}:\n", base.profile.name, runs.size(), runs.size() == 1 ? "" : "s")
+            << policy::calibration_table(fit) << std::flush;
+  return fit.profile;
+}
+
 void run_profile(const ProfileOptions& o) {
   TG_CHECK(!(o.cache && !o.out.empty()), "profile: give --out FILE or --cache, not both");
+  TG_CHECK(o.hw.empty() || !o.calibrate_from.empty(), "profile --hw names the profile that --calibrate-from rescales");
   if (o.link) {
     const std::string path = o.cache ? policy::cached_profile_path() : o.out;
     TG_CHECK(!o.cache || !path.empty(), "profile --cache: neither $XDG_CACHE_HOME nor $HOME is set; use --out FILE");
     return run_link_profile(o, path);
   }
   std::vector<policy::Measurement> measurements;
-  const policy::HardwareProfile profile = policy::measure_host(o.profiler, &measurements);
-  std::cerr << measurements_table(measurements) << std::flush;
+  const policy::HardwareProfile profile =
+      o.calibrate_from.empty() ? policy::measure_host(o.profiler, &measurements) : calibrated_profile(o);
+  if (o.calibrate_from.empty()) std::cerr << measurements_table(measurements) << std::flush;
   std::string path = o.out;
   if (o.cache) {
     path = policy::cached_profile_path();
@@ -125,6 +154,12 @@ void setup_profile_command(CLI::App& app) {
       ->capture_default_str()->check(positive());
   cmd->add_option("--link-rounds", options->link_probe.rounds, "Timed round trips per hop for --link")
       ->capture_default_str()->check(positive());
+  cmd->add_option("--calibrate-from", options->calibrate_from,
+                  "Measure nothing: rescale the profile's decode rates (weight link, CPU attention, GPU decode "
+                  "products) until the cost model predicts these `tiergen bench --json` records' per-task seconds")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--hw", options->hw, "With --calibrate-from: the profile to rescale (a file or a built-in name; "
+                  "default: this host's cached profile, else the built-in default)");
   add_launch_flags(cmd, options->launch);
   cmd->callback([options] { run_profile(*options); });
 }

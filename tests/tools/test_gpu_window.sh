@@ -10,11 +10,11 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 add="$src/tools/gpu-evidence-add.py"
 
-# The dry run: five steps in order; the first four fit one 9-minute call (540 s).
+# The dry run: six steps in order; the first five fit one 9-minute call (540 s).
 out=$(bash "$src/tools/gpu-window.sh" "$tmp/w" --dry-run)
 steps=$(grep -o '^== [a-z]*' <<<"$out" | cut -c4- | tr '\n' ' ')
-[ "$steps" = "check profile same auto flexgen " ] || fail "steps: $steps"
-first=$(grep -o '^== auto (budget [0-9]* s, [0-9]* s so far' <<<"$out" | grep -o '[0-9]* s so far' | grep -o '^[0-9]*')
+[ "$steps" = "check profile same auto calibrate flexgen " ] || fail "steps: $steps"
+first=$(grep -o '^== calibrate (budget [0-9]* s, [0-9]* s so far' <<<"$out" | grep -o '[0-9]* s so far' | grep -o '^[0-9]*')
 [ "$first" -le 540 ] || fail "the first call's steps need $first s"
 # The case is the rotation's: the suite case with the fewest tiergen rows.
 next=$(python3 "$add" next-case)
