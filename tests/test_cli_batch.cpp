@@ -203,6 +203,45 @@ TEST_F(CliBatch, StopStringsEndTheTextAndAreNotIncluded) {
   EXPECT_LT(got[0]["token_ids"].size(), 12u);
 }
 
+// include_stop_str_in_output keeps the stop string at the end of the text (per request,
+// and --include-stop-str-in-output for the job); min_p 1 samples greedily.
+TEST_F(CliBatch, IncludeStopStrInOutputAndMinP) {
+  const auto plain = (generate(request(", \"max_tokens\": 12"), dir_ / "a.jsonl"), result_lines(dir_ / "a.jsonl"));
+  ASSERT_EQ(plain.size(), 1u);
+  const std::string text = plain[0]["text"];
+  ASSERT_GE(text.size(), 4u);
+  const std::string stop = text.substr(2, 2);
+  const size_t at = text.find(stop);
+  const json quoted = stop;
+  const std::string stopping = ", \"max_tokens\": 12, \"stop\": [" + quoted.dump() + "]";
+  ASSERT_TRUE(generate(request(stopping + ", \"include_stop_str_in_output\": true"), dir_ / "b.jsonl").code == 0);
+  const auto kept = result_lines(dir_ / "b.jsonl");
+  EXPECT_EQ(kept[0]["text"], text.substr(0, at + stop.size()));
+  EXPECT_EQ(kept[0]["stop_reason"], stop);
+  ASSERT_TRUE(generate(request(stopping), dir_ / "c.jsonl", {"--include-stop-str-in-output"}).code == 0);
+  EXPECT_EQ(result_lines(dir_ / "c.jsonl")[0]["text"], text.substr(0, at + stop.size()));
+  // The request's false wins over the job's flag.
+  ASSERT_TRUE(generate(request(stopping + ", \"include_stop_str_in_output\": false"), dir_ / "d.jsonl",
+                       {"--include-stop-str-in-output"}).code == 0);
+  EXPECT_EQ(result_lines(dir_ / "d.jsonl")[0]["text"], text.substr(0, at));
+  // A hot temperature with min_p 1 keeps only the most likely token: the greedy text.
+  ASSERT_TRUE(generate(request(", \"max_tokens\": 12, \"temperature\": 30.0, \"seed\": 1, \"min_p\": 1.0"),
+                       dir_ / "e.jsonl").code == 0);
+  EXPECT_EQ(result_lines(dir_ / "e.jsonl")[0]["token_ids"], plain[0]["token_ids"]);
+}
+
+// skip_special_tokens false keeps the fixture's special token (id 300) in an echoed text.
+TEST_F(CliBatch, SkipSpecialTokensFalseKeepsThemInTheText) {
+  const std::string ids = "{\"prompt_token_ids\": [300, 104, 105], \"echo\": true, \"max_tokens\": 0";
+  ASSERT_TRUE(generate(ids + "}\n" + ids + ", \"skip_special_tokens\": false}\n", dir_ / "a.jsonl").code == 0);
+  const auto lines = result_lines(dir_ / "a.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string skipped = lines[0]["text"], kept = lines[1]["text"];
+  EXPECT_EQ(skipped.find("<|endoftext|>"), std::string::npos) << skipped;
+  EXPECT_EQ(kept.rfind("<|endoftext|>", 0), 0u) << kept;
+  EXPECT_EQ(kept.substr(std::string("<|endoftext|>").size()), skipped);
+}
+
 TEST_F(CliBatch, SeveralSamplesSeedsAndTemperature) {
   // The tiny random model is very sure of itself: a high temperature makes samples vary.
   const std::string sampled = ", \"max_tokens\": 8, \"temperature\": 30.0, \"n\": 3, \"seed\": 4";

@@ -358,6 +358,50 @@ TEST_F(PromptReaderTest, OpenAiChatRequestsAreReadAndBadRequestsAreRequestErrors
   }
 }
 
+// What a batch file written for vLLM sends: sampling fields tiergen implements, fields
+// whose value changes nothing (accepted with that value only), text content parts.
+TEST_F(PromptReaderTest, VllmBatchFieldsAreReadAndNoOpFieldsAcceptedOnlyWhereTheyChangeNothing) {
+  const auto prompts = read_prompts(write(
+      "vllm.jsonl",
+      R"({"custom_id": "a", "url": "/v1/completions", "body": {"prompt": "x", "min_p": 0.1, "include_stop_str_in_output": true, "skip_special_tokens": false, "best_of": 1, "suffix": null, "stream_options": null, "logit_bias": {}, "response_format": {"type": "text"}}})"
+      "\n"
+      R"({"custom_id": "b", "url": "/v1/chat/completions", "body": {"n": 2, "best_of": 2, "stream": false, "stream_options": {"include_usage": true}, "messages": [{"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}]}})"
+      "\n"
+      R"({"prompt": "x", "best_of": 3})"
+      "\n"
+      R"({"prompt": "x", "suffix": "tail"})"
+      "\n"
+      R"({"prompt": "x", "logit_bias": {"50256": -100}})"
+      "\n"
+      R"({"prompt": "x", "response_format": {"type": "json_object"}})"
+      "\n"
+      R"({"prompt": "x", "min_p": 1.5})"
+      "\n"
+      R"({"custom_id": "h", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}})"
+      "\n"
+      R"({"custom_id": "i", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": [{"type": "text"}]}]}})"
+      "\n"));
+  ASSERT_EQ(prompts.size(), 9u);
+  ASSERT_FALSE(prompts[0].error) << *prompts[0].error;
+  const auto& o = prompts[0].overrides;
+  EXPECT_DOUBLE_EQ(*o.min_p, 0.1);
+  EXPECT_EQ(o.include_stop_str_in_output, true);
+  EXPECT_EQ(o.skip_special_tokens, false);
+  ASSERT_FALSE(prompts[1].error) << *prompts[1].error;
+  ASSERT_TRUE(prompts[1].messages);
+  EXPECT_EQ((*prompts[1].messages)[0].content, "one\ntwo");  // joined as vLLM joins text parts
+  const std::pair<size_t, std::string> errors[] = {{2, "\"best_of\" 3"},       {3, "\"suffix\""},
+                                                   {4, "\"logit_bias\""},      {5, "json_object"},
+                                                   {6, "min_p"},                {7, "\"image_url\""},
+                                                   {8, "content part 0 must be"}};
+  for (const auto& [i, expect] : errors) {
+    ASSERT_TRUE(prompts[i].error.has_value()) << i;
+    EXPECT_NE(prompts[i].error->find("vllm.jsonl:" + std::to_string(i + 1) + ":"), std::string::npos)
+        << *prompts[i].error;
+    EXPECT_NE(prompts[i].error->find(expect), std::string::npos) << *prompts[i].error;
+  }
+}
+
 TEST_F(PromptReaderTest, KindsMayBeMixedPerLine) {
   const auto prompts = read_prompts(write(
       "mixed.jsonl", "{\"prompt\": \"text\"}\n{\"prompt_token_ids\": [9]}\n"

@@ -134,6 +134,37 @@ TEST(RuntimeSampler, TopPKeepsTheSmallestPrefixReachingTheMass) {
   EXPECT_GT(counts[1], 0);
 }
 
+// Probabilities ~ {0.5, 0.3, 0.15, 0.05}: min-p 0.35 keeps the tokens at least 0.35 times
+// as likely as the first (0.5 and 0.3; 0.15 is 0.3 times), renormalized; top-k
+// candidates give the same.
+TEST(RuntimeSampler, MinPDropsTokensLessLikelyThanItsShareOfTheMostLikely) {
+  SamplingParams params;
+  params.temperature = 1.0;
+  params.seed = 5;
+  params.min_p = 0.35;
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  std::vector<int> counts(logits.size(), 0);
+  const int n = 4000;
+  const std::vector<int64_t> full = draws(params, 1, logits, n);
+  for (int64_t token : full) ++counts[static_cast<size_t>(token)];
+  EXPECT_EQ(counts[2] + counts[3], 0);
+  const double p0 = 0.5 / 0.8;
+  EXPECT_NEAR(static_cast<double>(counts[0]) / n, p0, 5 * std::sqrt(p0 * (1 - p0) / n));
+  // From the device's top-3 candidates (sorted), the same draws as from the full row.
+  params.top_k = 3;
+  SequenceSampler on_row(params, 1), on_candidates(params, 1);
+  const float values[] = {logits[0], logits[1], logits[2]};
+  const int64_t ids[] = {0, 1, 2};
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_FALSE(on_candidates.needs_full_row());
+    EXPECT_EQ(on_row.sample(logits.data(), 4), on_candidates.sample_candidates(values, ids, 3)) << i;
+  }
+  // min-p 1 keeps only the most likely: greedy.
+  params.top_k = 0;
+  params.min_p = 1.0;
+  for (int64_t token : draws(params, 2, logits, 50)) EXPECT_EQ(token, 0);
+}
+
 TEST(RuntimeSampler, ValidateRejectsBadParameters) {
   SamplingParams p;
   p.temperature = -0.1;
@@ -145,6 +176,11 @@ TEST(RuntimeSampler, ValidateRejectsBadParameters) {
   p.top_p = 0.0;
   EXPECT_THROW(p.validate(), Error);
   p.top_p = 1.5;
+  EXPECT_THROW(p.validate(), Error);
+  p = SamplingParams{};
+  p.min_p = -0.1;
+  EXPECT_THROW(p.validate(), Error);
+  p.min_p = 1.01;
   EXPECT_THROW(p.validate(), Error);
   p = SamplingParams{};
   p.temperature = std::nan("");

@@ -106,7 +106,9 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   // What "auto" became here: a resume on another device must not mix fp16 and fp32 results.
   j["dtype"] = compat::dtype_name(device.dtype);
   j["max_tokens"] = d.max_tokens;
-  j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
+  j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"min_p", d.min_p},
+                   {"include_stop_str_in_output", d.include_stop_str_in_output},
+                   {"skip_special_tokens", d.skip_special_tokens}, {"seed", d.seed},
                    {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},
                    {"ignore_eos", d.ignore_eos}, {"presence_penalty", d.presence_penalty},
                    {"frequency_penalty", d.frequency_penalty}, {"repetition_penalty", d.repetition_penalty},
@@ -409,10 +411,14 @@ void add_request_flags(CLI::App* c, RequestDefaults& d) {
   c->add_option("--temperature", d.temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
   c->add_option("--top-k", d.top_k, "Sample from the k most likely tokens (0: off)")->capture_default_str();
   c->add_option("--top-p", d.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
+  c->add_option("--min-p", d.min_p, "Drop tokens less likely than this fraction of the most likely one (0: off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   c->add_option("--seed", d.seed, "Sampling seed (each prompt gets its own stream)")->capture_default_str();
   c->add_option("--num-samples", d.n, "Samples per prompt (OpenAI's n; the samples share the prompt's prefill)")
       ->capture_default_str()->check(CLI::Range(1, 128));
-  c->add_option("--stop", d.stop, "Stop string (repeatable): ends a sample, matched on decoded text, not included");
+  c->add_option("--stop", d.stop, "Stop string (repeatable): ends a sample, matched on decoded text, not included unless --include-stop-str-in-output");
+  c->add_flag("--include-stop-str-in-output", d.include_stop_str_in_output,
+              "Keep the stop string that ended a sample at the end of its text");
   c->add_option("--stop-token-ids", d.stop_token_ids, "Token ids that end a sample (repeatable)");
   c->add_flag("--ignore-eos", d.ignore_eos, "Do not stop at end-of-sequence tokens");
   c->add_option("--presence-penalty", d.presence_penalty, "Penalty for tokens already generated, in [-2, 2]")

@@ -119,11 +119,14 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
   r.n = pick(o.n, d.n);
   r.stop = pick(o.stop, d.stop);
   r.stop_token_ids = pick(o.stop_token_ids, d.stop_token_ids);
+  r.include_stop_str = pick(o.include_stop_str_in_output, d.include_stop_str_in_output);
+  r.skip_special_tokens = pick(o.skip_special_tokens, d.skip_special_tokens);
   r.ignore_eos = pick(o.ignore_eos, d.ignore_eos);
   runtime::SamplingParams& s = r.sampling;
   s.temperature = pick(o.temperature, d.temperature);
   s.top_k = pick(o.top_k, d.top_k);
   s.top_p = pick(o.top_p, d.top_p);
+  s.min_p = pick(o.min_p, d.min_p);
   s.seed = o.seed ? static_cast<uint64_t>(*o.seed) : d.seed;
   s.min_tokens = pick(o.min_tokens, d.min_tokens);
   s.presence_penalty = pick(o.presence_penalty, d.presence_penalty);
@@ -161,14 +164,16 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
     }
   }
   if (r.ids.empty()) return fail("the prompt has no tokens");
-  if (r.echo) r.echo_text = p.text ? *p.text : tok ? std::optional(tok->decode(r.ids)) : std::nullopt;
+  if (r.echo) {
+    r.echo_text = p.text ? *p.text : tok ? std::optional(tok->decode(r.ids, r.skip_special_tokens)) : std::nullopt;
+  }
   const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
   const int64_t context = capped ? d.max_model_len : spec.max_positions;
   const int64_t room = context - std::max<int64_t>(1, r.max_tokens);  // scoring still samples one
   if (static_cast<int64_t>(r.ids.size()) > room) {
     if (!d.truncate || room <= 0) return fail(too_long_message(static_cast<int64_t>(r.ids.size()), r.max_tokens, context, capped));
     r.ids.erase(r.ids.begin(), r.ids.end() - room);  // keep the most recent tokens
-    if (r.echo && tok) r.echo_text = tok->decode(r.ids);  // what was scored, not what was given
+    if (r.echo && tok) r.echo_text = tok->decode(r.ids, r.skip_special_tokens);  // what was scored, not what was given
   }
   return r;
 }
@@ -187,8 +192,9 @@ runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prom
   q.stop_token_ids = r.stop_token_ids;
   if (!r.stop.empty() && tok) {
     const auto stop = r.stop;
-    q.should_stop = [tok, stop](const std::vector<int64_t>& tokens) {
-      const std::string text = tok->decode(tokens);
+    const bool skip = r.skip_special_tokens;  // matched on the text the sample will show
+    q.should_stop = [tok, stop, skip](const std::vector<int64_t>& tokens) {
+      const std::string text = tok->decode(tokens, skip);
       return std::any_of(stop.begin(), stop.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
     };
   }
@@ -211,8 +217,9 @@ io::Completion make_completion(const runtime::SequenceResult& engine_result, con
   if (tok) {
     std::vector<int64_t> shown = result.tokens;
     if (result.stop_token && !shown.empty()) shown.pop_back();  // a stop token is not part of the text
-    std::string text = tok->decode(shown);
-    // The earliest stop string ends the text, and is not part of it.
+    std::string text = tok->decode(shown, r.skip_special_tokens);
+    // The earliest stop string ends the text, and is not part of it unless the request
+    // asks for it (include_stop_str_in_output).
     size_t cut = std::string::npos;
     const std::string* which = nullptr;
     for (const auto& s : r.stop) {
@@ -223,7 +230,7 @@ io::Completion make_completion(const runtime::SequenceResult& engine_result, con
       }
     }
     if (which) {
-      text.resize(cut);
+      text.resize(r.include_stop_str ? cut + which->size() : cut);
       c.finish_reason = "stop";
       c.stop_reason = *which;
     }
@@ -254,6 +261,9 @@ std::string prompts_hash(const std::vector<io::PromptRecord>& prompts) {
     put("temperature", o.temperature);
     put("top_p", o.top_p);
     put("top_k", o.top_k);
+    put("min_p", o.min_p);
+    put("include_stop_str_in_output", o.include_stop_str_in_output);
+    put("skip_special_tokens", o.skip_special_tokens);
     put("seed", o.seed);
     put("max_tokens", o.max_tokens);
     put("min_tokens", o.min_tokens);

@@ -20,12 +20,14 @@ namespace tiergen::cli {
 struct RequestDefaults {
   int64_t max_tokens = 32;
   int64_t min_tokens = 0;
-  double temperature = 0.0, top_p = 1.0;
+  double temperature = 0.0, top_p = 1.0, min_p = 0.0;
   int64_t top_k = 0;
   uint64_t seed = 0;
   int64_t n = 1;
   std::vector<std::string> stop;
   std::vector<int64_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
   bool ignore_eos = false;
   double presence_penalty = 0.0, frequency_penalty = 0.0, repetition_penalty = 1.0;
   int64_t logprobs = -1;
@@ -41,6 +43,8 @@ struct PreparedRequest {
   int64_t n = 1;
   std::vector<std::string> stop;
   std::vector<int64_t> stop_token_ids;
+  bool include_stop_str = false;     // the stop string that ended a sample stays in its text
+  bool skip_special_tokens = true;   // special tokens are left out of the text
   bool ignore_eos = false;
   // OpenAI's echo: the text starts with the prompt, and with logprobs the prompt's
   // tokens are scored too. max_tokens 0 (echo only) scores without generating.

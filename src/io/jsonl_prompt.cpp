@@ -131,29 +131,84 @@ std::vector<std::string> get_stop(const json& v, const Where& w) {
   return stop;
 }
 
+// A message's content: a string, or OpenAI's list of content parts, of which only text
+// parts can be given to a text model; they are joined with newlines, as vLLM joins them.
+std::string get_content(const json& content, size_t i, const Where& w) {
+  if (content.is_string()) return content.get<std::string>();
+  TG_CHECK(content.is_array() && !content.empty(),
+           "{}: \"messages\" element {}: \"content\" must be a string or a list of text parts", w.at(), i);
+  std::string text;
+  for (size_t k = 0; k < content.size(); ++k) {
+    const json& part = content[k];
+    const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text";
+    TG_CHECK(text_part || !(part.is_object() && part.contains("type") && part["type"].is_string()),
+             "{}: \"messages\" element {}: content part {} is of type \"{}\"; a text model takes \"text\" parts "
+             "only", w.at(), i, k, part.is_object() && part.contains("type") ? part["type"].get<std::string>() : "");
+    TG_CHECK(text_part && part.contains("text") && part["text"].is_string(),
+             "{}: \"messages\" element {}: content part {} must be {{\"type\": \"text\", \"text\": string}}",
+             w.at(), i, k);
+    text += (k ? "\n" : "") + part["text"].get<std::string>();
+  }
+  return text;
+}
+
 std::vector<ChatMessage> get_messages(const json& v, const Where& w) {
   TG_CHECK(v.is_array() && !v.empty(), "{}: \"messages\" must be a non-empty list", w.at());
   std::vector<ChatMessage> messages;
   for (size_t i = 0; i < v.size(); ++i) {
     const json& m = v[i];
-    TG_CHECK(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content") &&
-                 m["content"].is_string(),
+    TG_CHECK(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content"),
              "{}: \"messages\" element {} must be {{\"role\": string, \"content\": string}}", w.at(), i);
-    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    messages.push_back({m["role"].get<std::string>(), get_content(m["content"], i, w)});
   }
   return messages;
+}
+
+// Fields OpenAI clients send whose value changes nothing here are accepted with that
+// value; any other value would ask for something this engine does not do, and fails the
+// request by name rather than being ignored.
+void read_no_op_field(const std::string& key, const json& v, PromptRecord& record, const Where& w) {
+  if (key == "best_of") {
+    TG_CHECK(is_integral(v) && as_int64(v) >= 1, "{}: \"best_of\" must be a positive integer", w.at());
+    record.best_of = as_int64(v);  // checked against "n" once every field is read
+  } else if (key == "suffix") {
+    TG_THROW("{}: \"suffix\" is not supported (null or absent only): this engine does not insert text", w.at());
+  } else if (key == "stream_options") {
+    TG_CHECK(v.is_object(), "{}: \"stream_options\" must be an object or null", w.at());  // only read when streaming
+  } else if (key == "logit_bias") {
+    TG_CHECK(v.is_object() && v.empty(), "{}: \"logit_bias\" is not supported ({{}} or null only)", w.at());
+  } else if (key == "response_format") {
+    TG_CHECK(v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text",
+             "{}: \"response_format\" {} is not supported: only {{\"type\": \"text\"}} (no constrained decoding)",
+             w.at(), v.dump());
+  }
+}
+
+constexpr const char* kNoOpFields[] = {"best_of", "suffix", "stream_options", "logit_bias", "response_format"};
+
+void check_best_of(const PromptRecord& record, const Where& w) {
+  if (!record.best_of) return;
+  const int64_t n = record.overrides.n.value_or(1);
+  TG_CHECK(*record.best_of == n, "{}: \"best_of\" {} is not supported: only best_of equal to n ({}) is, which "
+           "returns every sample", w.at(), *record.best_of, n);
 }
 
 // Request fields shared by every kind of line; returns false for a key it does not know.
 bool read_common_field(const std::string& key, const json& v, PromptRecord& record, const Where& w) {
   auto& o = record.overrides;
   static const char* const kKnown[] = {
-      "id", "model", "max_tokens", "max_completion_tokens", "min_tokens", "temperature", "top_p", "top_k", "seed", "n",
-      "stop", "stop_token_ids", "ignore_eos", "presence_penalty", "frequency_penalty", "repetition_penalty",
-      "logprobs", "top_logprobs", "echo", "user", "stream"};
+      "id", "model", "max_tokens", "max_completion_tokens", "min_tokens", "temperature", "top_p", "top_k", "min_p",
+      "seed", "n", "stop", "stop_token_ids", "include_stop_str_in_output", "ignore_eos", "presence_penalty",
+      "frequency_penalty", "repetition_penalty", "logprobs", "top_logprobs", "echo", "skip_special_tokens", "user",
+      "stream"};
+  const bool no_op = std::find(std::begin(kNoOpFields), std::end(kNoOpFields), key) != std::end(kNoOpFields);
   if (v.is_null()) {
     // OpenAI clients send "temperature": null for "the default"; treat as absent.
-    return std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown);
+    return no_op || std::find(std::begin(kKnown), std::end(kKnown), key) != std::end(kKnown);
+  }
+  if (no_op) {
+    read_no_op_field(key, v, record, w);
+    return true;
   }
   if (key == "id") {
     record.id = get_id(v, "id", w);
@@ -173,6 +228,12 @@ bool read_common_field(const std::string& key, const json& v, PromptRecord& reco
   } else if (key == "top_p") {
     o.top_p = get_number(v, "top_p", w);
     TG_CHECK(*o.top_p > 0 && *o.top_p <= 1, "{}: \"top_p\" must be in (0, 1], got {}", w.at(), *o.top_p);
+  } else if (key == "min_p") {
+    o.min_p = get_ranged(v, "min_p", 0, 1, w);
+  } else if (key == "include_stop_str_in_output") {
+    o.include_stop_str_in_output = get_bool(v, "include_stop_str_in_output", w);
+  } else if (key == "skip_special_tokens") {
+    o.skip_special_tokens = get_bool(v, "skip_special_tokens", w);
   } else if (key == "top_k") {
     o.top_k = get_integer(v, "top_k", w);
     // vLLM spells "no top-k" as -1.
@@ -264,6 +325,7 @@ void read_openai_request(const json& j, PromptRecord& record, const Where& w) {
   }
   TG_CHECK(!(chat && record.overrides.echo.value_or(false)), "{}: \"echo\" is not supported for chat requests",
            w.at());
+  check_best_of(record, w);
 }
 
 void read_plain_request(const json& j, PromptRecord& record, const Where& w) {
@@ -284,6 +346,7 @@ void read_plain_request(const json& j, PromptRecord& record, const Where& w) {
       unknown_field(key, w);
     }
   }
+  check_best_of(record, w);
 }
 
 // The request's name, found before anything else can fail, so that an error record

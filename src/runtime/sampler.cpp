@@ -21,6 +21,7 @@ void SamplingParams::validate() const {
   TG_CHECK(std::isfinite(temperature) && temperature >= 0, "temperature must be >= 0, got {}", temperature);
   TG_CHECK(top_k >= 0, "top-k must be >= 0, got {}", top_k);
   TG_CHECK(std::isfinite(top_p) && top_p > 0 && top_p <= 1, "top-p must be in (0, 1], got {}", top_p);
+  TG_CHECK(std::isfinite(min_p) && min_p >= 0 && min_p <= 1, "min-p must be in [0, 1], got {}", min_p);
   TG_CHECK(min_tokens >= 0, "min_tokens must be >= 0, got {}", min_tokens);
   TG_CHECK(std::isfinite(presence_penalty) && presence_penalty >= -2 && presence_penalty <= 2,
            "presence_penalty must be in [-2, 2], got {}", presence_penalty);
@@ -139,7 +140,10 @@ int64_t SequenceSampler::sample_candidates(const float* values, const int64_t* i
 }
 
 // Keeps the top_k best candidates, softmax over them, then the smallest prefix reaching
-// top_p, and draws one from the seeded stream.
+// top_p, less the candidates under min_p x the most likely one's probability (vLLM's
+// order: min-p after top-k and top-p), and draws one from the seeded stream. min_p
+// compares probabilities with the most likely one's, which every candidate set holds,
+// so the device's top-k candidates give what the full row would.
 int64_t SequenceSampler::choose(std::vector<std::pair<float, int64_t>>& candidates, bool sorted) {
   size_t keep = candidates.size();
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) keep = static_cast<size_t>(params_.top_k);
@@ -162,6 +166,12 @@ int64_t SequenceSampler::choose(std::vector<std::pair<float, int64_t>>& candidat
         break;
       }
     }
+  }
+  if (params_.min_p > 0) {
+    // probs[i] is exp(logit_i - max): the probability relative to the most likely.
+    size_t kept = 1;
+    while (kept < nucleus && probs[kept] >= params_.min_p) ++kept;
+    nucleus = kept;
   }
   double mass = 0;
   for (size_t i = 0; i < nucleus; ++i) mass += probs[i];

@@ -18,12 +18,16 @@
 //                                                       an OpenAI batch request
 //         "prompt" may also be an array of token ids. Optional per-request fields (at
 //         the top level, or in "body" for OpenAI requests): "id", "model", "max_tokens",
-//         "min_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop" (a string or
-//         a list), "stop_token_ids", "ignore_eos", "presence_penalty", "frequency_penalty",
-//         "repetition_penalty", "logprobs", "echo", "user", "stream" (false only); null
-//         means "the job's default". Chat requests ("/v1/chat/completions" with
-//         "messages" [{"role", "content"}]) are read too; whether they can be rendered
-//         depends on the model's chat template (see src/chat/).
+//         "min_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stop" (a
+//         string or a list), "stop_token_ids", "include_stop_str_in_output", "ignore_eos",
+//         "presence_penalty", "frequency_penalty", "repetition_penalty", "logprobs",
+//         "echo", "skip_special_tokens", "user", "stream" (false only); null means "the
+//         job's default". Fields OpenAI clients send whose value here changes nothing
+//         are accepted with that value only: "best_of" equal to n, "suffix" null,
+//         "stream_options", "logit_bias" {}, "response_format" {"type": "text"}. Chat
+//         requests ("/v1/chat/completions" with "messages" [{"role", "content"}], the
+//         content a string or a list of text parts, joined with newlines) are read too;
+//         whether they can be rendered depends on the model's chat template (src/chat/).
 //   Errors: a line that is not JSON stops the whole read (it is the wrong format, not a
 //         bad request). A JSON object whose fields are wrong or unknown becomes a
 //         PromptRecord with `error` set: that request fails on its own, the job goes on.
@@ -44,9 +48,9 @@ namespace tiergen::io {
 
 // Per-prompt sampling settings that override the command line's; unset = use the job's.
 struct SamplingOverrides {
-  std::optional<double> temperature, top_p, presence_penalty, frequency_penalty, repetition_penalty;
+  std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
   std::optional<int64_t> top_k, seed, max_tokens, min_tokens, n, logprobs;
-  std::optional<bool> ignore_eos, echo;
+  std::optional<bool> ignore_eos, echo, include_stop_str_in_output, skip_special_tokens;
   std::optional<std::vector<std::string>> stop;
   std::optional<std::vector<int64_t>> stop_token_ids;
 };
@@ -67,6 +71,7 @@ struct PromptRecord {
   bool openai = false;       // the line was an OpenAI batch request
   std::optional<std::string> custom_id;  // OpenAI "custom_id" (echoed in OpenAI output)
   std::string model;         // "model" of the request, if any (reported back in OpenAI output)
+  std::optional<int64_t> best_of;  // OpenAI's "best_of": accepted where it equals n (changes nothing)
   std::optional<std::string> error;  // this request is malformed; it gets an error result
 };
 

@@ -24,6 +24,7 @@ struct SamplingParams {
   double temperature = 0.0;
   int64_t top_k = 0;         // 0 means off
   double top_p = 1.0;        // 1 means off
+  double min_p = 0.0;        // 0 means off; else drops tokens less likely than min_p x the most likely (vLLM's)
   uint64_t seed = 0;
   int64_t min_tokens = 0;    // end-of-sequence and stop token ids are masked until this many tokens
   double presence_penalty = 0.0;    // subtracted once from a token already generated
