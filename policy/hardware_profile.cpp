@@ -1,5 +1,6 @@
 #include "policy/hardware_profile.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -386,7 +387,11 @@ namespace {
 
 // A file path, or the name of a built-in profile.
 HardwareProfile load_named(const std::string& name_or_path) {
-  if (auto builtin = builtin_profile(name_or_path); builtin && !std::filesystem::exists(name_or_path)) return *builtin;
+  std::error_code ec;
+  const bool is_file = std::filesystem::exists(name_or_path, ec);
+  if (auto builtin = builtin_profile(name_or_path); builtin && !is_file) return *builtin;
+  TG_CHECK(is_file, "hardware profile '{}': no such file, and no built-in profile has that name (built-ins: {}; "
+           "`tiergen profile --out FILE` measures this host)", name_or_path, fmt::join(builtin_profile_names(), ", "));
   return load_profile(name_or_path);
 }
 

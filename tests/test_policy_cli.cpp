@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -228,6 +230,26 @@ TEST_F(PolicyCli, TakesTheShortFlagsAndRefusesAJobPastTheContext) {
   EXPECT_GT(past.code, 0);
   EXPECT_NE(past.err.find("--prompt-len 5000 plus --gen-len 32 exceeds opt-125m's 2048 positions"), std::string::npos)
       << past.err;
+}
+
+// A profile measured without a GPU plans for the CPU stand-in, and says so; a --hw that
+// is neither a file nor a built-in lists the built-ins.
+TEST_F(PolicyCli, SaysWhenTheProfileHasNoGpuAndListsBuiltInsForAnUnknownHw) {
+  nlohmann::json stand_in = nlohmann::json::parse(slurp(TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json"));
+  stand_in["gpu_is_host"] = true;
+  const fs::path file = dir() / "stand-in.json";
+  std::ofstream(file) << stand_in.dump();
+  const Result r = run({kTiergen, "policy", "-m", "opt-125m", "-s", "64", "-n", "8", "--hw", file.string()}, dir());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("a machine without a GPU: host memory stands in for the GPU tier"), std::string::npos) << r.err;
+  const Result gpu = run({kTiergen, "policy", "-m", "opt-125m", "-s", "64", "-n", "8", "--hw", "t4-flexgen"}, dir());
+  EXPECT_EQ(gpu.err.find("stands in"), std::string::npos) << gpu.err;
+  const Result typo = run({kTiergen, "policy", "-m", "opt-125m", "-s", "64", "--hw", "h100-sp"}, dir());
+  EXPECT_GT(typo.code, 0);
+  EXPECT_NE(typo.err.find("hardware profile 'h100-sp': no such file, and no built-in profile has that name "
+                          "(built-ins: a100-40gb-pcie4, h100-spr, t4-flexgen"),
+            std::string::npos)
+      << typo.err;
 }
 
 // Result lines after the job record.

@@ -134,6 +134,13 @@ Target target_of(const PolicyOptions& o) {
   // No device: a plan for the profile's machine, with its capacities as default budgets.
   t.dtype_bytes = dtype_bytes_of(o.dtype);
   t.hw = policy::resolve_profile(o.hw);
+  if (t.hw.gpu_is_host) {
+    // A plan for a profile measured without a GPU is a plan for the CPU stand-in: say
+    // so, since a user asking for a GPU plan here would otherwise read it as one.
+    spdlog::warn("planning for '{}', a machine without a GPU: host memory stands in for the GPU tier and the CPU "
+                 "computes (as --device cpu runs); for a GPU machine give --hw with its profile (`tiergen profile` "
+                 "there) or a built-in one ({})", t.hw.name, fmt::join(policy::builtin_profile_names(), ", "));
+  }
   auto budget_or = [](const std::string& text, uint64_t fallback, const char* flag) {
     return text.empty() ? fallback : runtime::parse_budget(text, flag);
   };
