@@ -22,7 +22,7 @@ with open(sys.argv[1], "w") as f:
     for i in range(48):
         f.write(json.dumps({"prompt_token_ids": [rng.randrange(3, 50000) for _ in range(128)]}) + "\n")
 PY
-common=(generate --model opt-125m --device cpu -p "$work/prompts.jsonl" -n 32 --ignore-eos -b 8 --num-gpu-batches 1
+common=(generate --model opt-125m --dummy --device cpu -p "$work/prompts.jsonl" -n 32 --ignore-eos -b 8 --num-gpu-batches 1
         --overwrite --offload-dir "$work/offload" --quiet)
 now() { date +%s.%N; }
 single() {

@@ -460,3 +460,56 @@ TEST_F(CliHabits, ReadmeDocumentsEverySubcommandAndTheOpenAiFormats) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- Hugging Face names and layouts.
+
+class CliHubNames : public CliHabits {};
+
+// `generate -m facebook/opt-125m` without a local folder is refused (it would run random
+// weights) unless --dummy, naming the cache it looked in; a snapshot in the Hugging Face
+// cache is found and run; a folder of pytorch_model.bin says how to convert it.
+TEST_F(CliHubNames, HubIdsResolveThroughTheCacheAndPresetsNeedDummy) {
+  const fs::path hub = dir_ / "hf-home" / "hub";
+  SpawnOptions empty_cache;
+  empty_cache.env = {"HF_HOME=" + (dir_ / "hf-home").string(), "HF_HUB_CACHE="};
+  const std::vector<std::string> job = {"--device", "cpu", "--prompt", "the cat", "-n", "2", "-o",
+                                        (dir_ / "out.jsonl").string(), "--overwrite"};
+  auto generate = [&](const std::string& model, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {kTiergen, "generate", "--model", model};
+    a.insert(a.end(), job.begin(), job.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    Child child(a, dir_, empty_cache);
+    return child.wait();
+  };
+  expect_clear_failure(generate("facebook/opt-125m"),
+                       {"--model 'facebook/opt-125m' is a preset, not a checkpoint", hub.string(), "--dummy"});
+  EXPECT_FALSE(fs::exists(dir_ / "out.jsonl"));
+  expect_clear_failure(generate("opt-125m"), {"is a preset, not a checkpoint", "--dummy"});
+  const Exit dummy = generate("opt-125m", {"--dummy", "--tokenizer", kTokenizer});
+  ASSERT_TRUE(dummy.exited && dummy.code == 0) << dummy.describe();
+  EXPECT_NE(dummy.err.find("DUMMY WEIGHTS"), std::string::npos) << dummy.err;
+
+  // The tiny model as the hub cache holds a download: refs/main -> snapshots/<hash>.
+  const fs::path repo = hub / "models--tiny--opt";
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "snapshots");
+  fs::copy(model(), repo / "snapshots" / "0123abcd", fs::copy_options::recursive);
+  write_file(repo / "refs" / "main", "0123abcd");
+  const Exit cached = generate("tiny/opt");
+  ASSERT_TRUE(cached.exited && cached.code == 0) << cached.describe();
+  EXPECT_NE(cached.err.find("the Hugging Face cache's snapshot"), std::string::npos) << cached.err;
+  EXPECT_EQ(cached.err.find("DUMMY WEIGHTS"), std::string::npos) << cached.err;
+
+  // A PyTorch pickle checkpoint: named, with the conversion.
+  const fs::path pickled = dir_ / "pickled";
+  fs::create_directories(pickled);
+  for (const auto& entry : fs::directory_iterator(model())) {
+    if (entry.path().extension() != ".safetensors") fs::copy(entry.path(), pickled / entry.path().filename());
+  }
+  write_file(pickled / "pytorch_model.bin", "not really");
+  expect_clear_failure(generate(pickled.string()), {"pytorch_model*.bin", "safe_serialization=True"});
+}
+
+}  // namespace

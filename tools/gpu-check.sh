@@ -135,7 +135,7 @@ overlap_equality() {
   "$py" -c 'import json,random;r=random.Random(0);[print(json.dumps({"prompt_token_ids":[r.randrange(3,50000) for _ in range(1024)]})) for _ in range(24)]' > "$work/long.jsonl"
   for ngb in ${TIERGEN_OVERLAP_NGB:-1 2 3 2 2}; do
     for ov in on off; do
-      "$tg" generate -m opt-1.3b -p "$work/long.jsonl" -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 \
+      "$tg" generate -m opt-1.3b --dummy -p "$work/long.jsonl" -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 \
         --gpu-batch-size 8 --num-gpu-batches $ngb --overlap $ov -q --overwrite -o "$work/ov-$ngb-$ov.jsonl" || failures=$((failures + 1))
     done
     if cmp -s "$work/ov-$ngb-on.jsonl" "$work/ov-$ngb-off.jsonl"; then echo "ngb=$ngb: on == off"
@@ -211,7 +211,7 @@ done
 
 if [ "$dry_run" = 1 ]; then
   step overlap "for ngb in 1 2 3 2 2; for ov in on off:
-$tg generate -m opt-1.3b -p $work/long.jsonl -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 --gpu-batch-size 8 --num-gpu-batches \$ngb --overlap \$ov -q --overwrite -o $work/ov-\$ngb-\$ov.jsonl
+$tg generate -m opt-1.3b --dummy -p $work/long.jsonl -n 8 --device cuda --gpu-mem 60GiB --percent 100 0 100 0 100 0 --gpu-batch-size 8 --num-gpu-batches \$ngb --overlap \$ov -q --overwrite -o $work/ov-\$ngb-\$ov.jsonl
 cmp the on and off results (24 prompts of 1024 random token ids)"
 else
   step overlap "overlap_equality"

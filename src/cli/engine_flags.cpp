@@ -1,5 +1,6 @@
 #include "src/cli/number_checks.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/hf_cache.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
@@ -87,8 +88,20 @@ void add_launch_flags(CLI::App* c, dist::LaunchFlags& launch) {
       ->capture_default_str()->check(positive());
 }
 
+// "facebook/opt-125m" that is no local folder: its snapshot in the Hugging Face cache,
+// when one was downloaded there.
+void resolve_hub_id(EngineFlags& f) {
+  std::error_code ec;
+  if (f.dummy || std::filesystem::is_directory(f.model, ec) || !looks_like_hub_id(f.model)) return;
+  if (const auto snapshot = find_in_hugging_face_cache(f.model)) {
+    spdlog::info("--model {}: the Hugging Face cache's snapshot {}", f.model, *snapshot);
+    f.model = *snapshot;
+  }
+}
+
 void prepare_engine_flags(EngineFlags& f) {
   resolve_flexgen_path(f);
+  resolve_hub_id(f);
   apply_flexgen_verbosity(f);
   if (!f.trace.empty()) {
     // Refused before the run, not after it.
@@ -96,6 +109,18 @@ void prepare_engine_flags(EngineFlags& f) {
     TG_CHECK(std::filesystem::is_directory(dir), "--trace {}: the directory {} does not exist", f.trace, dir.string());
     TG_CHECK(::access(dir.c_str(), W_OK) == 0, "--trace {}: the directory {} is not writable", f.trace, dir.string());
   }
+}
+
+void require_checkpoint_or_dummy(const EngineFlags& f) {
+  std::error_code ec;
+  if (f.dummy || std::filesystem::is_directory(f.model, ec)) return;
+  const std::string where = looks_like_hub_id(f.model)
+                                ? fmt::format(" and is not in the Hugging Face cache ({})", hugging_face_hub_dir())
+                                : "";
+  TG_THROW("--model '{}' is a preset, not a checkpoint{}: its weights would be random. Give a model directory "
+           "(config.json, *.safetensors, tokenizer.json; e.g. `huggingface-cli download {} --local-dir DIR`), or "
+           "--dummy to run on random weights for throughput", f.model, where,
+           looks_like_hub_id(f.model) ? f.model : "facebook/opt-125m");
 }
 
 model::Spec load_spec(const EngineFlags& f) {
@@ -115,7 +140,9 @@ model::Spec load_spec(const EngineFlags& f) {
 
 std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const model::Spec& spec) {
   if (f.dummy || !std::filesystem::is_directory(f.model)) {
-    if (!f.dummy) spdlog::info("'{}' is a preset: running on dummy weights", f.model);
+    // Loud: random weights make every token meaningless; only throughput is measured.
+    spdlog::warn("DUMMY WEIGHTS: '{}' runs on seeded random weights (seed {}){}: throughput only, the tokens mean "
+                 "nothing", f.model, f.dummy_seed, f.dummy ? "" : ", as a preset name without a checkpoint");
     return model::make_dummy_weights(f.dummy_seed);
   }
   return model::open_checkpoint_weights(f.model, spec);

@@ -57,6 +57,9 @@ void prepare_engine_flags(EngineFlags& flags);
 
 // The model's spec: a directory with config.json, or a preset name.
 model::Spec load_spec(const EngineFlags& flags);
+// `generate` runs a checkpoint: a preset name without --dummy is refused, naming where
+// the Hugging Face cache was looked in (prepare_engine_flags resolves hub ids there).
+void require_checkpoint_or_dummy(const EngineFlags& flags);
 // Checkpoint weights from the model directory, or dummy weights (--dummy, or a preset).
 std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, const model::Spec& spec);
 // --compress-weight / --compress-cache (with --compress-bits and --compress-group-size)

@@ -187,6 +187,7 @@ void run_generate(GenerateFlags& f) {
   refuse_out_equal_to_prompts(f);
   check_stats_json_path(f.stats_json);
   const model::Spec spec = load_spec(f.engine);
+  require_checkpoint_or_dummy(f.engine);
   make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
   // Budgets and the offload dir are checked before the results file opens, too.
   const runtime::EngineOptions options = make_engine_options(f.engine);

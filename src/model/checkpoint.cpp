@@ -102,8 +102,16 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
     struct stat st {};
     TG_CHECK(::lstat(single_path.c_str(), &st) != 0 || is_regular_file(single_path),
              "{}: model.safetensors is not a regular file (a directory, FIFO or device?)", dir);
-    TG_CHECK(is_regular_file(single_path), "{}: no model.safetensors or model.safetensors.index.json in the directory",
-             dir);
+    if (!is_regular_file(single_path)) {
+      // PyTorch's pickled checkpoints run code when loaded, and are not read here.
+      const bool pickled = is_regular_file(dir + "/pytorch_model.bin") ||
+                           is_regular_file(dir + "/pytorch_model.bin.index.json");
+      TG_CHECK(!pickled, "{}: the checkpoint is pytorch_model*.bin (PyTorch pickle), and tiergen reads safetensors "
+               "only; convert it once with Python: `from transformers import AutoModelForCausalLM; "
+               "AutoModelForCausalLM.from_pretrained(\"{}\").save_pretrained(\"OUT\", safe_serialization=True)` "
+               "(then copy the tokenizer files into OUT)", dir, dir);
+      TG_THROW("{}: no model.safetensors or model.safetensors.index.json in the directory", dir);
+    }
     add_entries(add_file(single_path));
     return ckpt;
   }
