@@ -252,6 +252,26 @@ TEST_F(PolicyCli, SaysWhenTheProfileHasNoGpuAndListsBuiltInsForAnUnknownHw) {
       << typo.err;
 }
 
+// A policy file planned for another model or job is run, with a warning naming both.
+TEST_F(PolicyCli, APolicyFileForAnotherModelOrJobIsWarned) {
+  const fs::path file = dir() / "planned.json";
+  const Result planned = run({kTiergen, "policy", "-m", model_dir(), "-s", "8", "-n", "4", "--device", "cpu",
+                              "--hw", "t4-flexgen", "--json", file.string()}, dir());
+  ASSERT_EQ(planned.code, 0) << planned.err;
+  const auto out = (dir() / "warned.jsonl").string();
+  const Result same = run(generate_args(out, {"-n", "4", "--policy", file.string()}), dir());
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(same.err.find("planned for model"), std::string::npos) << same.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(file));
+  j["model"] = "opt-30b";
+  j["workload"]["gen_len"] = 2;
+  std::ofstream(file) << j.dump();
+  const Result other = run(generate_args(out, {"-n", "4", "--policy", file.string()}), dir());
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(other.err.find("planned for model opt-30b, this job runs"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("planned for prompt 8 and gen 2"), std::string::npos) << other.err;
+}
+
 // Result lines after the job record.
 std::string results_of(const fs::path& p) {
   const std::string s = slurp(p);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <fstream>
 
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
@@ -153,6 +155,33 @@ void apply_compression_flags(const EngineFlags& f, runtime::Policy& p) {
   if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
 }
 
+// A policy file saved by `tiergen policy --json` names the model and job it was planned
+// for; run for another model or longer sequences, its placement may not fit or may be
+// far from the best, which the user should hear before the run rather than infer.
+void warn_if_planned_for_another_job(const std::string& path, const model::Spec& spec,
+                                     const runtime::Workload& workload) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;  // policy_from_file reports a broken file
+  if (j.contains("model") && j["model"].is_string() && j["model"].get<std::string>() != spec.name) {
+    spdlog::warn("--policy {}: planned for model {}, this job runs {}: the placement may not fit or be far from the "
+                 "best (`tiergen policy` plans this one)", path, j["model"].get<std::string>(), spec.name);
+  }
+  const nlohmann::json planned = j.value("workload", nlohmann::json());
+  if (!planned.is_object() || !planned.value("prompt_len", nlohmann::json()).is_number_integer() ||
+      !planned.value("gen_len", nlohmann::json()).is_number_integer()) {
+    return;
+  }
+  const int64_t prompt = planned["prompt_len"].get<int64_t>(), gen = planned["gen_len"].get<int64_t>();
+  if (prompt != workload.prompt_len || gen != workload.gen_len) {
+    spdlog::warn("--policy {}: planned for prompt {} and gen {}, this job has prompt {} and gen {}{}", path, prompt,
+                 gen, workload.prompt_len, workload.gen_len,
+                 workload.prompt_len + workload.gen_len > prompt + gen
+                     ? ": its KV cache is larger than planned, and the placement may not fit"
+                     : "");
+  }
+}
+
 runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options) {
   runtime::Policy p;
@@ -171,6 +200,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   } else if (!f.policy_file.empty()) {
     p = runtime::policy_from_file(f.policy_file);
+    warn_if_planned_for_another_job(f.policy_file, spec, workload);
   } else {
     p.gpu_batch_size = default_batch_size;
     if (!f.percent.empty()) {
