@@ -175,7 +175,7 @@ def main():
     pa.add_argument("--gpu", required=True)
     pa.add_argument("--cpu", required=True)
     pa.add_argument("--gpu-cap-gib", required=True)
-    pa.add_argument("--policy-kind", choices=["same-as-flexgen", "auto"])
+    pa.add_argument("--policy-kind", choices=["same-as-flexgen", "auto", "auto-calibrated"])
     pa.add_argument("--csv", default=DEFAULT_CSV)
     pn = sub.add_parser("next-case")
     pn.add_argument("--csv", default=DEFAULT_CSV)

@@ -2,7 +2,9 @@
 """Prints bench/gpu-evidence/side-by-side.csv as one table per machine run, with the
 ratios that pair rows of that machine only: tiergen with FlexGen's policy against
 FlexGen (same-as-flexgen / flexgen-hand), tiergen --policy auto against FlexGen
-(auto / flexgen-hand) and against tiergen with FlexGen's policy (auto / same-as-flexgen).
+(auto / flexgen-hand) and against tiergen with FlexGen's policy (auto / same-as-flexgen);
+the plan searched on the profile calibrated to that window's runs (auto-calibrated)
+against auto and against FlexGen's policy.
 Rows of different machine runs are never divided: machines of one kind differ run to run.
 
 Usage: tools/gpu-evidence-table.py [CSV]   (default: bench/gpu-evidence/side-by-side.csv)
@@ -14,12 +16,15 @@ import sys
 COLUMNS = ["date", "gpu", "cpu", "machine_run", "model", "gpu_cap_gib", "prompt_len", "gen_len", "system",
            "policy_kind", "policy", "total_tok_s", "decode_tok_s", "prefill_tok_s", "peak_gpu_gib",
            "roofline_s_per_token", "decode_s_per_token"]
-KINDS = {("flexgen", "flexgen-hand"), ("tiergen", "same-as-flexgen"), ("tiergen", "auto")}
+KINDS = {("flexgen", "flexgen-hand"), ("tiergen", "same-as-flexgen"), ("tiergen", "auto"),
+         ("tiergen", "auto-calibrated")}
 NUMERIC = ["gpu_cap_gib", "prompt_len", "gen_len", "total_tok_s", "decode_tok_s", "prefill_tok_s", "peak_gpu_gib",
            "roofline_s_per_token", "decode_s_per_token"]
 RATIOS = [("same-as-flexgen", "flexgen-hand", "tiergen, FlexGen's policy / FlexGen"),
           ("auto", "flexgen-hand", "tiergen auto / FlexGen"),
-          ("auto", "same-as-flexgen", "tiergen auto / tiergen, FlexGen's policy")]
+          ("auto", "same-as-flexgen", "tiergen auto / tiergen, FlexGen's policy"),
+          ("auto-calibrated", "auto", "tiergen auto on the calibrated profile / tiergen auto"),
+          ("auto-calibrated", "same-as-flexgen", "tiergen auto on the calibrated profile / tiergen, FlexGen's policy")]
 
 
 def fail(path, line, message):

@@ -13,6 +13,8 @@
 #              --calibrate-from), and CASE's plan under it
 #   flexgen    FlexGen on CASE (bench/compare/gpu_suite.sh SYSTEMS=compare), where its
 #              prepared copy exists (bench/compare/prepare_flexgen.sh)
+#   calibrated tiergen with the calibrated profile's plan (traced), where it differs from
+#              the auto step's: whether calibration finds a faster plan
 # CASE is a bench/compare/gpu_suite.sh case: the one with the fewest tiergen rows in
 # bench/gpu-evidence/side-by-side.csv (tools/gpu-evidence-add.py next-case), so that
 # consecutive windows cover different cases, or TIERGEN_WINDOW_CASE. Afterwards, on the
@@ -21,8 +23,8 @@
 # holds both and the step logs in one file.
 #
 # The first five steps' budgets add up to 535 s, within one 9-minute call with the
-# machine's start; FlexGen needs a second call (TIERGEN_WINDOW_STEPS=flexgen, the same
-# OUTDIR) unless the first finished early.
+# machine's start; FlexGen and the calibrated plan need a second call
+# (TIERGEN_WINDOW_STEPS="flexgen calibrated", the same OUTDIR) unless the first finished early.
 #
 # Usage: tools/gpu-window.sh OUTDIR [--dry-run]
 #   --dry-run  print each step's budget and commands, and the budgets' total, run nothing
@@ -135,6 +137,14 @@ step flexgen 300 "[ -d $flexgen ] || { echo 'no FlexGen copy at $flexgen (bench/
 [ -x $tg ] && [ -s $digest/hw-profile.json ] || { echo 'needs the check and profile steps of this OUTDIR on this machine'; exit 77; }
 CASE_TIMEOUT=140 TIERGEN=$tg SYSTEMS=compare HW=$digest/hw-profile.json bash bench/compare/gpu_suite.sh $out/work/suite $case_name && \
 cp $out/work/suite/$case_name/comparison.csv $digest/comparison.csv && add_rows --comparison $digest/comparison.csv"
+
+step calibrated 150 "[ -s $digest/calibrated-policy.json ] && [ -s $digest/auto-policy.json ] ||
+  { echo 'needs the auto and calibrate steps of this OUTDIR'; exit 77; }
+if \"\$py\" -c 'import json,sys; a,b=(json.load(open(f))[\"policy\"] for f in sys.argv[1:]); sys.exit(a!=b)' \
+   $digest/auto-policy.json $digest/calibrated-policy.json; then echo 'the calibrated plan is the auto plan: measured already'; exit 77; fi
+$bench --policy $digest/calibrated-policy.json --hw $digest/hw-profile-calibrated.json --offload-dir $out/work/offload \
+--json $digest/tiergen-calibrated.json --trace $out/work/calibrated.trace.json && \
+add_rows --policy-kind auto-calibrated $digest/tiergen-calibrated.json && summarize $out/work/calibrated.trace.json calibrated"
 
 if [ "$dry_run" = 0 ]; then
   # Appended: a second call (FlexGen) adds its steps to the first call's.
