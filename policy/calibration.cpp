@@ -76,6 +76,20 @@ double predicted_decode(const std::vector<const CalibrationRun*>& runs, Task tas
   return seconds;
 }
 
+// The record's model: a preset name, or a checkpoint directory that may be gone since;
+// then its Hugging Face id, whose preset has the same shape.
+model::Spec spec_of_record(const nlohmann::json& record, const std::string& source) {
+  const std::string model = record.at("model").get<std::string>();
+  try {
+    return model::resolve_spec(model);
+  } catch (const std::exception& e) {
+    const std::string hf_id = record.value("hf_id", "");
+    if (!hf_id.empty() && model::find_preset(hf_id)) return *model::find_preset(hf_id);
+    throw Error(fmt::format("{}: the record's model '{}' is neither a preset nor a readable checkpoint ({})", source,
+                            model, e.what()));
+  }
+}
+
 constexpr int kMaxRounds = 8;
 constexpr double kSettled = 1e-4;
 
@@ -94,7 +108,7 @@ CalibrationRun calibration_run_from_record(const nlohmann::json& record, const s
              "{}: the record has no per-task seconds (a bench run without a hardware profile; rerun it with --hw)", source);
     CalibrationRun run;
     run.source = source;
-    run.spec = model::resolve_spec(record.at("model").get<std::string>());
+    run.spec = spec_of_record(record, source);
     run.policy = runtime::policy_from_json(record.at("policy"), source);
     run.workload = {record.at("prompt_len").get<int64_t>(), record.at("gen_len").get<int64_t>()};
     const std::string dtype = record.value("dtype", "float16");
@@ -135,19 +149,29 @@ Calibration calibrate(const HardwareProfile& base, const std::vector<Calibration
     if (term.predicted_before <= 0) term.runs = 0;  // the model prices none of it: nothing to scale
     out.terms.push_back(term);
   }
-  for (int round = 0; round < kMaxRounds; ++round) {
-    bool settled = true;
+  bool settled = false;
+  for (int round = 0; round < kMaxRounds && !settled; ++round) {
+    settled = true;
     for (size_t i = 0; i < term_rules().size(); ++i) {
       CalibrationTerm& term = out.terms[i];
-      if (term.runs == 0) continue;
+      if (term.runs == 0 || !term.identifiable) continue;
       const double predicted = predicted_decode(admitted[i], term_rules()[i].task, out.profile);
       const double step = predicted / term.measured_seconds;
+      if (std::abs(step - 1) < kSettled) continue;
+      settled = false;
       term_rules()[i].scale(out.profile, step);
       term.factor *= step;
-      settled = settled && std::abs(step - 1) < kSettled;
+      // A rate that no longer moves the prediction (decode products held at the
+      // weight-read floor, max(flops / rate, bytes / bandwidth)) cannot be fitted: undo.
+      const double moved = predicted_decode(admitted[i], term_rules()[i].task, out.profile);
+      if (std::abs(moved - predicted) < 1e-3 * std::abs(predicted - term.measured_seconds)) {
+        term_rules()[i].scale(out.profile, 1 / step);
+        term.factor /= step;
+        term.identifiable = false;
+      }
     }
-    if (settled) break;
   }
+  out.settled = settled;
   for (size_t i = 0; i < term_rules().size(); ++i) {
     CalibrationTerm& term = out.terms[i];
     if (term.runs > 0) term.predicted_after = predicted_decode(admitted[i], term_rules()[i].task, out.profile);
@@ -165,9 +189,16 @@ std::string calibration_table(const Calibration& c) {
       out += fmt::format("{:<16}{:>5}  not fitted: no run priced it alone  ({})\n", t.name, 0, t.fields);
       continue;
     }
+    if (!t.identifiable) {
+      out += fmt::format("{:<16}{:>5}  not fitted: its rate does not move the prediction of these runs (measured "
+                         "{:.3f} s, predicted {:.3f} s)  ({})\n", t.name, t.runs, t.measured_seconds,
+                         t.predicted_after, t.fields);
+      continue;
+    }
     out += fmt::format("{:<16}{:>5}{:>14.3f}{:>14.3f}{:>14.3f}{:>8.3f}x  {}\n", t.name, t.runs, t.measured_seconds,
                        t.predicted_before, t.predicted_after, t.factor, t.fields);
   }
+  if (!c.settled) out += "the fit did not settle: the terms move one another; the factors are the last round's\n";
   return out;
 }
 

@@ -58,11 +58,13 @@ struct CalibrationTerm {
   double predicted_before = 0;  // under the base profile
   double predicted_after = 0;   // under the calibrated one
   double factor = 1;            // calibrated rate / base rate
+  bool identifiable = true;     // false: the rate did not move these runs' prediction (left as it was)
 };
 
 struct Calibration {
   HardwareProfile profile;
   std::vector<CalibrationTerm> terms;
+  bool settled = true;  // every fitted term within 0.01% of its runs after the last round
 };
 
 Calibration calibrate(const HardwareProfile& base, const std::vector<CalibrationRun>& runs);

@@ -1,6 +1,7 @@
 #include "policy/hardware_profile.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

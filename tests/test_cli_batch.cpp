@@ -341,6 +341,10 @@ TEST_F(CliBatch, UnsupportedFieldsAreRequestErrorsNamingThem) {
   EXPECT_NE(lines[0]["error"].get<std::string>().find("\"suffix\""), std::string::npos);
   EXPECT_NE(lines[1]["error"].get<std::string>().find("\"best_of\""), std::string::npos);
   EXPECT_FALSE(lines[2].contains("error"));
+  // best_of equal to the job's --num-samples changes nothing: accepted.
+  const Exit same = generate(request(", \"best_of\": 2, \"max_tokens\": 2"), dir_ / "b.jsonl", {"--num-samples", "2"});
+  ASSERT_TRUE(same.exited && same.code == 0) << same.describe();
+  EXPECT_FALSE(result_lines(dir_ / "b.jsonl")[0].contains("error"));
 }
 
 TEST_F(CliBatch, MaxTokensMinTokensAndStopTokenIds) {

@@ -390,7 +390,10 @@ TEST_F(PromptReaderTest, VllmBatchFieldsAreReadAndNoOpFieldsAcceptedOnlyWhereThe
   ASSERT_FALSE(prompts[1].error) << *prompts[1].error;
   ASSERT_TRUE(prompts[1].messages);
   EXPECT_EQ((*prompts[1].messages)[0].content, "one\ntwo");  // joined as vLLM joins text parts
-  const std::pair<size_t, std::string> errors[] = {{2, "\"best_of\" 3"},       {3, "\"suffix\""},
+  EXPECT_EQ(prompts[1].best_of, 2);
+  ASSERT_FALSE(prompts[2].error) << *prompts[2].error;  // checked against n with the job's defaults
+  EXPECT_EQ(prompts[2].best_of, 3);
+  const std::pair<size_t, std::string> errors[] = {{3, "\"suffix\""},
                                                    {4, "\"logit_bias\""},      {5, "json_object"},
                                                    {6, "min_p"},                {7, "\"image_url\""},
                                                    {8, "content part 0 must be"}};

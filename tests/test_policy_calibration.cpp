@@ -110,6 +110,18 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   EXPECT_EQ(term(host, "decode products").runs, 0);
   EXPECT_EQ(host.profile.mm_flops_decode, stand_in.mm_flops_decode);
   EXPECT_NE(calibration_table(host).find("not fitted"), std::string::npos);
+
+  // Decode products held at the weight-read floor (FLOP rates far above it): no FLOP
+  // rate moves their prediction, so the term is left unfitted rather than compounded.
+  HardwareProfile read_bound = base;
+  read_bound.mm_flops_decode = read_bound.bmm_flops_decode = 1e18;
+  CalibrationRun faster = measured_under(read_bound, "opt-6.7b", all_on_gpu(8));
+  faster.compute_seconds *= 0.5;
+  const Calibration floor = calibrate(read_bound, {faster});
+  EXPECT_FALSE(term(floor, "decode products").identifiable);
+  EXPECT_DOUBLE_EQ(term(floor, "decode products").factor, 1.0);
+  EXPECT_EQ(floor.profile.mm_flops_decode, 1e18);
+  EXPECT_NE(calibration_table(floor).find("does not move the prediction"), std::string::npos);
 }
 
 nlohmann::json read_json(const std::filesystem::path& path) {
@@ -197,9 +209,19 @@ TEST(Calibration, ProfileCalibrateFromWritesTheCalibratedProfile) {
   EXPECT_TRUE(r.clean_failure()) << r.describe();
   EXPECT_NE(r.err.find("notes.json"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
-  // --quick measures; calibration does not: the two together are refused.
-  Child both({kTiergen, "profile", "--calibrate-from", hw, "--quick"}, dir, {});
-  EXPECT_TRUE(both.wait().clean_failure());
+  // --quick and --link measure; calibration does not: either with it is refused, and
+  // --hw alone names what it is for.
+  const std::string record = (kWindow / "tiergen-auto.json").string();
+  for (const char* flag : {"--quick", "--link"}) {
+    Child both({kTiergen, "profile", "--calibrate-from", record, flag}, dir, {});
+    const Exit b = both.wait();
+    EXPECT_TRUE(b.clean_failure()) << flag << ": " << b.describe();
+    EXPECT_NE(b.err.find("measures nothing"), std::string::npos) << b.err;
+  }
+  Child hw_alone({kTiergen, "profile", "--hw", hw}, dir, {});
+  const Exit h = hw_alone.wait();
+  EXPECT_TRUE(h.clean_failure()) << h.describe();
+  EXPECT_NE(h.err.find("--hw names the profile that --calibrate-from rescales"), std::string::npos) << h.err;
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ def model_name(model):
 
 def fraction(prefix, gpu, cpu, disk):
     """w70/30, or w20/70/10 where a share is on disk (the replay test reads both)."""
-    parts = [gpu, cpu] + ([disk] if disk else [])
+    disk = round(float(disk), 6)  # 100 - 70.1 - 29.9 is 7e-15, not a share on disk
+    parts = [gpu, cpu] + ([disk] if abs(disk) > 1e-6 else [])
     return prefix + "/".join(f"{float(x):g}" for x in parts)
 
 

@@ -129,8 +129,9 @@ $bench --policy auto --hw \$hw --offload-dir $out/work/offload --json $digest/ti
 summarize $out/work/auto.trace.json auto"
 # The profile rescaled until the model predicts both runs' per-task seconds, and the
 # case's plan under it (no GPU work: seconds). The next window can run that plan.
-step calibrate 20 "$tg profile --calibrate-from $digest/tiergen-same.json $digest/tiergen-auto.json \
---hw $digest/hw-profile.json --out $digest/hw-profile-calibrated.json > $digest/calibration.txt 2>&1 && \
+step calibrate 20 "hw=$digest/hw-profile.json; [ -s \$hw ] || hw=h100-spr; \
+$tg profile --calibrate-from $digest/tiergen-same.json $digest/tiergen-auto.json \
+--hw \$hw --out $digest/hw-profile-calibrated.json > $digest/calibration.txt 2>&1 && \
 $tg policy --model $model --prompt-len 512 --gen-len 32 --device cuda --gpu-mem $cap --hw $digest/hw-profile-calibrated.json \
 --json $digest/calibrated-policy.json > $digest/calibrated-policy.txt"
 step flexgen 300 "[ -d $flexgen ] || { echo 'no FlexGen copy at $flexgen (bench/compare/prepare_flexgen.sh)'; exit 77; }
@@ -151,7 +152,10 @@ if [ "$dry_run" = 0 ]; then
   [ -f "$digest/steps.txt" ] || printf '%-10s %-8s %s\n' step result seconds > "$digest/steps.txt"
   for i in "${!names[@]}"; do printf '%-10s %-8s %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}"; done >> "$digest/steps.txt"
   cat "$digest/steps.txt"
-  [ "$gate_failed" = 1 ] && exit 1
+  if [ "$gate_failed" = 1 ]; then
+    tar czf "$out/window.tgz" -C "$out" digest rows.csv machine_run $(cd "$out" && ls work/*.log work/check/*.log 2>/dev/null)
+    exit 1
+  fi
   # One small archive to copy off the host: the digest, the rows and the step logs
   # (traces, offload files and the build stay behind).
   tar czf "$out/window.tgz" -C "$out" digest rows.csv machine_run $(cd "$out" && ls work/*.log 2>/dev/null)

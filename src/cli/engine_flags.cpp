@@ -134,8 +134,11 @@ model::Spec load_spec(const EngineFlags& f) {
       known += (known.empty() ? "" : ", ") + n;
       if (const auto preset = model::find_preset(n); preset && !preset->hf_id.empty()) names.push_back(preset->hf_id);
     }
-    TG_THROW("--model '{}' is neither a model directory (with config.json) nor a preset{}; presets: {}", f.model,
-             did_you_mean(f.model, names), known);
+    const std::string cache = looks_like_hub_id(f.model)
+                                  ? fmt::format(", and is not in the Hugging Face cache ({})", hugging_face_hub_dir())
+                                  : "";
+    TG_THROW("--model '{}' is neither a model directory (with config.json) nor a preset{}{}; presets: {}", f.model,
+             cache, did_you_mean(f.model, names), known);
   }
   return model::resolve_spec(f.model);
 }
@@ -158,12 +161,25 @@ void apply_compression_flags(const EngineFlags& f, runtime::Policy& p) {
 // A policy file saved by `tiergen policy --json` names the model and job it was planned
 // for; run for another model or longer sequences, its placement may not fit or may be
 // far from the best, which the user should hear before the run rather than infer.
+// Whether the model a policy file names is this job's: the same name or folder, or a
+// preset of the same shape (a plan made on "opt-13b" for a checkpoint of OPT-13B).
+bool same_model(const std::string& planned, const model::Spec& spec) {
+  if (planned == spec.name) return true;
+  std::error_code ec;
+  const auto canonical = [&](const std::string& p) { return std::filesystem::weakly_canonical(p, ec).string(); };
+  if (std::filesystem::is_directory(planned, ec) && canonical(planned) == canonical(spec.name)) return true;
+  const auto preset = model::find_preset(planned);
+  return preset && preset->vocab_size == spec.vocab_size && preset->hidden_size == spec.hidden_size &&
+         preset->intermediate_size == spec.intermediate_size && preset->num_layers == spec.num_layers &&
+         preset->num_heads == spec.num_heads && preset->num_kv_heads == spec.num_kv_heads;
+}
+
 void warn_if_planned_for_another_job(const std::string& path, const model::Spec& spec,
                                      const runtime::Workload& workload) {
   std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return;  // policy_from_file reports a broken file
-  if (j.contains("model") && j["model"].is_string() && j["model"].get<std::string>() != spec.name) {
+  if (j.contains("model") && j["model"].is_string() && !same_model(j["model"].get<std::string>(), spec)) {
     spdlog::warn("--policy {}: planned for model {}, this job runs {}: the placement may not fit or be far from the "
                  "best (`tiergen policy` plans this one)", path, j["model"].get<std::string>(), spec.name);
   }

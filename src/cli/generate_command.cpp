@@ -106,13 +106,15 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   // What "auto" became here: a resume on another device must not mix fp16 and fp32 results.
   j["dtype"] = compat::dtype_name(device.dtype);
   j["max_tokens"] = d.max_tokens;
-  j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"min_p", d.min_p},
-                   {"include_stop_str_in_output", d.include_stop_str_in_output},
-                   {"skip_special_tokens", d.skip_special_tokens}, {"seed", d.seed},
+  j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
                    {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},
                    {"ignore_eos", d.ignore_eos}, {"presence_penalty", d.presence_penalty},
                    {"frequency_penalty", d.frequency_penalty}, {"repetition_penalty", d.repetition_penalty},
                    {"logprobs", d.logprobs}, {"echo", d.echo}};
+  // Recorded where set, so that results files written before these flags existed still
+  // resume under the same defaults.
+  if (d.min_p > 0) j["sampling"]["min_p"] = d.min_p;
+  if (d.include_stop_str_in_output) j["sampling"]["include_stop_str_in_output"] = true;
   j["truncate"] = d.truncate;
   j["max_model_len"] = d.max_model_len;
   j["output_format"] = format == io::ResultFormat::OpenAi ? "openai" : "tiergen";

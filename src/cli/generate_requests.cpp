@@ -117,6 +117,10 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
     return fail("max_tokens 0 generates nothing; it is only for scoring a prompt with \"echo\": true (--echo)");
   }
   r.n = pick(o.n, d.n);
+  if (p.best_of && *p.best_of != r.n) {
+    return fail(fmt::format("\"best_of\" {} is not supported: only best_of equal to n ({}), which returns every "
+                            "sample", *p.best_of, r.n));
+  }
   r.stop = pick(o.stop, d.stop);
   r.stop_token_ids = pick(o.stop_token_ids, d.stop_token_ids);
   r.include_stop_str = pick(o.include_stop_str_in_output, d.include_stop_str_in_output);

@@ -52,8 +52,8 @@ std::optional<std::string> find_in_hugging_face_cache(const std::string& hub_id)
   // No refs/main (a download of another revision): the one snapshot there is, if one.
   std::error_code ec;
   std::vector<fs::path> snapshots;
-  for (const auto& entry : fs::directory_iterator(repo / "snapshots", ec)) {
-    if (entry.is_directory(ec) && has_config(entry.path())) snapshots.push_back(entry.path());
+  for (fs::directory_iterator it(repo / "snapshots", ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && has_config(it->path())) snapshots.push_back(it->path());
   }
   if (snapshots.size() == 1) return snapshots.front().string();
   return std::nullopt;

@@ -3,6 +3,7 @@
 // will hold (the runtime's own placement), predicted times, and the LP's fractions,
 // and optionally writes the policy file that `generate` and `bench` accept. No weights
 // are read. With --device it sizes and budgets everything exactly as `generate` would.
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>

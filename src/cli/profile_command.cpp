@@ -100,7 +100,6 @@ nlohmann::json read_record(const std::string& path) {
 }
 
 policy::HardwareProfile calibrated_profile(const ProfileOptions& o) {
-  TG_CHECK(!o.link && !o.profiler.quick, "profile --calibrate-from measures nothing: it takes neither --link nor --quick");
   const policy::ResolvedProfile base = policy::resolve_profile_with_origin(o.hw);
   std::vector<policy::CalibrationRun> runs;
   for (const std::string& path : o.calibrate_from) runs.push_back(policy::calibration_run_from_record(read_record(path), path));
@@ -113,6 +112,8 @@ policy::HardwareProfile calibrated_profile(const ProfileOptions& o) {
 void run_profile(const ProfileOptions& o) {
   TG_CHECK(!(o.cache && !o.out.empty()), "profile: give --out FILE or --cache, not both");
   TG_CHECK(o.hw.empty() || !o.calibrate_from.empty(), "profile --hw names the profile that --calibrate-from rescales");
+  TG_CHECK(o.calibrate_from.empty() || (!o.link && !o.profiler.quick),
+           "profile --calibrate-from measures nothing: it takes neither --link nor --quick");
   if (o.link) {
     const std::string path = o.cache ? policy::cached_profile_path() : o.out;
     TG_CHECK(!o.cache || !path.empty(), "profile --cache: neither $XDG_CACHE_HOME nor $HOME is set; use --out FILE");

@@ -158,7 +158,8 @@ std::vector<ChatMessage> get_messages(const json& v, const Where& w) {
   for (size_t i = 0; i < v.size(); ++i) {
     const json& m = v[i];
     TG_CHECK(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content"),
-             "{}: \"messages\" element {} must be {{\"role\": string, \"content\": string}}", w.at(), i);
+             "{}: \"messages\" element {} must be {{\"role\": string, \"content\": string or text parts}}", w.at(),
+             i);
     messages.push_back({m["role"].get<std::string>(), get_content(m["content"], i, w)});
   }
   return messages;
@@ -170,7 +171,7 @@ std::vector<ChatMessage> get_messages(const json& v, const Where& w) {
 void read_no_op_field(const std::string& key, const json& v, PromptRecord& record, const Where& w) {
   if (key == "best_of") {
     TG_CHECK(is_integral(v) && as_int64(v) >= 1, "{}: \"best_of\" must be a positive integer", w.at());
-    record.best_of = as_int64(v);  // checked against "n" once every field is read
+    record.best_of = as_int64(v);  // checked against the request's n with the job's defaults
   } else if (key == "suffix") {
     TG_THROW("{}: \"suffix\" is not supported (null or absent only): this engine does not insert text", w.at());
   } else if (key == "stream_options") {
@@ -186,12 +187,6 @@ void read_no_op_field(const std::string& key, const json& v, PromptRecord& recor
 
 constexpr const char* kNoOpFields[] = {"best_of", "suffix", "stream_options", "logit_bias", "response_format"};
 
-void check_best_of(const PromptRecord& record, const Where& w) {
-  if (!record.best_of) return;
-  const int64_t n = record.overrides.n.value_or(1);
-  TG_CHECK(*record.best_of == n, "{}: \"best_of\" {} is not supported: only best_of equal to n ({}) is, which "
-           "returns every sample", w.at(), *record.best_of, n);
-}
 
 // Request fields shared by every kind of line; returns false for a key it does not know.
 bool read_common_field(const std::string& key, const json& v, PromptRecord& record, const Where& w) {
@@ -325,7 +320,6 @@ void read_openai_request(const json& j, PromptRecord& record, const Where& w) {
   }
   TG_CHECK(!(chat && record.overrides.echo.value_or(false)), "{}: \"echo\" is not supported for chat requests",
            w.at());
-  check_best_of(record, w);
 }
 
 void read_plain_request(const json& j, PromptRecord& record, const Where& w) {
@@ -346,7 +340,6 @@ void read_plain_request(const json& j, PromptRecord& record, const Where& w) {
       unknown_field(key, w);
     }
   }
-  check_best_of(record, w);
 }
 
 // The request's name, found before anything else can fail, so that an error record
