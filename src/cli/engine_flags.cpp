@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <fstream>
 
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
@@ -158,9 +157,6 @@ void apply_compression_flags(const EngineFlags& f, runtime::Policy& p) {
   if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
 }
 
-// A policy file saved by `tiergen policy --json` names the model and job it was planned
-// for; run for another model or longer sequences, its placement may not fit or may be
-// far from the best, which the user should hear before the run rather than infer.
 // Whether the model a policy file names is this job's: the same name or folder, or a
 // preset of the same shape (a plan made on "opt-13b" for a checkpoint of OPT-13B).
 bool same_model(const std::string& planned, const model::Spec& spec) {
@@ -174,11 +170,11 @@ bool same_model(const std::string& planned, const model::Spec& spec) {
          preset->num_heads == spec.num_heads && preset->num_kv_heads == spec.num_kv_heads;
 }
 
-void warn_if_planned_for_another_job(const std::string& path, const model::Spec& spec,
+// A policy file saved by `tiergen policy --json` (JSON `j`) names the model and job it
+// was planned for; run for another model or longer sequences, its placement may not fit
+// or may be far from the best, which the user should hear before the run rather than infer.
+void warn_if_planned_for_another_job(const std::string& path, const nlohmann::json& j, const model::Spec& spec,
                                      const runtime::Workload& workload) {
-  std::ifstream in(path);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return;  // policy_from_file reports a broken file
   if (j.contains("model") && j["model"].is_string() && !same_model(j["model"].get<std::string>(), spec)) {
     spdlog::warn("--policy {}: planned for model {}, this job runs {}: the placement may not fit or be far from the "
                  "best (`tiergen policy` plans this one)", path, j["model"].get<std::string>(), spec.name);
@@ -215,8 +211,9 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   } else if (!f.policy_file.empty()) {
-    p = runtime::policy_from_file(f.policy_file);
-    warn_if_planned_for_another_job(f.policy_file, spec, workload);
+    const nlohmann::json file = runtime::read_policy_file(f.policy_file);
+    p = runtime::policy_from_json(file, f.policy_file);
+    warn_if_planned_for_another_job(f.policy_file, file, spec, workload);
   } else {
     p.gpu_batch_size = default_batch_size;
     if (!f.percent.empty()) {

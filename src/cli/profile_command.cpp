@@ -119,10 +119,14 @@ void run_profile(const ProfileOptions& o) {
     TG_CHECK(!o.cache || !path.empty(), "profile --cache: neither $XDG_CACHE_HOME nor $HOME is set; use --out FILE");
     return run_link_profile(o, path);
   }
-  std::vector<policy::Measurement> measurements;
-  const policy::HardwareProfile profile =
-      o.calibrate_from.empty() ? policy::measure_host(o.profiler, &measurements) : calibrated_profile(o);
-  if (o.calibrate_from.empty()) std::cerr << measurements_table(measurements) << std::flush;
+  policy::HardwareProfile profile;
+  if (o.calibrate_from.empty()) {
+    std::vector<policy::Measurement> measurements;
+    profile = policy::measure_host(o.profiler, &measurements);
+    std::cerr << measurements_table(measurements) << std::flush;
+  } else {
+    profile = calibrated_profile(o);
+  }
   std::string path = o.out;
   if (o.cache) {
     path = policy::cached_profile_path();

@@ -140,11 +140,11 @@ std::string get_content(const json& content, size_t i, const Where& w) {
   std::string text;
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
-    const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text";
-    TG_CHECK(text_part || !(part.is_object() && part.contains("type") && part["type"].is_string()),
-             "{}: \"messages\" element {}: content part {} is of type \"{}\"; a text model takes \"text\" parts "
-             "only", w.at(), i, k, part.is_object() && part.contains("type") ? part["type"].get<std::string>() : "");
-    TG_CHECK(text_part && part.contains("text") && part["text"].is_string(),
+    const json type = part.is_object() ? part.value("type", json()) : json();
+    TG_CHECK(!type.is_string() || type == "text",
+             "{}: \"messages\" element {}: content part {} is of type {}; a text model takes \"text\" parts only",
+             w.at(), i, k, type.dump());
+    TG_CHECK(type == "text" && part.contains("text") && part["text"].is_string(),
              "{}: \"messages\" element {}: content part {} must be {{\"type\": \"text\", \"text\": string}}",
              w.at(), i, k);
     text += (k ? "\n" : "") + part["text"].get<std::string>();
@@ -186,7 +186,6 @@ void read_no_op_field(const std::string& key, const json& v, PromptRecord& recor
 }
 
 constexpr const char* kNoOpFields[] = {"best_of", "suffix", "stream_options", "logit_bias", "response_format"};
-
 
 // Request fields shared by every kind of line; returns false for a key it does not know.
 bool read_common_field(const std::string& key, const json& v, PromptRecord& record, const Where& w) {

@@ -227,16 +227,16 @@ Policy policy_from_json(const json& input, const std::string& source) {
   return p;
 }
 
-Policy policy_from_file(const std::string& path) {
+json read_policy_file(const std::string& path) {
   std::ifstream in(path);
   TG_CHECK(in.good(), "{}: cannot open policy file", path);
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::parse_error& e) {
     TG_THROW("{}: invalid JSON: {}", path, e.what());
   }
-  return policy_from_json(j, path);
 }
+
+Policy policy_from_file(const std::string& path) { return policy_from_json(read_policy_file(path), path); }
 
 }  // namespace tiergen::runtime

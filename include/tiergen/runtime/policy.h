@@ -88,5 +88,7 @@ nlohmann::json policy_to_json(const Policy& policy);
 // `source` names the file in errors; unknown keys are errors (typos must not pass).
 Policy policy_from_json(const nlohmann::json& json, const std::string& source);
 Policy policy_from_file(const std::string& path);
+// A policy file's JSON (errors name the file): for readers of its other fields too.
+nlohmann::json read_policy_file(const std::string& path);
 
 }  // namespace tiergen::runtime
