@@ -377,6 +377,66 @@ TEST_F(CliBatch, ListPresetsAndVerboseAfterTheSubcommand) {
 
 namespace {
 
+// Any model's chat template renders (here Qwen2's ChatML): a chat request generates
+// what the same text sent as a completion generates. --chat-template replaces the
+// config's template, a conversation the template refuses fails only its request with
+// the template's message, and a resume under another template file is refused.
+TEST_F(CliBatch, AnyChatTemplateRendersAndAChatTemplateFileReplacesIt) {
+  const fs::path chat_model = dir_ / "chatml-model";
+  fs::copy(model(), chat_model, fs::copy_options::recursive);
+  std::ifstream templates_in(std::string(TIERGEN_SOURCE_DIR) + "/tests/chat/templates.json");
+  const json qwen2 = json::parse(templates_in)["chatml_qwen2"];
+  write_file(chat_model / "tokenizer_config.json", json{{"chat_template", qwen2["chat_template"]}}.dump());
+  const std::string rendered =
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  const auto body = [](const json& b) {
+    return json{{"custom_id", b.contains("messages") ? "chat" : "text"}, {"method", "POST"},
+                {"url", b.contains("messages") ? "/v1/chat/completions" : "/v1/completions"}, {"body", b}}.dump() + "\n";
+  };
+  const fs::path prompts = dir_ / "chatml.jsonl", out = dir_ / "chatml-out.jsonl";
+  write_file(prompts, body({{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi there"}}}}, {"max_tokens", 6}}) +
+                          body({{"model", "m"}, {"prompt", rendered}, {"max_tokens", 6}}));
+  const Exit e = run(generate_args(prompts, out, {"--ignore-eos"}, chat_model));
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  const auto lines = result_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  const json chat = lines[0]["response"]["body"], text = lines[1]["response"]["body"];
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], text["usage"]["prompt_tokens"]) << chat.dump() << text.dump();
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], text["choices"][0]["text"]) << chat.dump() << text.dump();
+
+  const fs::path file = dir_ / "roles.jinja";
+  write_file(file, "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tool turns here') }}"
+                   "{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:");
+  write_file(prompts, body({{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}}) +
+                          body({{"model", "m"}, {"messages", {{{"role", "tool"}, {"content", "x"}}}}, {"max_tokens", 2}}) +
+                          body({{"model", "m"}, {"prompt", "user: hi\nassistant:"}, {"max_tokens", 2}}));
+  const fs::path file_out = dir_ / "file-out.jsonl";
+  const Exit with_file = run(generate_args(prompts, file_out, {"--ignore-eos", "--chat-template", file.string()}, chat_model));
+  EXPECT_TRUE(with_file.exited && with_file.code == 1) << "one request failed: " << with_file.describe();
+  const auto file_lines = result_lines(file_out);
+  ASSERT_EQ(file_lines.size(), 3u);
+  EXPECT_EQ(file_lines[0]["response"]["body"]["choices"][0]["message"]["content"],
+            file_lines[2]["response"]["body"]["choices"][0]["text"]);
+  const std::string refused = file_lines[1].dump();
+  EXPECT_NE(refused.find("no tool turns here"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--chat-template " + file.string()), std::string::npos) << refused;
+
+  // The job record knows the template file: another file's results are not mixed in.
+  write_file(file, "{% for m in messages %}{{ m.content }}{% endfor %}");
+  const Exit resumed = run(generate_args(prompts, file_out, {"--ignore-eos", "--resume", "--max-failures", "1",
+                                                             "--chat-template", file.string()}, chat_model));
+  EXPECT_TRUE(resumed.exited && resumed.code != 0) << resumed.describe();
+  EXPECT_NE(resumed.err.find("chat_template"), std::string::npos) << resumed.describe();
+
+  write_file(dir_ / "broken.jinja", "{% for m in messages %}");
+  const Exit broken = run(generate_args(prompts, dir_ / "broken-out.jsonl",
+                                        {"--chat-template", (dir_ / "broken.jinja").string()}, chat_model));
+  EXPECT_TRUE(broken.exited && broken.code != 0) << broken.describe();
+  EXPECT_NE(broken.err.find("expected {% endfor %}"), std::string::npos) << broken.describe();
+  EXPECT_FALSE(fs::exists(dir_ / "broken-out.jsonl")) << "a template file that cannot be used is refused before any result";
+}
+
 // OpenAI's details as vLLM writes them: chat logprobs "bytes" are 0-255, and
 // completions "text_offset" counts characters of the text, not its UTF-8 bytes.
 TEST_F(CliBatch, ChatLogprobBytesAreUnsignedAndTextOffsetsCountCharacters) {

@@ -14,6 +14,7 @@ packages=(
   $libtorch libglpk-dev libcli11-dev libspdlog-dev libgtest-dev nlohmann-json3-dev libpcre2-dev
   libgloo-dev   # c10d's Gloo headers: multi-process pipelines (src/dist)
   python3       # tools/trace-summary.py, run by the timeline tests
+  python3-jinja2   # the chat template reference (tests/chat/render_reference.py)
   clang libclang-rt-dev   # libFuzzer and sanitizer runtimes for the fuzz targets
   # Debian's LibTorch calls whatever provides libblas.so.3; without this package that
   # is netlib's reference sgemm (OPT-125M on --device cpu: 14x slower prefill compute,

@@ -35,7 +35,7 @@ namespace {
 
 struct GenerateFlags {
   EngineFlags engine;
-  std::string prompts, out, format = "auto", output_format = "auto", tokenizer, stats_json;
+  std::string prompts, out, format = "auto", output_format = "auto", tokenizer, chat_template, stats_json;
   std::vector<std::string> prompt_texts;  // --prompt TEXT (repeatable), instead of a file
   RequestDefaults defaults;
   int64_t max_failures = 0;
@@ -102,6 +102,8 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   j["dummy_weights"] = f.engine.dummy ? fmt::format("seed {}", f.engine.dummy_seed) : "no";
   if (!f.engine.dummy && fs::is_directory(f.engine.model, ec)) j["checkpoint"] = checkpoint_identity(f.engine.model);
   j["tokenizer"] = tokenizer_identity(tokenizer_dir(f));
+  // Recorded where given (the config's template is part of the tokenizer's identity).
+  if (!f.chat_template.empty()) j["chat_template"] = file_identity(f.chat_template);
   j["lossy"] = lossy_choices(f.engine);
   // What "auto" became here: a resume on another device must not mix fp16 and fp32 results.
   j["dtype"] = compat::dtype_name(device.dtype);
@@ -203,8 +205,9 @@ void run_generate(GenerateFlags& f) {
              "(or vocab.json + merges.txt); pass --tokenizer DIR or give prompt_token_ids", source, p.line);
   }
   std::optional<io::ChatTemplate> chat;
-  if (tok && std::any_of(prompts.begin(), prompts.end(), [](const auto& p) { return p.messages.has_value(); })) {
-    chat = io::ChatTemplate::load(tokenizer_dir(f), *tok);
+  if (tok && (!f.chat_template.empty() ||
+              std::any_of(prompts.begin(), prompts.end(), [](const auto& p) { return p.messages.has_value(); }))) {
+    chat = io::ChatTemplate::load(tokenizer_dir(f), *tok, f.chat_template);
   }
   const io::ResultFormat format = output_format(f, prompts);
   io::ResultFileOptions file_options;
@@ -453,6 +456,8 @@ void setup_generate(CLI::App& app) {
                 "tiergen), openai (vLLM run-batch lines) or tiergen")->capture_default_str()
       ->check(CLI::IsMember({"auto", "openai", "tiergen"}));
   c->add_option("--tokenizer", f->tokenizer, "Tokenizer directory (default: the model directory)");
+  c->add_option("--chat-template", f->chat_template, "Jinja file rendering chat \"messages\" (default: the "
+                "\"chat_template\" of the tokenizer directory's tokenizer_config.json)");
   add_request_flags(c, f->defaults);
   c->add_option("--max-failures", f->max_failures, "Failed requests tolerated before the exit status says failure")
       ->capture_default_str()->check(non_negative());

@@ -107,6 +107,13 @@ std::string tokenizer_identity(const std::string& dir) {
   return any ? fmt::format("fnv1a64:{:016x}", h) : "none";
 }
 
+std::string file_identity(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "unreadable";
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return fmt::format("fnv1a64:{:016x}", fnv1a64(bytes));
+}
+
 nlohmann::ordered_json lossy_choices(const EngineFlags& f) {
   runtime::Policy asked;  // only its compression matters here
   if (!f.policy_file.empty() && f.policy_file != "auto") {

@@ -23,6 +23,9 @@ nlohmann::ordered_json checkpoint_identity(const std::string& model_dir);
 // merges.txt, and tokenizer_config.json); "none" without a directory.
 std::string tokenizer_identity(const std::string& dir);
 
+// A hash of one file's bytes ("fnv1a64:..."), or "unreadable".
+std::string file_identity(const std::string& path);
+
 // The compression the job asked for: from --compress-weight/--compress-cache, a
 // policy file's fields, and what --policy auto may choose (--compress).
 nlohmann::ordered_json lossy_choices(const EngineFlags& flags);

@@ -1,15 +1,16 @@
 #pragma once
-// Chat requests ("messages") -> the prompt text the model was trained on, from the
-// "chat_template" of the tokenizer directory's tokenizer_config.json. There is no C++
-// Jinja engine here, so the template is recognised as one of the families tiergen
-// renders natively and then rendered by code that does what that template does:
-//   LLaMA-3 instruct: <|begin_of_text|><|start_header_id|>ROLE<|end_header_id|>\n\n
-//                     CONTENT(trimmed)<|eot_id|> ... then the assistant header;
-//   LLaMA-2 chat:     <s>[INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ANSWER </s>...
-// (tests/test_io_chat_template.cpp checks both against a JavaScript Jinja engine).
-// Any other template, or none, makes render() throw a message for that request.
+// Chat requests ("messages") -> the prompt text the model was trained on: the
+// "chat_template" of the tokenizer directory's tokenizer_config.json (or a template
+// file given with --chat-template), rendered by tiergen's Jinja engine (src/io/jinja/)
+// with what Hugging Face's apply_chat_template passes: messages,
+// add_generation_prompt = true, tools = none, documents = none and the special-token
+// strings (bos_token, eos_token, unk_token, pad_token, ...).
+// tests/test_io_chat_template.cpp checks real models' templates against a JavaScript
+// Jinja engine.
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tiergen/io/prompts.h"
@@ -17,31 +18,36 @@
 
 namespace tiergen::io {
 
-enum class ChatFamily { None, Unknown, Llama2, Llama3 };
+namespace jinja {
+class Template;
+}
 
 class ChatTemplate {
  public:
-  // Reads DIR/tokenizer_config.json (a missing file or template gives family None).
-  // Special-token strings come from the config, else from `tok`.
-  static ChatTemplate load(const std::string& dir, const tokenizer::Tokenizer& tok);
-  // From a template string and the BOS/EOS token strings (tests, other sources).
-  static ChatTemplate from_template(const std::string& source, std::string bos, std::string eos,
+  // DIR/tokenizer_config.json's template, or the file `template_file` when one is given
+  // (its special tokens still come from the config, else from `tok`). A missing config
+  // or template leaves the chat template absent: render() then refuses every chat. A
+  // template_file that cannot be read or parsed throws here; a config's template that
+  // does not parse fails each chat request with that error.
+  static ChatTemplate load(const std::string& dir, const tokenizer::Tokenizer& tok,
+                           const std::string& template_file = "");
+  // From a template string and the special-token strings ({"bos_token", "<s>"}, ...).
+  static ChatTemplate from_template(const std::string& source,
+                                    std::vector<std::pair<std::string, std::string>> special_tokens,
                                     std::string where = "chat_template");
 
-  ChatFamily family() const { return family_; }
+  bool present() const { return template_ != nullptr || !error_.empty(); }
+  // The template's text ("" when absent): part of a job's identity.
+  const std::string& source() const { return source_; }
   // The prompt for `messages`, ending where the assistant's answer begins. Throws
-  // tiergen::Error for a template it cannot render or messages the template refuses.
+  // tiergen::Error naming the template for a template that is absent or broken, or
+  // messages the template refuses (its raise_exception message).
   std::string render(const std::vector<ChatMessage>& messages) const;
 
  private:
-  std::string render_llama2(const std::vector<ChatMessage>& messages) const;
-  std::string render_llama3(const std::vector<ChatMessage>& messages) const;
-
-  ChatFamily family_ = ChatFamily::None;
-  std::string bos_, eos_, where_;
+  std::shared_ptr<const jinja::Template> template_;
+  std::vector<std::pair<std::string, std::string>> special_tokens_;
+  std::string source_, where_, error_;
 };
-
-// Which family a template string belongs to (Unknown when it is none tiergen renders).
-ChatFamily recognise_chat_template(const std::string& source);
 
 }  // namespace tiergen::io
