@@ -5,8 +5,8 @@
 // with what Hugging Face's apply_chat_template passes: messages,
 // add_generation_prompt = true, tools = none, documents = none and the special-token
 // strings (bos_token, eos_token, unk_token, pad_token, ...).
-// tests/test_io_chat_template.cpp checks real models' templates against a JavaScript
-// Jinja engine.
+// tests/test_io_chat_template.cpp checks real models' templates against Python's jinja2
+// (what Hugging Face renders with) and a JavaScript Jinja engine.
 #include <memory>
 #include <optional>
 #include <string>

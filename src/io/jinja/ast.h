@@ -27,6 +27,7 @@ struct Expr {
     Test,         // operands[0] is [not] name(operands[1..])
     Unary,        // name ("-", "+", "not") operands[0]
     Binary,       // operands[0] name operands[1]; name is an operator, "and", "or", "in", "not in"
+    Compare,      // a < b <= c ...: operands[k] comparisons[k] operands[k+1], all true (Python's chain)
     Conditional,  // operands[0] if operands[1] else operands[2] (else part may be null)
   };
   Kind kind;
@@ -35,7 +36,9 @@ struct Expr {
   std::string name;
   std::vector<ExprPtr> operands;
   std::vector<std::pair<std::string, ExprPtr>> keyword;
+  std::vector<std::string> comparisons;  // Compare
   bool negated = false;  // Test: `is not`
+  int depth = 1;         // of the tree below this node, bounded so that evaluating it cannot exhaust the stack
 };
 
 struct Stmt;
@@ -48,7 +51,7 @@ struct Stmt {
     Output,    // {{ expr }}
     If,        // if expr: body else else_body (an elif is an If alone in else_body)
     For,       // for targets in expr [if condition]: body else else_body
-    Set,       // set targets[0][.attribute] = expr
+    Set,       // set targets[0][.attribute] = expr, or set a, b = expr (unpacked)
     SetBlock,  // set targets[0] %}body{% endset
     Macro,     // macro text(targets = defaults): body
     Break,

@@ -1,69 +1,24 @@
 #include "src/io/jinja/builtins.h"
 
+#include "src/io/jinja/python_text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <ctime>
 #include <set>
 
+#include <fmt/format.h>
+
 namespace tiergen::io::jinja {
 
 namespace {
 
-// ---- Strings as Python sees them: sequences of code points.
-std::vector<std::string> code_points(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    const auto lead = static_cast<unsigned char>(s[i]);
-    size_t n = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 1;
-    n = std::min(n, s.size() - i);
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
-bool is_python_space(const std::string& cp) { return cp.size() == 1 && std::isspace(static_cast<unsigned char>(cp[0])); }
-
-// str.strip / lstrip / rstrip: whitespace, or any of the code points of `chars`.
+// str.strip / lstrip / rstrip with `chars` as the template gave it (none: whitespace).
 std::string strip_chars(const std::string& s, const Value* chars, bool left, bool right) {
-  const auto cps = code_points(s);
-  std::vector<std::string> set;
-  const bool whitespace = chars == nullptr || chars->is_none() || chars->is_undefined();
-  if (!whitespace) set = code_points(chars->str());
-  auto strip_it = [&](const std::string& cp) {
-    return whitespace ? is_python_space(cp) : std::find(set.begin(), set.end(), cp) != set.end();
-  };
-  size_t begin = 0, end = cps.size();
-  while (left && begin < end && strip_it(cps[begin])) ++begin;
-  while (right && end > begin && strip_it(cps[end - 1])) --end;
-  std::string out;
-  for (size_t i = begin; i < end; ++i) out += cps[i];
-  return out;
-}
-
-std::string ascii_lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string ascii_upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string title_case(const std::string& s) {
-  std::string out = s;
-  bool previous_cased = false;
-  for (char& c : out) {
-    const auto u = static_cast<unsigned char>(c);
-    c = static_cast<char>(previous_cased ? std::tolower(u) : std::toupper(u));
-    previous_cased = std::isalpha(u) != 0;
-  }
-  return out;
-}
-std::string capitalize(const std::string& s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
+  if (chars == nullptr || chars->is_none() || chars->is_undefined()) return strip_text(s, nullptr, left, right);
+  const std::string set = chars->str();
+  return strip_text(s, &set, left, right);
 }
 
 std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
@@ -88,18 +43,17 @@ List split(const std::string& s, const Value* sep, int64_t maxsplit) {
     out.push_back(Value::string(std::move(part)));
   };
   if (sep == nullptr || sep->is_none()) {
+    const auto space_at = [&](size_t i) { return is_python_space(decode_code_point(s, i)); };
     size_t i = 0;
     for (;;) {
-      while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+      while (i < s.size() && space_at(i)) i += code_point_bytes(s, i);
       if (i >= s.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-        size_t end = s.size();
-        while (end > i && std::isspace(static_cast<unsigned char>(s[end - 1]))) --end;
-        push(s.substr(i, end - i));
+        push(strip_text(std::string_view(s).substr(i), nullptr, false, true));
         break;
       }
       const size_t start = i;
-      while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+      while (i < s.size() && !space_at(i)) i += code_point_bytes(s, i);
       push(s.substr(start, i - start));
     }
     return out;
@@ -153,7 +107,7 @@ Value attribute_path(const Value& item, const std::string& path) {
     if (current.is_dict()) {
       const Value* found = current.find(part);
       current = found ? *found : Value::undefined(part);
-    } else if (current.is_list() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
+    } else if (current.is_list() && !part.empty() && part.size() <= 9 && std::all_of(part.begin(), part.end(), ::isdigit)) {
       const size_t i = std::stoul(part);
       current = i < current.items().size() ? current.items()[i] : Value::undefined(part);
     } else {
@@ -166,7 +120,7 @@ Value attribute_path(const Value& item, const std::string& path) {
 
 // Sort key comparison; strings compare case-insensitively unless asked otherwise.
 bool sort_less(const Value& a, const Value& b, bool case_sensitive) {
-  if (!case_sensitive && a.is_string() && b.is_string()) return ascii_lower(a.as_string()) < ascii_lower(b.as_string());
+  if (!case_sensitive && a.is_string() && b.is_string()) return lower_text(a.as_string()) < lower_text(b.as_string());
   return less(a, b);
 }
 
@@ -267,7 +221,7 @@ Value filter_unique(const Value& value, const CallArgs& args) {
   std::set<std::string> seen;
   for (const Value& item : iterate(value)) {
     Value key = attribute ? attribute_path(item, attribute->str()) : item;
-    if (!case_sensitive && key.is_string()) key = Value::string(ascii_lower(key.as_string()));
+    if (!case_sensitive && key.is_string()) key = Value::string(lower_text(key.as_string()));
     if (seen.insert(canonical_key(key)).second) out.push_back(item);
   }
   return Value::list(std::move(out));
@@ -300,10 +254,18 @@ Value filter_sum(const Value& value, const CallArgs& args) {
   return total;
 }
 
+// jinja2's indent: every line but the first (and the first too with first=true)
+// gets `width` spaces (or the width string); blank lines only with blank=true.
 Value filter_indent(const Value& value, const CallArgs& args) {
   const Value* width_value = args.get("width", 0);
-  const std::string pad = width_value && width_value->is_string() ? width_value->as_string()
-                                                                  : std::string(static_cast<size_t>(std::max<int64_t>(0, int_arg(args, "width", 0, 4))), ' ');
+  std::string pad;
+  if (width_value && width_value->is_string()) {
+    pad = width_value->as_string();
+  } else {
+    const int64_t width = int_arg(args, "width", 0, 4);
+    check_text_size(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(width, kMaxTextBytes + 1))), "indent");
+    pad.assign(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
+  }
   const bool first = bool_arg(args, "first", 1, false);
   const bool blank = bool_arg(args, "blank", 2, false);
   const std::string text = value.str();
@@ -313,7 +275,7 @@ Value filter_indent(const Value& value, const CallArgs& args) {
   for (;;) {
     const size_t newline = text.find('\n', start);
     const std::string line = text.substr(start, newline == std::string::npos ? std::string::npos : newline - start);
-    const bool indent_it = (first_line ? first : true) && (blank || !line.empty());
+    const bool indent_it = first_line ? first : (blank || !line.empty());
     out += (indent_it ? pad : "") + line;
     check_text_size(out.size(), "indent");
     if (newline == std::string::npos) break;
@@ -324,14 +286,23 @@ Value filter_indent(const Value& value, const CallArgs& args) {
   return Value::string(out);
 }
 
+// Python's round(): to the nearest, ties to even, of the value's exact binary value
+// (2.675 is 2.67499... and rounds to 2.67); an integer stays an integer.
 Value filter_round(const Value& value, const CallArgs& args) {
   TG_CHECK(value.is_number(), "round: a {} is not a number", value.type_name());
   const int64_t precision = int_arg(args, "precision", 0, 0);
   const std::string method = string_arg(args, "method", 1, "common");
+  TG_CHECK(method == "common" || method == "ceil" || method == "floor",
+           "round: method must be common, ceil or floor, not {}", method);
+  TG_CHECK(precision >= 0 && precision <= 15, "round: precision {} is not in [0, 15]", precision);
+  if (method == "common") {
+    if (value.kind() != Value::Kind::Float) return Value::integer(value.as_int());
+    if (!std::isfinite(value.as_double())) return value;
+    return Value::real(std::strtod(fmt::format("{:.{}f}", value.as_double(), precision).c_str(), nullptr));
+  }
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = value.as_double() * scale;
-  const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
-  return Value::real(r / scale);
+  return Value::real((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
 }
 
 Value filter_int(const Value& value, const CallArgs& args) {
@@ -381,15 +352,31 @@ Value filter_dictsort(const Value& value, const CallArgs& args) {
   return Value::list(std::move(pairs));
 }
 
+// Hugging Face's tojson(x, ensure_ascii=False, indent=None, separators=None,
+// sort_keys=False): json.dumps with those arguments.
 Value filter_tojson(const Value& value, const CallArgs& args) {
-  const Value* indent = args.get("indent", 0);
-  Value subject = value;
-  if (bool_arg(args, "sort_keys", 99, false) && subject.is_dict()) {
-    Dict sorted = subject.entries();
-    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    subject = Value::dict(std::move(sorted));
+  JsonStyle style;
+  style.ensure_ascii = bool_arg(args, "ensure_ascii", 0, false);
+  style.sort_keys = bool_arg(args, "sort_keys", 3, false);
+  if (const Value* indent = args.get("indent", 1); indent && !indent->is_none()) {
+    style.indented = true;
+    style.item_separator = ",";
+    if (indent->is_string()) {
+      style.indent = indent->as_string();
+    } else {
+      const int64_t width = int_arg(args, "indent", 1, 0);
+      TG_CHECK(width <= 1024, "tojson: indent {} is more than 1024", width);
+      style.indent.assign(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');  // <= 0: newlines only
+    }
   }
-  return Value::string(subject.to_json(indent && !indent->is_none() ? static_cast<int>(indent->as_int()) : -1));
+  if (const Value* separators = args.get("separators", 2); separators && !separators->is_none()) {
+    TG_CHECK(separators->is_list() && separators->items().size() == 2 && separators->items()[0].is_string() &&
+                 separators->items()[1].is_string(),
+             "tojson: separators must be two strings (item, key)");
+    style.item_separator = separators->items()[0].as_string();
+    style.key_separator = separators->items()[1].as_string();
+  }
+  return Value::string(value.to_json(style));
 }
 
 std::string html_escape(const std::string& s) {
@@ -409,9 +396,11 @@ std::string html_escape(const std::string& s) {
 
 Value first_or_last(const Value& value, bool last) {
   if (value.is_string()) {
-    const auto cps = code_points(value.as_string());
-    if (cps.empty()) return Value::undefined(last ? "last of an empty string" : "first of an empty string");
-    return Value::string(last ? cps.back() : cps.front());
+    const std::string& s = value.as_string();
+    if (s.empty()) return Value::undefined(last ? "last of an empty string" : "first of an empty string");
+    if (!last) return Value::string(s.substr(0, code_point_bytes(s, 0)));
+    const std::vector<size_t> offsets = code_point_offsets(s);
+    return Value::string(s.substr(offsets[offsets.size() - 2]));
   }
   const List items = iterate(value);
   if (items.empty()) return Value::undefined(last ? "last of an empty sequence" : "first of an empty sequence");
@@ -420,10 +409,10 @@ Value first_or_last(const Value& value, bool last) {
 
 Value filter_reverse(const Value& value) {
   if (value.is_string()) {
-    auto cps = code_points(value.as_string());
-    std::reverse(cps.begin(), cps.end());
+    const std::string& s = value.as_string();
+    const std::vector<size_t> offsets = code_point_offsets(s);
     std::string out;
-    for (const auto& cp : cps) out += cp;
+    for (size_t k = offsets.size() - 1; k > 0; --k) out += s.substr(offsets[k - 1], offsets[k] - offsets[k - 1]);
     return Value::string(out);
   }
   List items = iterate(value);
@@ -436,10 +425,10 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
   if (name == "strip") return Value::string(strip_chars(s, args.get("chars", 0), true, true));
   if (name == "lstrip") return Value::string(strip_chars(s, args.get("chars", 0), true, false));
   if (name == "rstrip") return Value::string(strip_chars(s, args.get("chars", 0), false, true));
-  if (name == "upper") return Value::string(ascii_upper(s));
-  if (name == "lower") return Value::string(ascii_lower(s));
-  if (name == "title") return Value::string(title_case(s));
-  if (name == "capitalize") return Value::string(capitalize(s));
+  if (name == "upper") return Value::string(upper_text(s));
+  if (name == "lower") return Value::string(lower_text(s));
+  if (name == "title") return Value::string(title_text(s));
+  if (name == "capitalize") return Value::string(capitalize_text(s));
   if (name == "split") return Value::list(split(s, args.get("sep", 0), int_arg(args, "maxsplit", 1, -1)));
   if (name == "splitlines") {
     List lines;
@@ -458,6 +447,7 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     TG_CHECK(affix != nullptr, "{}() needs an argument", name);
     const List options = affix->is_list() ? affix->items() : List{*affix};
     for (const Value& option : options) {
+      TG_CHECK(option.is_string(), "{}() takes a string or a tuple of strings, not a {}", name, option.type_name());
       const std::string& a = option.as_string();
       const bool hit = name == "startswith" ? s.compare(0, a.size(), a) == 0
                                             : s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0;
@@ -485,10 +475,11 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     const std::string needle = string_arg(args, "sub", 0, "");
     if (name == "find") {
       const size_t at = s.find(needle);
-      return Value::integer(at == std::string::npos ? -1 : static_cast<int64_t>(code_points(s.substr(0, at)).size()));
+      return Value::integer(at == std::string::npos ? -1 : code_point_count(std::string_view(s).substr(0, at)));
     }
     return Value::integer(static_cast<int64_t>(
-        needle.empty() ? code_points(s).size() + 1 : (s.size() - replace_all(s, needle, "", -1).size()) / needle.size()));
+        needle.empty() ? static_cast<size_t>(code_point_count(s)) + 1
+                       : (s.size() - replace_all(s, needle, "", -1).size()) / needle.size()));
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const std::string a = string_arg(args, "affix", 0, "");
@@ -564,14 +555,10 @@ Value strftime_now(const CallArgs& args) {
 
 }  // namespace
 
-void check_text_size(size_t bytes, const char* what) {
-  TG_CHECK(bytes <= kMaxTextBytes, "{} made a text of more than {} MiB", what, kMaxTextBytes >> 20);
-}
-
 int64_t length_of(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined: return 0;
-    case Value::Kind::String: return static_cast<int64_t>(code_points(v.as_string()).size());
+    case Value::Kind::String: return code_point_count(v.as_string());
     case Value::Kind::List: return static_cast<int64_t>(v.items().size());
     case Value::Kind::Dict: return static_cast<int64_t>(v.entries().size());
     default: TG_THROW("object of type '{}' has no len()", v.type_name());
@@ -588,8 +575,11 @@ List iterate(const Value& v) {
       return keys;
     }
     case Value::Kind::String: {
+      const std::string& s = v.as_string();
       List chars;
-      for (auto& cp : code_points(v.as_string())) chars.push_back(Value::string(std::move(cp)));
+      for (size_t i = 0; i < s.size(); i += code_point_bytes(s, i)) {
+        chars.push_back(Value::string(s.substr(i, code_point_bytes(s, i))));
+      }
       return chars;
     }
     default: TG_THROW("'{}' object is not iterable", v.type_name());
@@ -598,10 +588,10 @@ List iterate(const Value& v) {
 
 Value apply_filter(const std::string& name, const Value& value, const CallArgs& args) {
   if (name == "trim") return Value::string(strip_chars(text_of(value, "trim"), args.get("chars", 0), true, true));
-  if (name == "upper") return Value::string(ascii_upper(text_of(value, "upper")));
-  if (name == "lower") return Value::string(ascii_lower(text_of(value, "lower")));
-  if (name == "capitalize") return Value::string(capitalize(text_of(value, "capitalize")));
-  if (name == "title") return Value::string(title_case(text_of(value, "title")));
+  if (name == "upper") return Value::string(upper_text(text_of(value, "upper")));
+  if (name == "lower") return Value::string(lower_text(text_of(value, "lower")));
+  if (name == "capitalize") return Value::string(capitalize_text(text_of(value, "capitalize")));
+  if (name == "title") return Value::string(title_text(text_of(value, "title")));
   if (name == "length" || name == "count") return Value::integer(length_of(value));
   if (name == "first" || name == "last") return first_or_last(value, name == "last");
   if (name == "join") return filter_join(value, args);
@@ -693,7 +683,7 @@ bool apply_test(const std::string& name, const Value& value, const CallArgs& arg
   }
   if (name == "lower" || name == "upper") {
     const std::string s = value.str();
-    return s == (name == "lower" ? ascii_lower(s) : ascii_upper(s));
+    return s == (name == "lower" ? lower_text(s) : upper_text(s));
   }
   TG_THROW("no test named '{}'", name);
 }

@@ -11,13 +11,6 @@
 
 namespace tiergen::io::jinja {
 
-// Sizes no chat template comes near. A template that builds more is refused with an
-// error instead of exhausting the host's memory.
-constexpr size_t kMaxTextBytes = size_t{64} << 20;
-constexpr size_t kMaxItems = size_t{1} << 20;
-// Throws unless `text` is within kMaxTextBytes (`what` names the operation).
-void check_text_size(size_t bytes, const char* what);
-
 // raise_exception(message) in a template: the template refused what it was given.
 class TemplateRaised : public tiergen::Error {
  public:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "src/io/jinja/python_text.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::io::jinja {
@@ -32,9 +33,24 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 class Lexer {
  public:
-  Lexer(const std::string& source, const std::string& where) : src_(source), where_(where) {
+  Lexer(const std::string& source, const std::string& where) : src_(normalize_newlines(source)), where_(where) {
     // keep_trailing_newline is off: one final newline is not part of the output.
     if (!src_.empty() && src_.back() == '\n') src_.pop_back();
+  }
+
+  // jinja2 reads \r\n and \r as \n (a template file written on Windows renders the same).
+  static std::string normalize_newlines(const std::string& source) {
+    std::string out;
+    out.reserve(source.size());
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (source[i] != '\r') {
+        out += source[i];
+      } else {
+        out += '\n';
+        if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+      }
+    }
+    return out;
   }
 
   std::vector<Token> run() {
@@ -92,16 +108,14 @@ class Lexer {
     if (!text.empty()) tokens_.push_back({Token::Type::Text, std::move(text), line_at(start)});
   }
 
-  // lstrip_blocks: the spaces and tabs between a line's start and a block tag go.
+  // lstrip_blocks: the whitespace between a line's start and a block tag goes.
   void lstrip_block_line(std::string& text, size_t text_start) const {
     const size_t newline = text.rfind('\n');
     const size_t line_start = newline == std::string::npos ? 0 : newline + 1;
     const bool at_line_start = newline != std::string::npos || text_start == 0 || src_[text_start - 1] == '\n';
     if (!at_line_start) return;
-    if (std::all_of(text.begin() + static_cast<std::ptrdiff_t>(line_start), text.end(),
-                    [](char c) { return c == ' ' || c == '\t'; })) {
-      text.erase(line_start);
-    }
+    // jinja2 matches \s here: any whitespace, Unicode included.
+    if (strip_text(std::string_view(text).substr(line_start), nullptr, true, false).empty()) text.erase(line_start);
   }
 
   // After a closing tag: `-` strips all whitespace, trim_blocks one newline (blocks and
@@ -122,38 +136,50 @@ class Lexer {
     after_close(strip, true);
   }
 
+  // The tokens of one {{ ... }} or {% ... %}. The tag ends at a closing delimiter
+  // outside brackets (`{{ {'a': {'b': 1}} }}` is one expression), as in jinja2.
   void lex_tag(char kind, size_t open) {
     const bool block = kind == '%';
-    const char* close = block ? "%}" : "}}";
+    const std::string close = block ? "%}" : "}}";
     const size_t first = tokens_.size();
     tokens_.push_back({block ? Token::Type::BlockBegin : Token::Type::VarBegin, "", line_at(open)});
+    int brackets = 0;
     for (;;) {
       while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
       if (pos_ >= src_.size()) fail(open, std::string(block ? "a block {% is" : "an expression {{ is") + " never closed");
-      const bool dash = src_.compare(pos_, 3, std::string("-") + close) == 0;
-      if (dash || src_.compare(pos_, 2, close) == 0) {
-        pos_ += dash ? 3 : 2;
+      const bool dash = src_.compare(pos_, 3, "-" + close) == 0;
+      const bool plus = block && src_.compare(pos_, 3, "+" + close) == 0;  // keeps the newline after it
+      if (brackets == 0 && (dash || plus || src_.compare(pos_, 2, close) == 0)) {
+        pos_ += dash || plus ? 3 : 2;
         tokens_.push_back({block ? Token::Type::BlockEnd : Token::Type::VarEnd, "", line_at(pos_)});
-        after_close(dash, block);
-        break;
+        if (block && tokens_.size() == first + 3 && tokens_[first + 1].type == Token::Type::Name &&
+            tokens_[first + 1].text == "raw") {
+          lex_raw(open, first, dash);
+        } else {
+          after_close(dash, block && !plus);
+        }
+        return;
       }
       lex_expression_token();
-    }
-    if (block && tokens_.size() == first + 3 && tokens_[first + 1].type == Token::Type::Name &&
-        tokens_[first + 1].text == "raw") {
-      lex_raw(open, first);
+      const Token& t = tokens_.back();
+      if (t.type == Token::Type::Operator && (t.text == "(" || t.text == "[" || t.text == "{")) ++brackets;
+      if (t.type == Token::Type::Operator && (t.text == ")" || t.text == "]" || t.text == "}")) {
+        brackets = std::max(0, brackets - 1);
+      }
     }
   }
 
-  // {% raw %}TEXT{% endraw %}: TEXT verbatim, the tags' whitespace control applied.
-  void lex_raw(size_t open, size_t first) {
+  // {% raw %}TEXT{% endraw %}: TEXT verbatim. As in jinja2, no newline is trimmed after
+  // the opening tag; the closing tag takes the block rules (`-`, lstrip, trim).
+  void lex_raw(size_t open, size_t first, bool strip_after_open) {
     tokens_.resize(first);
+    if (strip_after_open) after_close(true, false);
     for (size_t search = pos_;;) {
       const size_t tag = src_.find("{%", search);
       if (tag == std::string::npos) fail(open, "{% raw %} is never closed by {% endraw %}");
       size_t p = tag + 2;
-      const bool strip_left = p < src_.size() && src_[p] == '-';
-      if (strip_left || (p < src_.size() && src_[p] == '+')) ++p;
+      const char modifier = p < src_.size() ? src_[p] : '\0';
+      if (modifier == '-' || modifier == '+') ++p;
       while (p < src_.size() && is_space(src_[p])) ++p;
       if (src_.compare(p, 6, "endraw") != 0) {
         search = tag + 2;
@@ -161,13 +187,17 @@ class Lexer {
       }
       p += 6;
       while (p < src_.size() && is_space(src_[p])) ++p;
-      const bool strip_right = src_.compare(p, 3, "-%}") == 0;
-      if (!strip_right && src_.compare(p, 2, "%}") != 0) fail(tag, "{% endraw %} takes nothing after endraw");
+      const bool dash = src_.compare(p, 3, "-%}") == 0, plus = src_.compare(p, 3, "+%}") == 0;
+      if (!dash && !plus && src_.compare(p, 2, "%}") != 0) fail(tag, "{% endraw %} takes nothing after endraw");
       std::string text = src_.substr(pos_, tag - pos_);
-      if (strip_left) text.erase(std::find_if_not(text.rbegin(), text.rend(), is_space).base(), text.end());
+      if (modifier == '-') {
+        text.erase(std::find_if_not(text.rbegin(), text.rend(), is_space).base(), text.end());
+      } else if (modifier != '+') {
+        lstrip_block_line(text, pos_);
+      }
       push_text(std::move(text), pos_);
-      pos_ = p + (strip_right ? 3 : 2);
-      after_close(strip_right, true);
+      pos_ = p + (dash || plus ? 3 : 2);
+      after_close(dash, !plus);
       return;
     }
   }

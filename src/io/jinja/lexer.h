@@ -1,10 +1,11 @@
 #pragma once
 // Template text -> tokens, with the whitespace rules Hugging Face renders chat templates
-// under: trim_blocks (the newline after a block or comment tag is dropped),
-// lstrip_blocks (spaces and tabs before a block or comment tag on its own line are
-// dropped; `{%+` keeps them), `{%-`/`-%}` (and the same on `{{ }}` and `{# #}`)
-// stripping all whitespace on that side, and one trailing newline of the template
-// dropped. Comments produce no tokens; `{% raw %}...{% endraw %}` is one text token.
+// under: trim_blocks (the newline after a block or comment tag is dropped; `+%}` keeps
+// it), lstrip_blocks (whitespace before a block or comment tag on its own line is
+// dropped; `{%+` keeps it), `{%-`/`-%}` (and the same on `{{ }}` and `{# #}`)
+// stripping all whitespace on that side, newlines read as \n (\r\n and \r too), and
+// one trailing newline of the template dropped. Comments produce no tokens;
+// `{% raw %}...{% endraw %}` is one text token.
 #include <string>
 #include <vector>
 

@@ -130,6 +130,10 @@ class Parser {
     if (keyword == "set") return parse_set(line);
     if (keyword == "macro") return parse_macro(line);
     if (keyword == "break" || keyword == "continue") {
+      if (loop_depth_ == 0) {
+        --pos_;
+        fail("{% " + keyword + " %} outside a for loop");
+      }
       expect_block_end();
       return make_stmt(keyword == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue, line);
     }
@@ -158,16 +162,20 @@ class Parser {
 
   StmtPtr parse_for(int line) {
     auto s = make_stmt(Stmt::Kind::For, line);
+    const bool parenthesised = accept_operator("(");  // for (k, v) in ...
     do {
       s->targets.push_back(expect_name("a loop variable"));
     } while (accept_operator(","));
+    if (parenthesised) expect_operator(")");
     if (!accept_name("in")) fail("expected 'in' in a for loop");
     s->expr = parse_conditional(/*allow_if=*/false);
     if (accept_name("if")) s->condition = parse_expression();
     accept_name("recursive");
     expect_block_end();
     std::string end;
+    ++loop_depth_;
     s->body = parse_body({"else", "endfor"}, end);
+    --loop_depth_;
     if (end == "else") {
       expect_block_end();
       s->else_body = parse_body({"endfor"}, end);
@@ -179,8 +187,12 @@ class Parser {
   StmtPtr parse_set(int line) {
     auto s = make_stmt(Stmt::Kind::Set, line);
     s->targets.push_back(expect_name("a variable name after 'set'"));
-    if (accept_operator(".")) s->attribute = expect_name("an attribute name");
-    if (peek().type == T::BlockEnd && s->attribute.empty()) {
+    if (accept_operator(".")) {
+      s->attribute = expect_name("an attribute name");
+    } else {
+      while (accept_operator(",")) s->targets.push_back(expect_name("a variable name"));  // set a, b = ...
+    }
+    if (peek().type == T::BlockEnd && s->attribute.empty() && s->targets.size() == 1) {
       next();
       s->kind = Stmt::Kind::SetBlock;
       std::string end;
@@ -206,7 +218,10 @@ class Parser {
     }
     expect_block_end();
     std::string end;
+    const int enclosing_loops = loop_depth_;
+    loop_depth_ = 0;  // a macro is a function of its own: no break out of the caller's loop
     s->body = parse_body({"endmacro"}, end);
+    loop_depth_ = enclosing_loops;
     if (peek().type == T::Name) next();  // {% endmacro name %}
     expect_block_end();
     return s;
@@ -225,6 +240,17 @@ class Parser {
   }
 
   // ---- Expressions.
+  // A node whose operands are attached: its depth, refused past kMaxDepth (a long
+  // chain like 1+1+...+1 is parsed by a loop but evaluated and freed recursively).
+  ExprPtr sized(ExprPtr e) const {
+    int deepest = 0;
+    for (const ExprPtr& o : e->operands) deepest = o ? std::max(deepest, o->depth) : deepest;
+    for (const auto& k : e->keyword) deepest = std::max(deepest, k.second->depth);
+    e->depth = deepest + 1;
+    if (e->depth > kMaxDepth) fail("the expression nests deeper than " + std::to_string(kMaxDepth) + " levels");
+    return e;
+  }
+
   ExprPtr make_expr(Expr::Kind kind, int line) const {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -241,7 +267,7 @@ class Parser {
     e->name = std::move(op);
     e->operands.push_back(std::move(left));
     e->operands.push_back(std::move(right));
-    return e;
+    return sized(std::move(e));
   }
 
   ExprPtr parse_expression() { return parse_conditional(true); }
@@ -256,10 +282,11 @@ class Parser {
       if (peek().type == T::BlockEnd) break;
       tuple->operands.push_back(parse_expression());
     }
-    return tuple;
+    return sized(std::move(tuple));
   }
 
   ExprPtr parse_conditional(bool allow_if) {
+    const DepthGuard guard(*this);
     ExprPtr value = parse_or();
     while (allow_if && at_name("if")) {
       next();
@@ -267,7 +294,7 @@ class Parser {
       e->operands.push_back(std::move(value));
       e->operands.push_back(parse_or());
       e->operands.push_back(accept_name("else") ? parse_conditional(true) : nullptr);
-      value = std::move(e);
+      value = sized(std::move(e));
     }
     return value;
   }
@@ -291,28 +318,37 @@ class Parser {
       auto e = make_expr(Expr::Kind::Unary, line);
       e->name = "not";
       e->operands.push_back(parse_not());
-      return e;
+      return sized(std::move(e));
     }
     return parse_compare();
   }
 
+  // a < b <= c is (a < b) and (b <= c), each operand evaluated once, as in Python.
   ExprPtr parse_compare() {
-    ExprPtr left = parse_additive();
+    ExprPtr first = parse_additive();
+    auto chain = make_expr(Expr::Kind::Compare, first->line);
+    chain->operands.push_back(std::move(first));
     for (;;) {
       static const char* const kOps[] = {"==", "!=", "<", ">", "<=", ">="};
       const auto op = std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return at_operator(o); });
       if (op != std::end(kOps)) {
         next();
-        left = binary(*op, std::move(left), parse_additive());
+        chain->comparisons.push_back(*op);
       } else if (accept_name("in")) {
-        left = binary("in", std::move(left), parse_additive());
+        chain->comparisons.push_back("in");
       } else if (at_name("not") && at_name("in", 1)) {
         pos_ += 2;
-        left = binary("not in", std::move(left), parse_additive());
+        chain->comparisons.push_back("not in");
       } else {
-        return left;
+        break;
       }
+      chain->operands.push_back(parse_additive());
     }
+    if (chain->comparisons.empty()) return std::move(chain->operands[0]);
+    if (chain->comparisons.size() == 1) {
+      return binary(chain->comparisons[0], std::move(chain->operands[0]), std::move(chain->operands[1]));
+    }
+    return sized(std::move(chain));
   }
 
   ExprPtr parse_additive() {
@@ -353,6 +389,7 @@ class Parser {
       e = make_expr(Expr::Kind::Unary, t.line);
       e->name = t.text;
       e->operands.push_back(parse_unary(false));
+      e = sized(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -402,7 +439,7 @@ class Parser {
       tuple->operands.push_back(parse_expression());
       if (!at_operator(")")) expect_operator(",");
     }
-    return tuple;
+    return sized(std::move(tuple));
   }
 
   ExprPtr parse_sequence(int line, const char* close) {
@@ -411,7 +448,7 @@ class Parser {
       list->operands.push_back(parse_expression());
       if (!at_operator(close)) expect_operator(",");
     }
-    return list;
+    return sized(std::move(list));
   }
 
   ExprPtr parse_dict(int line) {
@@ -422,7 +459,7 @@ class Parser {
       dict->operands.push_back(parse_expression());
       if (!at_operator("}")) expect_operator(",");
     }
-    return dict;
+    return sized(std::move(dict));
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
@@ -437,15 +474,15 @@ class Parser {
           a->name = expect_name("an attribute name after '.'");
           a->operands.push_back(std::move(e));
         }
-        e = std::move(a);
+        e = sized(std::move(a));
       } else if (accept_operator("[")) {
-        e = parse_subscript(std::move(e));
+        e = sized(parse_subscript(std::move(e)));
       } else if (at_operator("(")) {
         next();
         auto call = make_expr(Expr::Kind::Call, e->line);
         call->operands.push_back(std::move(e));
         parse_call_arguments(*call);
-        e = std::move(call);
+        e = sized(std::move(call));
       } else {
         return e;
       }
@@ -496,7 +533,7 @@ class Parser {
         while (accept_operator(".")) f->name += "." + expect_name("a filter name");
         f->operands.push_back(std::move(e));
         if (accept_operator("(")) parse_call_arguments(*f);
-        e = std::move(f);
+        e = sized(std::move(f));
       } else if (at_name("is")) {
         next();
         auto t = make_expr(Expr::Kind::Test, e->line);
@@ -508,7 +545,7 @@ class Parser {
         } else if (test_argument_follows()) {
           t->operands.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(t);
+        e = sized(std::move(t));
       } else {
         return e;
       }
@@ -530,6 +567,7 @@ class Parser {
   const std::string& where_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;
 };
 
 }  // namespace

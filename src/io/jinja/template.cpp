@@ -14,7 +14,9 @@ using Frame = std::unordered_map<std::string, Value>;
 
 // Python's slice indices for a sequence of `size` items.
 std::vector<size_t> slice_indices(int64_t size, const Value& start_v, const Value& stop_v, const Value& step_v) {
-  const int64_t step = step_v.is_undefined() || step_v.is_none() ? 1 : step_v.as_int();
+  const bool integer_step = step_v.kind() == Value::Kind::Int || step_v.kind() == Value::Kind::Bool;
+  TG_CHECK(step_v.is_undefined() || step_v.is_none() || integer_step, "slice indices must be integers");
+  const int64_t step = integer_step ? step_v.as_int() : 1;
   TG_CHECK(step != 0, "slice step cannot be zero");
   auto bound = [&](const Value& v, int64_t fallback) {
     if (v.is_undefined() || v.is_none()) return fallback;
@@ -26,8 +28,44 @@ std::vector<size_t> slice_indices(int64_t size, const Value& start_v, const Valu
   const int64_t start = bound(start_v, step > 0 ? 0 : size - 1);
   const int64_t stop = bound(stop_v, step > 0 ? size : -1);
   std::vector<size_t> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<size_t>(i));
+  // 128-bit, so that a step near 2^63 cannot wrap past the end.
+  for (__int128 i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<size_t>(i));
   return out;
+}
+
+// Python's integers are unbounded; these are 64-bit, and a result past that is an
+// error rather than a wrapped number.
+[[noreturn]] void integer_overflow(const std::string& op) {
+  TG_THROW("integer overflow in {} (templates compute in 64 bits)", op);
+}
+
+Value integer_arithmetic(const std::string& op, int64_t i, int64_t j) {
+  int64_t r = 0;
+  if (op == "+" || op == "-" || op == "*") {
+    const bool overflow = op == "+"   ? __builtin_add_overflow(i, j, &r)
+                          : op == "-" ? __builtin_sub_overflow(i, j, &r)
+                                      : __builtin_mul_overflow(i, j, &r);
+    if (overflow) integer_overflow(op);
+    return Value::integer(r);
+  }
+  if (op == "**") {
+    if (j < 0) return Value::real(std::pow(static_cast<double>(i), static_cast<double>(j)));
+    int64_t result = 1, base = i;
+    for (int64_t e = j; e > 0; e >>= 1) {  // by squaring, each product checked
+      if ((e & 1) && __builtin_mul_overflow(result, base, &result)) integer_overflow(op);
+      if (e > 1 && __builtin_mul_overflow(base, base, &base)) integer_overflow(op);
+    }
+    return Value::integer(result);
+  }
+  TG_CHECK(j != 0, "integer division or modulo by zero");
+  if (i == INT64_MIN && j == -1) {
+    if (op == "%") return Value::integer(0);
+    integer_overflow(op);
+  }
+  const int64_t q = i / j - ((i % j != 0) && ((i < 0) != (j < 0)) ? 1 : 0);  // floor, as Python
+  if (op == "//") return Value::integer(q);
+  if (op == "%") return Value::integer(i - q * j);
+  TG_THROW("unknown operator {}", op);
 }
 
 // Python's arithmetic on two values: + - * / // % **, and ~ (concatenation as text).
@@ -53,9 +91,10 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "*" && ((a.is_string() || a.is_list()) != (b.is_string() || b.is_list()))) {
     const Value& sequence = a.is_string() || a.is_list() ? a : b;
     const Value& times = a.is_string() || a.is_list() ? b : a;
-    TG_CHECK(times.kind() == Value::Kind::Int, "can't multiply a sequence by a {}", times.type_name());
-    const int64_t n = std::max<int64_t>(times.as_int(), 0);
+    TG_CHECK(times.kind() == Value::Kind::Int || times.kind() == Value::Kind::Bool, "can't multiply a sequence by a {}",
+             times.type_name());
     const size_t unit = sequence.is_string() ? sequence.as_string().size() : sequence.items().size();
+    const int64_t n = unit == 0 ? 0 : std::max<int64_t>(times.as_int(), 0);
     if (sequence.is_string()) {
       check_text_size(unit * static_cast<size_t>(std::min<int64_t>(n, kMaxTextBytes + 1)), "*");
     } else {
@@ -82,23 +121,11 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     TG_CHECK(y != 0, "division by zero");
     return Value::real(x / y);
   }
-  if (integral && op != "**") {
-    const int64_t i = a.as_int(), j = b.as_int();
-    if (op == "+") return Value::integer(i + j);
-    if (op == "-") return Value::integer(i - j);
-    if (op == "*") return Value::integer(i * j);
-    TG_CHECK(j != 0, "integer division or modulo by zero");
-    const int64_t q = i / j - ((i % j != 0) && ((i < 0) != (j < 0)) ? 1 : 0);  // floor, as Python
-    if (op == "//") return Value::integer(q);
-    if (op == "%") return Value::integer(i - q * j);
-  }
+  if (integral) return integer_arithmetic(op, a.as_int(), b.as_int());
   if (op == "+") return Value::real(x + y);
   if (op == "-") return Value::real(x - y);
   if (op == "*") return Value::real(x * y);
-  if (op == "**") {
-    const double p = std::pow(x, y);
-    return integral && y >= 0 ? Value::integer(static_cast<int64_t>(p)) : Value::real(p);
-  }
+  if (op == "**") return Value::real(std::pow(x, y));
   TG_CHECK(y != 0, "float division or modulo by zero");
   if (op == "//") return Value::real(std::floor(x / y));
   if (op == "%") return Value::real(x - std::floor(x / y) * y);
@@ -160,6 +187,10 @@ class Interpreter {
   }
 
   void assign(const Stmt& s, Value value) {
+    if (s.targets.size() > 1) {  // set a, b = ...
+      bind_targets(frames_.back(), s.targets, value);
+      return;
+    }
     if (s.attribute.empty()) {
       frames_.back()[s.targets[0]] = std::move(value);
       return;
@@ -167,6 +198,8 @@ class Interpreter {
     const Value target = lookup(s.targets[0]);
     TG_CHECK(target.is_namespace(), "cannot assign the attribute '{}' of {} (a {}; only a namespace() takes attributes)",
              s.attribute, s.targets[0], target.type_name());
+    TG_CHECK(!value.holds_namespace(), "{}.{}: a namespace() cannot hold a namespace (no cycles)", s.targets[0],
+             s.attribute);
     Dict& entries = target.mutable_entries();
     for (auto& entry : entries) {
       if (entry.first == s.attribute) {
@@ -183,7 +216,7 @@ class Interpreter {
       return;
     }
     const List parts = iterate(item);
-    TG_CHECK(parts.size() == targets.size(), "cannot unpack {} values into {} loop variables", parts.size(),
+    TG_CHECK(parts.size() == targets.size(), "cannot unpack {} values into {} variables", parts.size(),
              targets.size());
     for (size_t i = 0; i < targets.size(); ++i) frame[targets[i]] = parts[i];
   }
@@ -233,35 +266,41 @@ class Interpreter {
   }
 
   // A macro is a function: its parameters (defaults evaluated at the call) over the
-  // template's top-level names.
+  // local names visible where it was defined (captured then, as jinja2's closures are)
+  // and the template's top-level names as they are at the call (so macros may call
+  // themselves and each other).
   Value make_macro(const Stmt& s) {
-    return Value::function(s.text, [this, &s](const CallArgs& args) {
+    auto scope = std::make_shared<const std::vector<Frame>>(frames_.begin() + 1, frames_.end());
+    return Value::function(s.text, [this, &s, scope](const CallArgs& args) {
       TG_CHECK(args.positional.size() <= s.targets.size(), "macro {}() takes {} arguments, {} given", s.text,
                s.targets.size(), args.positional.size());
-      TG_CHECK(call_depth_ < kMaxCallDepth, "macro {}() nests deeper than {} calls", s.text, kMaxCallDepth);
-      Frame params;
-      std::vector<Frame> saved = std::move(frames_);
-      frames_ = {saved.front(), Frame{}};
-      for (size_t i = 0; i < s.targets.size(); ++i) {
-        const Value* given = args.get(s.targets[i], i);
-        frames_.back()[s.targets[i]] =
-            given ? *given : s.defaults[i] ? eval(*s.defaults[i]) : Value::undefined(s.targets[i]);
+      for (const auto& keyword : args.keyword) {
+        TG_CHECK(std::find(s.targets.begin(), s.targets.end(), keyword.first) != s.targets.end(),
+                 "macro {}() has no parameter '{}'", s.text, keyword.first);
       }
-      const int saved_line = line_;
+      TG_CHECK(call_depth_ < kMaxCallDepth, "macro {}() nests deeper than {} calls", s.text, kMaxCallDepth);
+      std::vector<Frame> caller = std::move(frames_);
+      frames_ = {caller.front()};
+      frames_.insert(frames_.end(), scope->begin(), scope->end());
+      frames_.emplace_back();
+      const int caller_line = line_;
       ++call_depth_;
       std::string out;
       try {
+        for (size_t i = 0; i < s.targets.size(); ++i) {
+          const Value* given = args.get(s.targets[i], i);
+          frames_.back()[s.targets[i]] =
+              given ? *given : s.defaults[i] ? eval(*s.defaults[i]) : Value::undefined(s.targets[i]);
+        }
         exec(s.body, out);
       } catch (...) {
         --call_depth_;
-        saved.front() = std::move(frames_.front());
-        frames_ = std::move(saved);
+        frames_ = std::move(caller);
         throw;
       }
       --call_depth_;
-      saved.front() = std::move(frames_.front());
-      frames_ = std::move(saved);
-      line_ = saved_line;
+      frames_ = std::move(caller);
+      line_ = caller_line;
       return Value::string(std::move(out));
     });
   }
@@ -293,7 +332,7 @@ class Interpreter {
   static int64_t cost_of(const Value& v) {
     if (v.is_list()) return static_cast<int64_t>(v.items().size());
     if (v.is_dict()) return static_cast<int64_t>(v.entries().size());
-    if (v.is_string()) return static_cast<int64_t>(v.as_string().size() / 64);
+    if (v.is_string()) return static_cast<int64_t>(v.as_string().size() / 8);
     return 0;
   }
 
@@ -309,7 +348,11 @@ class Interpreter {
       }
       case Expr::Kind::DictLiteral: return eval_dict(e);
       case Expr::Kind::Attribute: return attribute(eval(*e.operands[0]), e.name);
-      case Expr::Kind::Index: return index(eval(*e.operands[0]), eval(*e.operands[1]));
+      case Expr::Kind::Index: {
+        const Value object = eval(*e.operands[0]);  // left to right, as Python
+        return index(object, eval(*e.operands[1]));
+      }
+      case Expr::Kind::Compare: return Value::boolean(compare_chain(e));
       case Expr::Kind::Slice: return slice(e);
       case Expr::Kind::Call: {
         const Value callee = eval(*e.operands[0]);
@@ -362,7 +405,7 @@ class Interpreter {
   static Value index(const Value& object, const Value& key) {
     if (object.is_undefined()) TG_THROW("'{}' is undefined (looking up [{}])", object.name(), key.repr());
     if (object.is_dict()) {
-      TG_CHECK(key.is_string(), "a dict is indexed by strings here, not a {}", key.type_name());
+      if (!key.is_string()) return Value::undefined("[" + key.repr() + "]");  // keys are strings: no such item
       const Value* found = object.find(key.as_string());
       return found ? *found : Value::undefined(key.as_string());
     }
@@ -402,8 +445,35 @@ class Interpreter {
     if (op == "not") return Value::boolean(!v.truthy());
     if (v.is_undefined()) TG_THROW("'{}' is undefined", v.name());
     TG_CHECK(v.is_number(), "bad operand type for unary {}: '{}'", op, v.type_name());
-    if (op == "+") return v.kind() == Value::Kind::Float ? v : Value::integer(v.as_int());
-    return v.kind() == Value::Kind::Float ? Value::real(-v.as_double()) : Value::integer(-v.as_int());
+    if (v.kind() == Value::Kind::Float) return op == "+" ? v : Value::real(-v.as_double());
+    return op == "+" ? Value::integer(v.as_int()) : integer_arithmetic("-", 0, v.as_int());
+  }
+
+  static bool is_comparison(const std::string& op) {
+    return op == "==" || op == "!=" || op == "<" || op == ">" || op == "<=" || op == ">=" || op == "in" ||
+           op == "not in";
+  }
+
+  static bool compare(const std::string& op, const Value& left, const Value& right) {
+    if (op == "==") return equal(left, right);
+    if (op == "!=") return !equal(left, right);
+    if (op == "<") return less(left, right);
+    if (op == ">") return less(right, left);
+    if (op == "<=") return !less(right, left);
+    if (op == ">=") return !less(left, right);
+    CallArgs container;
+    container.positional.push_back(right);
+    return apply_test("in", left, container) == (op == "in");
+  }
+
+  bool compare_chain(const Expr& e) {
+    Value left = eval(*e.operands[0]);
+    for (size_t k = 0; k < e.comparisons.size(); ++k) {
+      Value right = eval(*e.operands[k + 1]);
+      if (!compare(e.comparisons[k], left, right)) return false;
+      left = std::move(right);
+    }
+    return true;
   }
 
   Value binary(const Expr& e) {
@@ -412,17 +482,7 @@ class Interpreter {
     if (op == "and") return left.truthy() ? eval(*e.operands[1]) : left;
     if (op == "or") return left.truthy() ? left : eval(*e.operands[1]);
     const Value right = eval(*e.operands[1]);
-    if (op == "==") return Value::boolean(equal(left, right));
-    if (op == "!=") return Value::boolean(!equal(left, right));
-    if (op == "<") return Value::boolean(less(left, right));
-    if (op == ">") return Value::boolean(less(right, left));
-    if (op == "<=") return Value::boolean(!less(right, left));
-    if (op == ">=") return Value::boolean(!less(left, right));
-    if (op == "in" || op == "not in") {
-      CallArgs container;
-      container.positional.push_back(right);
-      return Value::boolean(apply_test("in", left, container) == (op == "in"));
-    }
+    if (is_comparison(op)) return Value::boolean(compare(op, left, right));
     return arithmetic(op, left, right);
   }
 

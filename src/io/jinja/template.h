@@ -9,6 +9,13 @@
 //
 // Errors are tiergen::Error naming `where` and the template line; a template's own
 // raise_exception(...) is a jinja::TemplateRaised carrying just its message.
+//
+// Known differences from jinja2, none of which the chat templates tested use: tuples are
+// lists (they print as [1, 2]); integers are 64-bit (overflow is an error); case
+// mapping covers Latin, Greek and Cyrillic letters; dict keys are strings. Missing
+// features fail with an error naming them, never render something else: the filters
+// format, center, truncate, batch, slice; {% filter %}, {% with %}, {% call %},
+// {% include %}; str.format; loop.changed and loop.depth; macro varargs and kwargs.
 #include <memory>
 #include <string>
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "src/io/jinja/python_text.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::io::jinja {
@@ -15,16 +17,48 @@ const Value* CallArgs::get(const std::string& name, size_t index) const {
   return index < positional.size() ? &positional[index] : nullptr;
 }
 
+void check_text_size(size_t bytes, const char* what) {
+  TG_CHECK(bytes <= kMaxTextBytes, "{} made a text of more than {} MiB", what, kMaxTextBytes >> 20);
+}
+
+namespace {
+
+int nesting_of(int deepest_child) {
+  TG_CHECK(deepest_child < kMaxNesting, "lists and dicts nested more than {} deep", kMaxNesting);
+  return deepest_child + 1;
+}
+
+}  // namespace
+
 Value Value::list(List items) {
+  TG_CHECK(items.size() <= kMaxItems, "a list of more than {} items", kMaxItems);
   Value v(Kind::List);
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth_);
+  v.depth_ = nesting_of(deepest);
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
 
 Value Value::dict(Dict items) {
+  TG_CHECK(items.size() <= kMaxItems, "a dict of more than {} items", kMaxItems);
   Value v(Kind::Dict);
+  int deepest = 0;
+  for (const auto& entry : items) deepest = std::max(deepest, entry.second.depth_);
+  v.depth_ = nesting_of(deepest);
   v.dict_ = std::make_shared<Dict>(std::move(items));
   return v;
+}
+
+bool Value::holds_namespace() const {
+  if (is_namespace()) return true;
+  if (kind_ == Kind::List) {
+    return std::any_of(list_->begin(), list_->end(), [](const Value& v) { return v.holds_namespace(); });
+  }
+  if (kind_ == Kind::Dict) {
+    return std::any_of(dict_->begin(), dict_->end(), [](const auto& e) { return e.second.holds_namespace(); });
+  }
+  return false;
 }
 
 Value Value::namespace_object(Dict items) {
@@ -96,9 +130,21 @@ std::string python_string_repr(const std::string& s) {
   return out + quote;
 }
 
-void write_json_string(std::string& out, const std::string& s) {
+void write_json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
-  for (const unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (ensure_ascii && c >= 0x7F) {  // json.dumps escapes all but ' ' to '~' here
+      const uint32_t cp = decode_code_point(s, i);
+      i += code_point_bytes(s, i) - 1;
+      if (cp >= 0x10000) {
+        const uint32_t v = cp - 0x10000;
+        out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+      } else {
+        out += fmt::format("\\u{:04x}", cp);
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -153,19 +199,19 @@ std::string Value::repr() const {
   return "";
 }
 
-std::string Value::to_json(int indent) const {
+std::string Value::to_json(const JsonStyle& style) const {
   std::string out;
-  write_json(out, indent, 0);
+  write_json(out, style, 0);
   return out;
 }
 
-void Value::write_json(std::string& out, int indent, int depth) const {
-  // json.dumps: ", " between items on one line; "," and a newline plus indentation with
-  // an indent; ": " after keys either way.
-  auto newline = [&](int level) {
-    if (indent >= 0) out += "\n" + std::string(static_cast<size_t>(indent * level), ' ');
+void Value::write_json(std::string& out, const JsonStyle& style, int level) const {
+  auto newline = [&](int at) {
+    if (!style.indented) return;
+    out += '\n';
+    for (int i = 0; i < at; ++i) out += style.indent;
+    check_text_size(out.size(), "tojson");
   };
-  const char* separator = indent >= 0 ? "," : ", ";
   switch (kind_) {
     case Kind::Undefined: TG_THROW("tojson: the value is undefined");
     case Kind::None: out += "null"; return;
@@ -180,7 +226,7 @@ void Value::write_json(std::string& out, int indent, int depth) const {
         out += python_float(real_);
       }
       return;
-    case Kind::String: write_json_string(out, text_); return;
+    case Kind::String: write_json_string(out, text_, style.ensure_ascii); break;
     case Kind::List:
       if (list_->empty()) {
         out += "[]";
@@ -188,31 +234,38 @@ void Value::write_json(std::string& out, int indent, int depth) const {
       }
       out += '[';
       for (size_t i = 0; i < list_->size(); ++i) {
-        if (i) out += separator;
-        newline(depth + 1);
-        (*list_)[i].write_json(out, indent, depth + 1);
+        if (i) out += style.item_separator;
+        newline(level + 1);
+        (*list_)[i].write_json(out, style, level + 1);
       }
-      newline(depth);
+      newline(level);
       out += ']';
-      return;
-    case Kind::Dict:
+      break;
+    case Kind::Dict: {
       if (dict_->empty()) {
         out += "{}";
         return;
       }
-      out += '{';
-      for (size_t i = 0; i < dict_->size(); ++i) {
-        if (i) out += separator;
-        newline(depth + 1);
-        write_json_string(out, (*dict_)[i].first);
-        out += ": ";
-        (*dict_)[i].second.write_json(out, indent, depth + 1);
+      std::vector<const std::pair<std::string, Value>*> entries;
+      for (const auto& entry : *dict_) entries.push_back(&entry);
+      if (style.sort_keys) {
+        std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
       }
-      newline(depth);
+      out += '{';
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i) out += style.item_separator;
+        newline(level + 1);
+        write_json_string(out, entries[i]->first, style.ensure_ascii);
+        out += style.key_separator;
+        entries[i]->second.write_json(out, style, level + 1);
+      }
+      newline(level);
       out += '}';
-      return;
+      break;
+    }
     case Kind::Function: TG_THROW("tojson: a function ({}) is not JSON", text_);
   }
+  check_text_size(out.size(), "tojson");
 }
 
 std::string Value::type_name() const {

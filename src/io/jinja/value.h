@@ -12,6 +12,22 @@
 
 namespace tiergen::io::jinja {
 
+// Sizes no chat template comes near. A template that builds more is refused with an
+// error instead of exhausting the host's memory or stack.
+constexpr size_t kMaxTextBytes = size_t{64} << 20;
+constexpr size_t kMaxItems = size_t{1} << 20;
+constexpr int kMaxNesting = 256;  // lists and dicts inside each other
+// Throws unless `bytes` is within kMaxTextBytes (`what` names the operation).
+void check_text_size(size_t bytes, const char* what);
+
+// How json.dumps writes a value (Hugging Face's tojson: ensure_ascii off by default).
+struct JsonStyle {
+  bool indented = false;
+  std::string indent;  // per level, after a newline, when indented
+  std::string item_separator = ", ", key_separator = ": ";
+  bool ensure_ascii = false, sort_keys = false;
+};
+
 class Value;
 using List = std::vector<Value>;
 // Insertion-ordered, as Python dicts and JSON objects are; keys are strings.
@@ -92,18 +108,22 @@ class Value {
   std::string str() const;
   // Python's repr(): strings quoted, as inside a printed list or dict.
   std::string repr() const;
-  // json.dumps(value, ensure_ascii=False, indent=indent) as Hugging Face's tojson does
-  // (indent < 0: on one line with ", " and ": ").
-  std::string to_json(int indent = -1) const;
+  // json.dumps(value, ...) in `style`.
+  std::string to_json(const JsonStyle& style = {}) const;
+  // Lists and dicts nested inside this one (0 for a scalar).
+  int depth() const { return depth_; }
+  // Whether this is or holds a namespace() (which may not go inside a namespace: no cycles).
+  bool holds_namespace() const;
   // Python's type name, for error messages ("str", "int", "list", "dict", "undefined").
   std::string type_name() const;
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
-  void write_json(std::string& out, int indent, int depth) const;
+  void write_json(std::string& out, const JsonStyle& style, int level) const;
 
   Kind kind_ = Kind::Undefined;
   bool namespace_ = false;
+  int depth_ = 0;
   int64_t int_ = 0;
   double real_ = 0;
   std::string text_;
