@@ -58,9 +58,14 @@ TEST_F(CliHabits, BatchSizeHasOneFlagWithItsAliases) {
   for (const std::string flag : {"-b", "--gpu-batch-size", "--batch-size"}) {
     const Exit e = run(prompt_args({"--prompt", "the cat", "--prompt", "a dog", "--prompt", "on the mat", flag, "2"}));
     ASSERT_EQ(e.code, 0) << flag << ": " << e.describe();
-    EXPECT_TRUE(contains(e.err, "policy: gpu batch 2 x 1 batches")) << flag << ": " << e.err;
+    EXPECT_TRUE(contains(e.err, "): gpu batch 2 x 1 batches")) << flag << ": " << e.err;
   }
-  const Exit defaulted = run(prompt_args({"--prompt", "the cat"}));
+  // Without placement flags the batch is the searched plan's; with --percent it is 8.
+  const Exit searched = run(prompt_args({"--prompt", "the cat"}));
+  ASSERT_EQ(searched.code, 0) << searched.describe();
+  EXPECT_TRUE(contains(searched.err, "policy (searched for this job; --percent or --policy fixes one): gpu batch"))
+      << searched.err;
+  const Exit defaulted = run(prompt_args({"--prompt", "the cat", "--percent", "100", "0", "100", "0", "100", "0"}));
   ASSERT_EQ(defaulted.code, 0) << defaulted.describe();
   EXPECT_TRUE(contains(defaulted.err, "policy: gpu batch 8 x 1 batches")) << defaulted.err;
   // bench takes the same flag.

@@ -104,7 +104,7 @@ TEST_F(CliJobIntegrity, ARunThatCannotStartLeavesTheResultsFileAsItFoundIt) {
   ASSERT_TRUE(done.exited && done.code == 0) << done.describe();
   const std::string before = read_file(out);
   const Exit too_small = run(generate_args(prompts, out, {"-n", "3", "--overwrite", "--gpu-mem", "1KiB"}));
-  expect_clear_failure(too_small, {"does not fit"});
+  expect_clear_failure(too_small, {"fits the memory budgets (gpu 1.00 KiB"});
   EXPECT_EQ(read_file(out), before) << "an infeasible run destroyed the results it was to overwrite";
 
   const fs::path broken = copy_of_model("broken");

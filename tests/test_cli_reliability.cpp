@@ -347,7 +347,7 @@ TEST_F(CliReliability, FullOffloadDirectoryIsAClearErrorAndLeavesNoFiles) {
 TEST_F(CliReliability, BudgetsTooSmallForAnyPolicyAreRefusedBeforeAnyWork) {
   const fs::path prompts = prompt_file("p.txt", 2), out = dir_ / "out.jsonl";
   const Exit e = run(generate_args(prompts, out, {"--gpu-mem", "16KiB", "--cpu-mem", "16KiB"}));
-  expect_clear_failure(e, {"does not fit", "budget is 16.00 KiB"});
+  expect_clear_failure(e, {"fits the memory budgets (gpu 16.00 KiB, cpu 16.00 KiB", "short by"});
   EXPECT_EQ(e.err.find("placing weights"), std::string::npos) << "refused only after work started: " << e.describe();
   expect_results_not_complete(out, 2);
 }

@@ -111,18 +111,32 @@ class PolicyCli : public ::testing::Test {
 fs::path* PolicyCli::dir_ = nullptr;
 
 TEST_F(PolicyCli, MissingProfileNeverFailsAFinishedRun) {
+  // A fixed placement needs no profile to run: the report is skipped, never an error.
+  const std::vector<std::string> fixed = {"--percent", "100", "0", "100", "0", "100", "0", "--report"};
   const fs::path out = dir() / "missing-profile.jsonl";
-  const Result r = run(generate_args(out.string(), {"--report", "--hw", (dir() / "no-such-profile.json").string()}), dir());
+  std::vector<std::string> missing = fixed;
+  missing.insert(missing.end(), {"--hw", (dir() / "no-such-profile.json").string()});
+  const Result r = run(generate_args(out.string(), missing), dir());
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(count_lines(out), 5);
   EXPECT_NE(r.err.find("predicted vs measured: skipped"), std::string::npos) << r.err;
   // No profile of this host at all (empty cache): the prediction is skipped, never an
   // error, and no profile is measured after the results.
-  const Result none = run(generate_args(out.string(), {"--report"}), dir(), "empty-cache");
+  const Result none = run(generate_args(out.string(), fixed), dir(), "empty-cache");
   EXPECT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(count_lines(out), 5);
   EXPECT_EQ(none.err.find("measuring a quick one"), std::string::npos) << none.err;
   EXPECT_NE(none.err.find("predicted vs measured: skipped"), std::string::npos) << none.err;
+  // The default placement is searched, and the profile it needs is measured before any
+  // work, once.
+  const Result searched = run(generate_args(out.string(), {}), dir(), "empty-cache-searched");
+  EXPECT_EQ(searched.code, 0) << searched.err;
+  EXPECT_EQ(count_lines(out), 5);
+  const size_t measured = searched.err.find("measuring a quick one"), placed = searched.err.find("placing weights");
+  ASSERT_NE(measured, std::string::npos) << searched.err;
+  EXPECT_LT(measured, placed) << searched.err;
+  EXPECT_NE(searched.err.find("policy (searched for this job; --percent or --policy fixes one): gpu batch"),
+            std::string::npos) << searched.err;
 }
 
 // The predicted-vs-measured block is asked for (--report or -v), not printed after

@@ -368,7 +368,7 @@ void setup_bench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* c = app.add_subcommand(
       "bench", "FlexGen's synthetic throughput benchmark: random prompts of --prompt-len tokens, --gen-len tokens each");
-  add_engine_flags(c, f->engine, 4);
+  add_engine_flags(c, f->engine, 4, UnplacedDefault::AllOnGpu);
   c->add_option("-s,--prompt-len", f->prompt_len, "Prompt length S (every prompt has exactly S tokens)")
       ->capture_default_str()->check(positive());
   c->add_option("-n,--gen-len", f->gen_len, "Tokens generated per prompt (EOS is ignored)")

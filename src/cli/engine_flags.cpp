@@ -22,7 +22,8 @@
 
 namespace tiergen::cli {
 
-void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
+void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, UnplacedDefault unplaced) {
+  const bool searched = unplaced == UnplacedDefault::Searched;
   c->add_option("-m,--model", f.model, "Model directory (config.json + safetensors) or preset (opt-30b, facebook/opt-30b, "
                 "llama-3-8b, ...; `tiergen list-presets`); required unless --path names a checkpoint directory");
   c->add_flag("--dummy", f.dummy, "Use seeded random weights instead of a checkpoint (throughput runs; implied for presets)");
@@ -41,15 +42,20 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size) {
                 "compute and CPU attention task with its token, layer and gpu batch: times on the device's streams "
                 "on CUDA, host times on the CPU; `tools/trace-summary.py` tabulates one token of it");
   auto* policy = c->add_option("--policy", f.policy_file,
-                               "Policy JSON (FlexGen's field names; `tiergen policy --json` writes one), or 'auto' to "
-                               "search one with the cost model for the budgets");
+                               std::string("Policy JSON (FlexGen's field names; `tiergen policy --json` writes "
+                                           "one), or 'auto' to search one with the cost model for the budgets") +
+                                   (searched ? " (the default without --percent; it never compresses unless asked)" : ""));
   c->add_option("--hw", f.hw, "Hardware profile JSON for --policy auto and the predicted-vs-measured report "
                 "or built-in name (default: $TIERGEN_HW_PROFILE, else this host's profile cached by `tiergen profile "
                 "--cache`, measured on first need)");
-  c->add_option("--percent", f.percent, "FlexGen placement: wg wc cg cc hg hc (weights, KV cache, activations on gpu/cpu; disk gets the rest)")
+  c->add_option("--percent", f.percent, std::string("FlexGen placement: wg wc cg cc hg hc (weights, KV cache, "
+                                                    "activations on gpu/cpu; disk gets the rest)") +
+                                            (searched ? "; default: a plan searched for the job" : "; default 100 0 100 0 100 0"))
       ->expected(6)->excludes(policy);
   c->add_option("-b,--gpu-batch-size,--batch-size", f.gpu_batch_size,
-                fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's or search's", default_batch_size))
+                fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's or search's",
+                            searched ? fmt::format("the searched plan's, {} with --percent", default_batch_size)
+                                     : std::to_string(default_batch_size)))
       ->check(positive());
   c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)")
       ->check(positive());
@@ -194,17 +200,25 @@ void warn_if_planned_for_another_job(const std::string& path, const nlohmann::js
   }
 }
 
+bool placement_is_searched(const EngineFlags& f, UnplacedDefault unplaced) {
+  return f.policy_file == "auto" || (unplaced == UnplacedDefault::Searched && f.policy_file.empty() && f.percent.empty());
+}
+
 runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
-                            const runtime::Workload& workload, const runtime::EngineOptions& options) {
+                            const runtime::Workload& workload, const runtime::EngineOptions& options,
+                            UnplacedDefault unplaced) {
   runtime::Policy p;
-  TG_CHECK(f.compress == "off" || f.policy_file == "auto",
+  const bool asked_auto = f.policy_file == "auto";
+  TG_CHECK(f.compress == "off" || asked_auto,
            "--compress {} applies to --policy auto; with a fixed policy use --compress-weight/--compress-cache",
            f.compress);
-  if (f.policy_file == "auto") {
+  if (placement_is_searched(f, unplaced)) {
     policy::SearchOptions search;
     search.dtype_bytes = options.device.dtype_bytes();
     search.compression = policy::compression_mode_from_string(f.compress);
-    if (f.compress_weight || f.compress_cache) search.compression = policy::CompressionMode::On;
+    // --policy auto with a compression flag searches the compressed plans; the default
+    // search plans exactly, and the flags compress its plan below.
+    if (asked_auto && (f.compress_weight || f.compress_cache)) search.compression = policy::CompressionMode::On;
     // A fixed --cpu-weight-compute is applied below; the search plans without it.
     search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
@@ -241,7 +255,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
   }
   apply_flexgen_policy_flags(f, p);
-  if (f.policy_file != "auto") apply_compression_flags(f, p);
+  if (!asked_auto) apply_compression_flags(f, p);
   p.validate();
   spdlog::info("{}", p.exactness());
   return p;

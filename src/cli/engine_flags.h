@@ -47,7 +47,13 @@ struct EngineFlags {
   std::string trace;  // a Chrome trace of every task, written here (runtime/task_timeline.h)
 };
 
-void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size);
+// Where a command puts the model when neither --percent nor --policy says: `generate`
+// searches a plan for the job (it must fit), `bench` keeps FlexGen's default (all on
+// the GPU tier, batch `default_batch_size`).
+enum class UnplacedDefault { AllOnGpu, Searched };
+// The flags every engine command takes; `default_batch_size` and `unplaced` for --help.
+void add_engine_flags(CLI::App* command, EngineFlags& flags, int64_t default_batch_size,
+                      UnplacedDefault unplaced);
 // --world-size, --rank, --dist-init, --dist-timeout: where this process sits in a
 // multi-process job (dist::resolve_launch adds the launchers' environments).
 void add_launch_flags(CLI::App* command, dist::LaunchFlags& launch);
@@ -65,9 +71,15 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, cons
 // --compress-weight / --compress-cache (with --compress-bits and --compress-group-size)
 // over what `policy` compresses.
 void apply_compression_flags(const EngineFlags& flags, runtime::Policy& policy);
-// The policy from --policy FILE / flags, or searched (--policy auto) for `workload`.
+// Whether the placement is searched by the cost model: --policy auto, or nothing given
+// where the command's default is the search.
+bool placement_is_searched(const EngineFlags& flags, UnplacedDefault unplaced);
+// The policy from --policy FILE / flags, or searched for `workload` (--policy auto, or
+// the Searched default: that search never compresses; --compress-weight/-cache apply
+// over its plan as over a fixed one).
 runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
-                            const runtime::Workload& workload, const runtime::EngineOptions& options);
+                            const runtime::Workload& workload, const runtime::EngineOptions& options,
+                            UnplacedDefault unplaced = UnplacedDefault::AllOnGpu);
 runtime::DeviceContext make_device(const EngineFlags& flags);
 
 // `local_ranks`: processes of one pipeline on this host; the default host budgets

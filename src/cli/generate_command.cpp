@@ -295,9 +295,11 @@ void run_generate(GenerateFlags& f) {
   std::optional<runtime::Engine> engine;
   std::optional<runtime::Policy> policy;
   if (!requests.empty()) {
-    policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options);
+    policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options, UnplacedDefault::Searched);
     if (link) check_ranks_agree_on_block_shape(*link, *policy);
-    spdlog::info("policy: {}", policy->describe());
+    const bool searched_by_default = f.engine.policy_file.empty() && f.engine.percent.empty();
+    spdlog::info("policy{}: {}", searched_by_default ? " (searched for this job; --percent or --policy fixes one)" : "",
+                 policy->describe());
     runtime::install_interrupt_handlers(
         f.out.empty() || f.out == "-" ? "\ntiergen: interrupted\n"
                                       : fmt::format("\ntiergen: interrupted; finished results are in {}; rerun the "
@@ -445,7 +447,7 @@ void add_request_flags(CLI::App* c, RequestDefaults& d) {
 void setup_generate(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* c = app.add_subcommand("generate", "Generate completions for a file of prompts (text lines or JSONL)");
-  add_engine_flags(c, f->engine, 8);
+  add_engine_flags(c, f->engine, kDefaultGpuBatchSize, UnplacedDefault::Searched);
   auto* file = c->add_option("-p,--prompts", f->prompts, "Prompt file: one prompt per line (.txt), or JSONL with "
                              "\"prompt\", \"prompt_token_ids\" or OpenAI batch requests; - for stdin");
   c->add_option("--prompt", f->prompt_texts, "A prompt given on the command line instead of a file (repeatable: one "
