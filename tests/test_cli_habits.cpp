@@ -52,6 +52,14 @@ class CliHabits : public CliReliability {
   }
 };
 
+// A --prompt that looks like a bracketed list is one prompt, as written.
+TEST_F(CliHabits, ABracketedPromptIsOnePrompt) {
+  const Exit e = run(prompt_args({"--prompt", "[INST] a, b [/INST]"}));
+  ASSERT_EQ(e.code, 0) << e.describe();
+  EXPECT_TRUE(contains(e.out, "\"prompt\":\"[INST] a, b [/INST]\"")) << e.out;
+  EXPECT_EQ(std::count(e.out.begin(), e.out.end(), '\n'), 1) << e.out;
+}
+
 // ---- 1. One batch-size flag.
 
 TEST_F(CliHabits, BatchSizeHasOneFlagWithItsAliases) {

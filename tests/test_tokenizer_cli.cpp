@@ -55,6 +55,22 @@ TEST(TokenizeCommand, EncodesAndDecodesLineByLine) {
   EXPECT_EQ(raw.out, "\"<s> Hello\"\n");
 }
 
+// Raw text on the command line (-p/--text, repeatable) and a model directory with -m.
+TEST(TokenizeCommand, TakesRawTextAndAModelDirectory) {
+  const Result enc = tokenize("-m " + kSentencePiece + " -p 'Hello world' --text '中'", "");
+  ASSERT_EQ(enc.status, 0) << enc.err;
+  EXPECT_EQ(enc.out, "[1,259,298,305]\n[1,259,231,187,176]\n") << "the same ids as the JSON lines give";
+  const Result dec = tokenize("--tokenizer " + kSentencePiece + " --decode -p '1 259 298 305' -p '[1, 259, 231, 187, 176]'", "");
+  ASSERT_EQ(dec.status, 0) << dec.err;
+  EXPECT_EQ(dec.out, "\"Hello world\"\n\"中\"\n");
+  const Result bad = tokenize("--tokenizer " + kSentencePiece + " --decode -p '1 x'", "");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("--text 1: 'x' is not a token id"), std::string::npos) << bad.err;
+  const Result neither = tokenize("-p hi", "");
+  EXPECT_NE(neither.status, 0);
+  EXPECT_NE(neither.err.find("needs --tokenizer DIR or -m MODEL_DIR"), std::string::npos) << neither.err;
+}
+
 TEST(TokenizeCommand, MalformedLinesNameTheLine) {
   Result r = tokenize("--tokenizer " + kSentencePiece, "\"ok\"\nnot json\n");
   EXPECT_EQ(r.status, 1);

@@ -451,7 +451,9 @@ void setup_generate(CLI::App& app) {
   auto* file = c->add_option("-p,--prompts", f->prompts, "Prompt file: one prompt per line (.txt), or JSONL with "
                              "\"prompt\", \"prompt_token_ids\" or OpenAI batch requests; - for stdin");
   c->add_option("--prompt", f->prompt_texts, "A prompt given on the command line instead of a file (repeatable: one "
-                "request each)")->excludes(file);
+                "request each)")
+      ->excludes(file)
+      ->allow_extra_args(false);  // one value per --prompt, as written (CLI11 would split "[INST] a, b [/INST]")
   c->add_option("-o,--out", f->out, "Results JSONL (default: stdout); each line is written and synced as soon as it is final");
   c->add_option("--format", f->format, "Prompt file format: auto, text or jsonl")->capture_default_str();
   c->add_option("--output-format", f->output_format, "Results format: auto (openai for OpenAI batch input, else "
