@@ -42,8 +42,6 @@ bool is_python_space(uint32_t cp) {
          cp == 0x3000;
 }
 
-namespace {
-
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);
@@ -61,6 +59,8 @@ void append_utf8(std::string& out, uint32_t cp) {
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
+
+namespace {
 
 // The case pairs of the scripts covered: [first upper, last upper] and the distance to
 // the lower case; `alternating` ranges pair each even upper with the odd one after it.

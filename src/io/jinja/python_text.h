@@ -13,6 +13,8 @@ namespace tiergen::io::jinja {
 size_t code_point_bytes(std::string_view s, size_t i);
 // The code point starting at s[i] (the byte itself where the sequence is invalid).
 uint32_t decode_code_point(std::string_view s, size_t i);
+// Appends the UTF-8 encoding of code point `cp`.
+void append_utf8(std::string& out, uint32_t cp);
 // Python's len(): the number of code points.
 int64_t code_point_count(std::string_view s);
 // Byte offsets of the code points' starts, plus s.size() at the end.
