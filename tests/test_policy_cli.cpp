@@ -240,6 +240,12 @@ TEST_F(PolicyCli, TakesTheShortFlagsAndRefusesAJobPastTheContext) {
   const Result r = run({kTiergen, "policy", "-m", "opt-125m", "-s", "64", "-n", "8", "--hw", "t4-flexgen"}, dir());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("prompt 64, gen 8"), std::string::npos) << r.out;
+  // -b and --num-gpu-batches alone fix the block the search plans for (as in generate).
+  const Result shaped = run({kTiergen, "policy", "-m", "opt-125m", "-s", "64", "-n", "8", "--hw", "t4-flexgen",
+                             "-b", "24", "--num-gpu-batches", "3"}, dir());
+  ASSERT_EQ(shaped.code, 0) << shaped.err;
+  EXPECT_EQ(shaped.out.find("chosen by: given"), std::string::npos) << shaped.out;
+  EXPECT_NE(shaped.out.find("--gpu-batch-size 24 --num-gpu-batches 3"), std::string::npos) << shaped.out;
   const Result past = run({kTiergen, "policy", "-m", "opt-125m", "-s", "5000", "--hw", "t4-flexgen"}, dir());
   EXPECT_GT(past.code, 0);
   EXPECT_NE(past.err.find("--prompt-len 5000 plus --gen-len 32 exceeds opt-125m's 2048 positions"), std::string::npos)

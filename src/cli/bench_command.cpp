@@ -178,7 +178,7 @@ void run_bench(BenchFlags& f) {
   runtime::StageLink* link = options.link.get();
   const AbortPipelineOnFailure abort_on_failure{link};
   if (link) check_ranks_agree(*link, "bench", bench_job(f, spec, options.device));
-  const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options);
+  const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options, UnplacedDefault::AllOnGpu);
   if (link) check_ranks_agree_on_block_shape(*link, policy);
   const bool reports = link == nullptr || link->is_last();
   // A pipeline keeps a block in flight per stage (FlexGen's ring: gpu batch size x

@@ -53,11 +53,13 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
                                             (searched ? "; default: a plan searched for the job" : "; default 100 0 100 0 100 0"))
       ->expected(6)->excludes(policy);
   c->add_option("-b,--gpu-batch-size,--batch-size", f.gpu_batch_size,
-                fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's or search's",
+                fmt::format("Sequences per gpu batch (default {}); overrides a --policy file's, and a search plans for it",
                             searched ? fmt::format("the searched plan's, {} with --percent", default_batch_size)
                                      : std::to_string(default_batch_size)))
       ->check(positive());
-  c->add_option("--num-gpu-batches", f.num_gpu_batches, "Gpu batches per block (default 1)")
+  c->add_option("--num-gpu-batches", f.num_gpu_batches,
+                searched ? "Gpu batches per block (default: the searched plan's, 1 with --percent)"
+                         : "Gpu batches per block (default 1)")
       ->check(positive());
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
   c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
@@ -210,7 +212,8 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
   runtime::Policy p;
   const bool asked_auto = f.policy_file == "auto";
   TG_CHECK(f.compress == "off" || asked_auto,
-           "--compress {} applies to --policy auto; with a fixed policy use --compress-weight/--compress-cache",
+           "--compress {} applies to --policy auto (add --policy auto to let the search compress); otherwise use "
+           "--compress-weight/--compress-cache",
            f.compress);
   if (placement_is_searched(f, unplaced)) {
     policy::SearchOptions search;
@@ -221,6 +224,9 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     if (asked_auto && (f.compress_weight || f.compress_cache)) search.compression = policy::CompressionMode::On;
     // A fixed --cpu-weight-compute is applied below; the search plans without it.
     search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
+    // A block shape given by flags is the one planned for (not forced over another plan).
+    if (f.gpu_batch_size > 0) search.gpu_batch_sizes = {f.gpu_batch_size};
+    if (f.num_gpu_batches > 0) search.num_gpu_batches = f.num_gpu_batches;
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;

@@ -76,10 +76,11 @@ void apply_compression_flags(const EngineFlags& flags, runtime::Policy& policy);
 bool placement_is_searched(const EngineFlags& flags, UnplacedDefault unplaced);
 // The policy from --policy FILE / flags, or searched for `workload` (--policy auto, or
 // the Searched default: that search never compresses; --compress-weight/-cache apply
-// over its plan as over a fixed one).
+// over its plan as over a fixed one). A search plans for -b / --num-gpu-batches when
+// given; --cpu-attention and --cpu-weight-compute are set over its plan.
 runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options,
-                            UnplacedDefault unplaced = UnplacedDefault::AllOnGpu);
+                            UnplacedDefault unplaced);
 runtime::DeviceContext make_device(const EngineFlags& flags);
 
 // `local_ranks`: processes of one pipeline on this host; the default host budgets

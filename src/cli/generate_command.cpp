@@ -424,7 +424,8 @@ void add_request_flags(CLI::App* c, RequestDefaults& d) {
   c->add_option("--seed", d.seed, "Sampling seed (each prompt gets its own stream)")->capture_default_str();
   c->add_option("--num-samples", d.n, "Samples per prompt (OpenAI's n; the samples share the prompt's prefill)")
       ->capture_default_str()->check(CLI::Range(1, 128));
-  c->add_option("--stop", d.stop, "Stop string (repeatable): ends a sample, matched on decoded text, not included unless --include-stop-str-in-output");
+  c->add_option("--stop", d.stop, "Stop string (repeatable): ends a sample, matched on decoded text, not included unless --include-stop-str-in-output")
+      ->allow_extra_args(false);  // one string per --stop, as written (CLI11 would split "[/INST]")
   c->add_flag("--include-stop-str-in-output", d.include_stop_str_in_output,
               "Keep the stop string that ended a sample at the end of its text");
   c->add_option("--stop-token-ids", d.stop_token_ids, "Token ids that end a sample (repeatable)");

@@ -184,13 +184,14 @@ void run_pipeline_policy(const PolicyOptions& o, const model::Spec& spec, const 
   }
 }
 
+// A policy file, a placement or CPU attention give a policy to price; -b and
+// --num-gpu-batches alone fix the block shape the search plans for, as in `generate`.
 bool gives_policy(const PolicyOptions& o) {
-  return !o.policy_file.empty() || !o.percent.empty() || o.gpu_batch_size > 0 || o.num_gpu_batches > 0 ||
-         o.cpu_attention;
+  return !o.policy_file.empty() || !o.percent.empty() || o.cpu_attention;
 }
 
 // The policy the flags give: the file's (else the defaults: all on the gpu, 1 x 1), with
-// FlexGen's flags over it, as `generate` reads them.
+// FlexGen's flags over it, as `generate` reads them with --percent or --policy FILE.
 runtime::Policy given_policy(const PolicyOptions& o) {
   runtime::Policy p = o.policy_file.empty() ? runtime::Policy{} : runtime::policy_from_file(o.policy_file);
   if (!o.percent.empty()) {
@@ -254,8 +255,11 @@ void run_policy(const PolicyOptions& o) {
   options.guardrails = !o.no_guardrails;
   options.dtype_bytes = target.dtype_bytes;
   const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
+  if (o.gpu_batch_size > 0) options.gpu_batch_sizes = {o.gpu_batch_size};
+  if (o.num_gpu_batches > 0) options.num_gpu_batches = o.num_gpu_batches;
   if (o.stages > 1) {
-    TG_CHECK(!gives_policy(o), "--stages plans each stage's policy: it takes no --policy, --percent or batch flags");
+    TG_CHECK(!gives_policy(o) && o.gpu_batch_size <= 0 && o.num_gpu_batches <= 0,
+             "--stages plans each stage's policy: it takes no --policy, --percent or batch flags");
     run_pipeline_policy(o, spec, workload, target, options, context);
     return;
   }
@@ -311,9 +315,11 @@ void setup_policy_command(CLI::App& app) {
                   "takes it; the flags below refine it)");
   cmd->add_option("--percent", o->percent, "Price this FlexGen placement instead of searching: wg wc cg cc hg hc")
       ->expected(6);
-  cmd->add_option("-b,--gpu-batch-size", o->gpu_batch_size, "With a given policy: its gpu batch size")
+  cmd->add_option("-b,--gpu-batch-size", o->gpu_batch_size, "The gpu batch size: of a given policy, else the one "
+                  "the search plans for")
       ->check(positive());
-  cmd->add_option("--num-gpu-batches", o->num_gpu_batches, "With a given policy: its gpu batches per block")
+  cmd->add_option("--num-gpu-batches", o->num_gpu_batches, "Gpu batches per block: of a given policy, else the "
+                  "number the search plans for")
       ->check(positive());
   cmd->add_flag("--cpu-attention,--cpu-cache-compute", o->cpu_attention,
                 "With a given policy: decode attention on the CPU where the KV cache lives");

@@ -26,6 +26,14 @@
 
 namespace fs = std::filesystem;
 
+// The engine runs of the tests plan with one fixed hardware profile, a file (so never
+// measured): the placements `generate` searches by default then depend neither on this
+// machine's cached profile nor on two test processes measuring it at once. A test of
+// the profile cache sets its children's environment itself; a profile already named in
+// the environment is kept.
+inline const bool kFixedHardwareProfile =
+    (::setenv("TIERGEN_HW_PROFILE", TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json", /*overwrite=*/0), true);
+
 // Under ASan/TSan the binaries' RSS is mostly the sanitizer's (shadow, quarantine).
 // CMake defines TIERGEN_TEST_SANITIZED for a sanitized build, also where the test
 // sources themselves are left uninstrumented (TIERGEN_SANITIZE_TESTS=OFF).
