@@ -71,6 +71,9 @@ TEST_F(CliHabits, BatchSizeHasOneFlagWithItsAliases) {
   // Without placement flags the batch is the searched plan's; with --percent it is 8.
   const Exit searched = run(prompt_args({"--prompt", "the cat"}));
   ASSERT_EQ(searched.code, 0) << searched.describe();
+  const std::string device_line = "device: cpu (host memory stands in for the GPU tier); compute dtype float32 (--dtype auto)";
+  EXPECT_TRUE(contains(searched.err, device_line)) << searched.err;
+  EXPECT_EQ(searched.err.find(device_line), searched.err.rfind(device_line)) << "said once: " << searched.err;
   EXPECT_TRUE(contains(searched.err, "policy (searched for this job; --percent or --policy fixes one): gpu batch"))
       << searched.err;
   const Exit defaulted = run(prompt_args({"--prompt", "the cat", "--percent", "100", "0", "100", "0", "100", "0"}));

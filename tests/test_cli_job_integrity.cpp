@@ -106,6 +106,11 @@ TEST_F(CliJobIntegrity, ARunThatCannotStartLeavesTheResultsFileAsItFoundIt) {
   const Exit too_small = run(generate_args(prompts, out, {"-n", "3", "--overwrite", "--gpu-mem", "1KiB"}));
   expect_clear_failure(too_small, {"fits the memory budgets (gpu 1.00 KiB"});
   EXPECT_EQ(read_file(out), before) << "an infeasible run destroyed the results it was to overwrite";
+  // A fixed placement that does not fit is refused by the engine's own check, as early.
+  const Exit fixed_too_small = run(generate_args(
+      prompts, out, {"-n", "3", "--overwrite", "--gpu-mem", "1KiB", "--percent", "100", "0", "100", "0", "100", "0"}));
+  expect_clear_failure(fixed_too_small, {"does not fit"});
+  EXPECT_EQ(read_file(out), before) << "an infeasible fixed policy destroyed the results it was to overwrite";
 
   const fs::path broken = copy_of_model("broken");
   fs::resize_file(broken / "model.safetensors", fs::file_size(broken / "model.safetensors") - 1);

@@ -87,6 +87,11 @@ TEST(Jinja, ValuesPrintAndCompareAsPython) {
   EXPECT_NE(error_of_render("{{ 9223372036854775807 + 1 }}").find("integer overflow"), std::string::npos);
   EXPECT_NE(error_of_render("{{ (-9223372036854775807 - 1) // -1 }}").find("integer overflow"), std::string::npos);
   EXPECT_EQ(render("{{ 2 ** 62 }} {{ [1, 2, 3][1::9223372036854775807] }}"), "4611686018427387904 [2]");
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 10) | list }} {{ -3 | abs }} {{ 2.7 | int }}"),
+            "[9223372036854775806] 3 2");
+  EXPECT_NE(error_of_render("{{ 1e30 | int }}").find("past the 64-bit integers"), std::string::npos);
+  EXPECT_NE(error_of_render("{{ '99999999999999999999' | int }}").find("past the 64-bit integers"), std::string::npos);
+  EXPECT_NE(error_of_render("{{ 99999999999999999999 }}").find("past 64 bits"), std::string::npos);
 }
 
 TEST(Jinja, TextIsUnicodeAsInPython) {

@@ -202,6 +202,16 @@ void warn_if_planned_for_another_job(const std::string& path, const nlohmann::js
   }
 }
 
+void plan_for_block_shape(int64_t gpu_batch_size, int64_t num_gpu_batches, policy::SearchOptions& search) {
+  if (gpu_batch_size <= 0 && num_gpu_batches <= 0) return;
+  runtime::Policy shape;  // refused as a policy would be (a block too large to count, first)
+  if (gpu_batch_size > 0) shape.gpu_batch_size = gpu_batch_size;
+  if (num_gpu_batches > 0) shape.num_gpu_batches = num_gpu_batches;
+  shape.validate();
+  if (gpu_batch_size > 0) search.gpu_batch_sizes = {gpu_batch_size};
+  if (num_gpu_batches > 0) search.num_gpu_batches = num_gpu_batches;
+}
+
 bool placement_is_searched(const EngineFlags& f, UnplacedDefault unplaced) {
   return f.policy_file == "auto" || (unplaced == UnplacedDefault::Searched && f.policy_file.empty() && f.percent.empty());
 }
@@ -225,8 +235,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     // A fixed --cpu-weight-compute is applied below; the search plans without it.
     search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
     // A block shape given by flags is the one planned for (not forced over another plan).
-    if (f.gpu_batch_size > 0) search.gpu_batch_sizes = {f.gpu_batch_size};
-    if (f.num_gpu_batches > 0) search.num_gpu_batches = f.num_gpu_batches;
+    plan_for_block_shape(f.gpu_batch_size, f.num_gpu_batches, search);
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
@@ -273,7 +282,12 @@ runtime::DeviceContext make_device(const EngineFlags& f) {
     const bool cuda = f.device != "cpu" && runtime::cuda_available();
     dtype = cuda ? "float16" : "float32";
   }
-  return runtime::make_device_context(f.device, dtype, /*pin_host=*/true);
+  runtime::DeviceContext device = runtime::make_device_context(f.device, dtype, /*pin_host=*/true);
+  // Said once, where the device is made: what every later line's "gpu" means.
+  spdlog::info("device: {}{}; compute dtype {}{}", device.compute.str(),
+               device.is_cuda() ? "" : " (host memory stands in for the GPU tier)", dtype,
+               f.dtype == "auto" ? " (--dtype auto)" : "");
+  return device;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/search.h"
 #include "tiergen/dist/launch.h"
 #include "tiergen/model/spec.h"
 #include "tiergen/model/weight_source.h"
@@ -71,6 +72,9 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, cons
 // --compress-weight / --compress-cache (with --compress-bits and --compress-group-size)
 // over what `policy` compresses.
 void apply_compression_flags(const EngineFlags& flags, runtime::Policy& policy);
+// -b / --num-gpu-batches (<= 0: not given) as the block `search` plans for; a shape no
+// policy may have is refused here.
+void plan_for_block_shape(int64_t gpu_batch_size, int64_t num_gpu_batches, policy::SearchOptions& search);
 // Whether the placement is searched by the cost model: --policy auto, or nothing given
 // where the command's default is the search.
 bool placement_is_searched(const EngineFlags& flags, UnplacedDefault unplaced);

@@ -192,8 +192,8 @@ void run_generate(GenerateFlags& f) {
   check_stats_json_path(f.stats_json);
   const model::Spec spec = load_spec(f.engine);
   require_checkpoint_or_dummy(f.engine);
-  make_device(f.engine);  // an unsupported device/dtype pair is refused before any work
-  // Budgets and the offload dir are checked before the results file opens, too.
+  // The device (an unsupported device/dtype pair is refused here, before any work), the
+  // budgets and the offload dir are checked before the results file opens.
   const runtime::EngineOptions options = make_engine_options(f.engine);
   const AbortPipelineOnFailure abort_on_failure{options.link.get()};
   const auto tok = load_tokenizer(f);

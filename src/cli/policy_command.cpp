@@ -255,8 +255,7 @@ void run_policy(const PolicyOptions& o) {
   options.guardrails = !o.no_guardrails;
   options.dtype_bytes = target.dtype_bytes;
   const policy::ReportContext context{&spec, workload, target.budgets, &target.hw, target.dtype_bytes};
-  if (o.gpu_batch_size > 0) options.gpu_batch_sizes = {o.gpu_batch_size};
-  if (o.num_gpu_batches > 0) options.num_gpu_batches = o.num_gpu_batches;
+  if (!gives_policy(o)) plan_for_block_shape(o.gpu_batch_size, o.num_gpu_batches, options);
   if (o.stages > 1) {
     TG_CHECK(!gives_policy(o) && o.gpu_batch_size <= 0 && o.num_gpu_batches <= 0,
              "--stages plans each stage's policy: it takes no --policy, --percent or batch flags");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <ctime>
 #include <set>
@@ -124,8 +125,12 @@ bool sort_less(const Value& a, const Value& b, bool case_sensitive) {
   return less(a, b);
 }
 
-Value number_result(double d, bool integral) {
-  return integral ? Value::integer(static_cast<int64_t>(d)) : Value::real(d);
+// A double as a 64-bit integer (truncated, as Python's int()); past the range an error,
+// not a wrapped or undefined value.
+int64_t to_integer(double d, const char* what) {
+  TG_CHECK(std::isfinite(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0,
+           "{}: {} is past the 64-bit integers templates compute with", what, d);
+  return static_cast<int64_t>(d);
 }
 
 // ---- Filters, one function each where they take more than a line.
@@ -307,14 +312,19 @@ Value filter_round(const Value& value, const CallArgs& args) {
 
 Value filter_int(const Value& value, const CallArgs& args) {
   const int64_t fallback = int_arg(args, "default", 0, 0);
-  if (value.is_number()) return Value::integer(static_cast<int64_t>(value.as_double()));
+  if (value.kind() == Value::Kind::Float) return Value::integer(to_integer(value.as_double(), "int"));
+  if (value.is_number()) return Value::integer(value.as_int());
   if (value.is_string()) {
     const std::string s = strip_chars(value.as_string(), nullptr, true, true);
     char* end = nullptr;
+    errno = 0;
     const long long i = std::strtoll(s.c_str(), &end, 10);
-    if (!s.empty() && *end == '\0') return Value::integer(i);
+    if (!s.empty() && *end == '\0') {
+      TG_CHECK(errno != ERANGE, "int: '{}' is past the 64-bit integers templates compute with", s);
+      return Value::integer(i);
+    }
     const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && std::isfinite(d)) return Value::integer(static_cast<int64_t>(d));
+    if (!s.empty() && *end == '\0' && std::isfinite(d)) return Value::integer(to_integer(d, "int"));
   }
   return Value::integer(fallback);
 }
@@ -522,9 +532,9 @@ Value range_function(const CallArgs& args) {
   TG_CHECK(step != 0, "range() step must not be zero");
   List out;
   constexpr size_t kMaxRange = 1'000'000;  // a chat template counts messages, not millions
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (__int128 i = start; step > 0 ? i < stop : i > stop; i += step) {  // 128-bit: no wrap near the ends
     TG_CHECK(out.size() < kMaxRange, "range() of more than {} numbers", kMaxRange);
-    out.push_back(Value::integer(i));
+    out.push_back(Value::integer(static_cast<int64_t>(i)));
   }
   return Value::list(std::move(out));
 }
@@ -602,7 +612,9 @@ Value apply_filter(const std::string& name, const Value& value, const CallArgs& 
   if (name == "float") return filter_float(value, args);
   if (name == "abs") {
     TG_CHECK(value.is_number(), "abs: a {} is not a number", value.type_name());
-    return number_result(std::fabs(value.as_double()), value.kind() != Value::Kind::Float);
+    if (value.kind() == Value::Kind::Float) return Value::real(std::fabs(value.as_double()));
+    TG_CHECK(value.as_int() != INT64_MIN, "abs: integer overflow (templates compute in 64 bits)");
+    return Value::integer(value.as_int() < 0 ? -value.as_int() : value.as_int());
   }
   if (name == "round") return filter_round(value, args);
   if (name == "tojson") {

@@ -1,6 +1,7 @@
 #include "src/io/jinja/parser.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include "tiergen/common/error.h"
@@ -414,7 +415,15 @@ class Parser {
         while (peek().type == T::String) text += next().text;  // 'a' 'b' is 'ab'
         return literal(Value::string(std::move(text)), t.line);
       }
-      case T::Integer: return literal(Value::integer(std::strtoll(t.text.c_str(), nullptr, 10)), t.line);
+      case T::Integer: {
+        errno = 0;
+        const long long value = std::strtoll(t.text.c_str(), nullptr, 10);
+        if (errno == ERANGE) {
+          --pos_;
+          fail("an integer past 64 bits (templates compute in 64 bits)");
+        }
+        return literal(Value::integer(value), t.line);
+      }
       case T::Float: return literal(Value::real(std::strtod(t.text.c_str(), nullptr)), t.line);
       case T::Operator:
         if (t.text == "(") return parse_parenthesised(t.line);
