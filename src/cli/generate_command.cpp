@@ -297,7 +297,8 @@ void run_generate(GenerateFlags& f) {
   if (!requests.empty()) {
     policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options, UnplacedDefault::Searched);
     if (link) check_ranks_agree_on_block_shape(*link, *policy);
-    const bool searched_by_default = f.engine.policy_file.empty() && f.engine.percent.empty();
+    const bool searched_by_default =
+        placement_is_searched(f.engine, UnplacedDefault::Searched) && f.engine.policy_file != "auto";
     spdlog::info("policy{}: {}", searched_by_default ? " (searched for this job; --percent or --policy fixes one)" : "",
                  policy->describe());
     runtime::install_interrupt_handlers(

@@ -5,6 +5,7 @@
 
 #include "src/io/jinja/lexer.h"
 #include "src/io/jinja/parser.h"
+#include "src/io/jinja/python_text.h"
 
 namespace tiergen::io::jinja {
 
@@ -413,11 +414,17 @@ class Interpreter {
       if (key.is_string()) return attribute(object, key.as_string());
       TG_CHECK(key.kind() == Value::Kind::Int || key.kind() == Value::Kind::Bool, "indices must be integers, not a {}",
                key.type_name());
-      const List items = object.is_list() ? object.items() : iterate(object);
+      // No copy of the list, and a string's code points found by their offsets (no
+      // value per character).
+      const std::vector<size_t> offsets =
+          object.is_string() ? code_point_offsets(object.as_string()) : std::vector<size_t>{};
+      const auto size = static_cast<int64_t>(object.is_list() ? object.items().size() : offsets.size() - 1);
       int64_t i = key.as_int();
-      if (i < 0) i += static_cast<int64_t>(items.size());
-      if (i < 0 || i >= static_cast<int64_t>(items.size())) return Value::undefined("[" + key.repr() + "]");
-      return items[static_cast<size_t>(i)];
+      if (i < 0) i += size;
+      if (i < 0 || i >= size) return Value::undefined("[" + key.repr() + "]");
+      const auto k = static_cast<size_t>(i);
+      if (object.is_list()) return object.items()[k];
+      return Value::string(object.as_string().substr(offsets[k], offsets[k + 1] - offsets[k]));
     }
     return Value::undefined("[" + key.repr() + "]");
   }
@@ -428,17 +435,20 @@ class Interpreter {
     const Value start = part(1), stop = part(2), step = part(3);
     if (object.is_undefined()) TG_THROW("'{}' is undefined (slicing it)", object.name());
     TG_CHECK(object.is_list() || object.is_string(), "a {} cannot be sliced", object.type_name());
-    const List items = object.is_list() ? object.items() : iterate(object);
-    List picked;
-    std::string text;
-    for (const size_t i : slice_indices(static_cast<int64_t>(items.size()), start, stop, step)) {
-      if (object.is_string()) {
-        text += items[i].as_string();
-      } else {
-        picked.push_back(items[i]);
+    if (object.is_list()) {
+      List picked;
+      for (const size_t i : slice_indices(static_cast<int64_t>(object.items().size()), start, stop, step)) {
+        picked.push_back(object.items()[i]);
       }
+      return Value::list(std::move(picked));
     }
-    return object.is_string() ? Value::string(text) : Value::list(std::move(picked));
+    const std::string& s = object.as_string();
+    const std::vector<size_t> offsets = code_point_offsets(s);
+    std::string text;
+    for (const size_t i : slice_indices(static_cast<int64_t>(offsets.size() - 1), start, stop, step)) {
+      text += s.substr(offsets[i], offsets[i + 1] - offsets[i]);
+    }
+    return Value::string(text);
   }
 
   static Value unary(const std::string& op, const Value& v) {
