@@ -480,3 +480,44 @@ TEST_F(CliBatch, ChatLogprobBytesAreUnsignedAndTextOffsetsCountCharacters) {
 }
 
 }  // namespace
+
+// A prompt list in one request (OpenAI's and vLLM's "prompt": ["a", "b"]): each prompt
+// sampled n times, the choices numbered as vLLM numbers them (prompt i's sample j at
+// i * n + j), echo per prompt, usage summed; each choice is what the prompt gives alone.
+TEST_F(CliBatch, APromptListIsOneRequestWithVllmsChoiceNumbering) {
+  const auto openai = [](const std::string& id, const std::string& prompt, const std::string& fields) {
+    return R"({"custom_id": ")" + id + R"(", "method": "POST", "url": "/v1/completions", "body": {"model": "m", )"
+           R"("prompt": )" + prompt + R"(, "max_tokens": 4, "echo": true, "logprobs": 1)" + fields + "}}\n";
+  };
+  const Exit e = generate(openai("list", R"(["the quick brown fox", "hello world"])", R"(, "n": 2)") +
+                              openai("fox", R"("the quick brown fox")", "") + openai("hello", R"("hello world")", "") +
+                              openai("bad", R"([[5, 6], [99999]])", ""),
+                          dir_ / "a.jsonl", {"--ignore-eos"});
+  EXPECT_TRUE(e.exited && e.code == 1) << e.describe();  // the one bad request
+  const auto lines = result_lines(dir_ / "a.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  const json list = lines[0]["response"]["body"], fox = lines[1]["response"]["body"],
+             hello = lines[2]["response"]["body"];
+  ASSERT_EQ(list["choices"].size(), 4u) << list;
+  for (size_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(list["choices"][c]["index"], c);
+    const json& alone = c < 2 ? fox["choices"][0] : hello["choices"][0];
+    EXPECT_EQ(list["choices"][c]["text"], alone["text"]) << c;  // echoed: starts with its own prompt
+    EXPECT_EQ(list["choices"][c]["logprobs"]["tokens"], alone["logprobs"]["tokens"]) << c;
+  }
+  EXPECT_EQ(list["choices"][2]["text"].get<std::string>().rfind("hello world", 0), 0u);
+  EXPECT_EQ(list["usage"]["prompt_tokens"], fox["usage"]["prompt_tokens"].get<int>() + hello["usage"]["prompt_tokens"].get<int>());
+  EXPECT_EQ(list["usage"]["completion_tokens"], 16);
+  // One bad prompt of a list fails its request, naming which prompt.
+  const std::string error = lines[3]["error"]["message"];
+  EXPECT_NE(error.find("prompt[1]: token id 99999 is outside the model's vocabulary"), std::string::npos) << error;
+
+  // tiergen's own format writes the list as given, with the choices in the same order.
+  const Exit own = generate(R"({"prompt": ["the quick brown fox", "hello world"], "max_tokens": 2})" "\n",
+                            dir_ / "b.jsonl", {"--ignore-eos"});
+  ASSERT_TRUE(own.exited && own.code == 0) << own.describe();
+  const json line = result_lines(dir_ / "b.jsonl")[0];
+  EXPECT_EQ(line["prompt"], json::array({"the quick brown fox", "hello world"}));
+  ASSERT_EQ(line["choices"].size(), 2u);
+  EXPECT_EQ(line["num_output_tokens"], 4);
+}

@@ -220,6 +220,34 @@ TEST_F(PromptReaderTest, BadTokenIdsNameTheLine) {
   }
 }
 
+// OpenAI's and vLLM's "prompt" may list several prompts (texts, or token id arrays):
+// one request, whose prompts are kept in order.
+TEST_F(PromptReaderTest, APromptListIsOneRequestWithItsPromptsInOrder) {
+  const auto prompts = read_prompts(write("p.jsonl",
+                                          R"({"prompt": ["a", "b", "c"], "n": 2})" "\n"
+                                          R"({"prompt": [[1, 2], [3]]})" "\n"
+                                          R"({"prompt": ["only"]})" "\n"));
+  ASSERT_EQ(prompts.size(), 3u);
+  for (const auto& p : prompts) ASSERT_FALSE(p.error) << *p.error;
+  EXPECT_EQ(prompts[0].text, "a");
+  ASSERT_EQ(prompts[0].more_prompts.size(), 2u);
+  EXPECT_EQ(prompts[0].more_prompts[0].text, "b");
+  EXPECT_EQ(prompts[0].more_prompts[1].text, "c");
+  EXPECT_EQ(prompts[1].token_ids, (std::vector<int64_t>{1, 2}));
+  ASSERT_EQ(prompts[1].more_prompts.size(), 1u);
+  EXPECT_FALSE(prompts[1].more_prompts[0].text);
+  EXPECT_EQ(prompts[1].more_prompts[0].token_ids, std::vector<int64_t>{3});
+  EXPECT_EQ(prompts[2].text, "only");  // a list of one is that prompt
+  EXPECT_TRUE(prompts[2].more_prompts.empty());
+  // A list longer than one request takes is that request's error.
+  std::string many = "{\"prompt\": [";
+  for (int i = 0; i < 4097; ++i) many += (i ? ", " : "") + std::string("\"x\"");
+  const auto too_many = read_prompts(write("q.jsonl", many + "]}\n"));
+  ASSERT_TRUE(too_many[0].error);
+  EXPECT_NE(too_many[0].error->find("lists 4097 prompts; one request takes at most 4096"), std::string::npos)
+      << *too_many[0].error;
+}
+
 TEST_F(PromptReaderTest, BadOverridesNameTheLineAndField) {
   const std::pair<std::string, std::string> cases[] = {
       {R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
@@ -231,7 +259,13 @@ TEST_F(PromptReaderTest, BadOverridesNameTheLineAndField) {
       {R"({"prompt": "x", "seed": 1.5})", "seed"},
       {R"({"prompt": "x", "id": [1]})", "id"},
       {R"({"prompt": ""})", "empty"},
-      {R"({"prompt": ["a", "b"]})", "one prompt per line"},
+      {R"({"prompt": ["a", [1, 2]]})", "mixes strings and token id arrays (\"prompt[1]\")"},
+      {R"({"prompt": ["a", ""]})", "\"prompt[1]\" is empty"},
+      {R"({"prompt": [[1], []]})", "\"prompt[1]\" is empty"},
+      {R"({"prompt": [[1], [2, -3]]})", "\"prompt[1]\" must hold non-negative integers; element 1"},
+      {R"({"prompt": ["a", null]})", "mixes strings"},
+      {R"({"prompt": [[1], 7]})", "\"prompt[1]\" must be a string or an array of token ids"},
+      {R"({"prompt": {"a": 1}})", "must be a string, a list of strings"},
       {R"({"text": "x"})", "no \"prompt\""},
   };
   for (const auto& [line, expect] : cases) {

@@ -217,7 +217,8 @@ void run_generate(GenerateFlags& f) {
   std::vector<std::string> ids;
   for (const auto& p : prompts) {
     ids.push_back(format == io::ResultFormat::OpenAi ? p.custom_id.value_or(p.id) : p.id);
-    file_options.prompt_texts.push_back(p.text);
+    // A prompt list's line holds a list; the job record's prompts hash covers it.
+    file_options.prompt_texts.push_back(p.more_prompts.empty() ? p.text : std::nullopt);
   }
   // In a pipeline only the last stage samples, so it alone writes results; the others
   // take from it where a resumed job starts.
@@ -275,14 +276,17 @@ void run_generate(GenerateFlags& f) {
       ++failed;
       continue;
     }
-    max_workload.prompt_len = std::max<int64_t>(max_workload.prompt_len, static_cast<int64_t>(prepared.ids.size()));
+    for (const auto& prompt : prepared.prompts) {
+      max_workload.prompt_len = std::max<int64_t>(max_workload.prompt_len, static_cast<int64_t>(prompt.ids.size()));
+    }
     max_workload.gen_len = std::max(max_workload.gen_len, std::max<int64_t>(1, prepared.max_tokens));
     PromptJob job;
     job.prompt = i;
-    job.samples.resize(static_cast<size_t>(prepared.n));
-    for (int64_t s = 0; s < prepared.n; ++s) {
-      requests.push_back(sequence_request(prepared, p.index, s, tok.get()));
-      request_job.emplace_back(jobs.size(), static_cast<size_t>(s));
+    const int64_t choices = static_cast<int64_t>(prepared.prompts.size()) * prepared.n;
+    job.samples.resize(static_cast<size_t>(choices));
+    for (int64_t c = 0; c < choices; ++c) {
+      requests.push_back(sequence_request(prepared, p.index, c, tok.get()));
+      request_job.emplace_back(jobs.size(), static_cast<size_t>(c));
     }
     job.request = std::move(prepared);
     jobs.push_back(std::move(job));
@@ -337,9 +341,12 @@ void run_generate(GenerateFlags& f) {
         return;
       }
       r.prompt = p.text;
-      r.num_prompt_tokens = static_cast<int64_t>(job.request.ids.size());
+      for (const auto& more : p.more_prompts) {
+        if (more.text) r.more_prompts.push_back(*more.text);
+      }
+      r.num_prompt_tokens = total_prompt_tokens(job.request);
       for (size_t k = 0; k < job.samples.size(); ++k) {
-        io::Completion c = make_completion(*job.samples[k], job.request, tok.get(), r.chat);
+        io::Completion c = make_completion(*job.samples[k], job.request, static_cast<int64_t>(k), tok.get(), r.chat);
         r.num_output_tokens += static_cast<int64_t>(c.token_ids.size());
         if (k == 0) static_cast<io::Completion&>(r) = std::move(c);
         else r.more.push_back(std::move(c));

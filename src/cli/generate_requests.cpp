@@ -89,6 +89,53 @@ nlohmann::ordered_json chat_logprobs(const runtime::SequenceResult& result, cons
   return {{"content", content}};
 }
 
+// The most choices (prompts x n) one request may ask for.
+constexpr int64_t kMaxChoices = 4096;
+
+// One prompt of request `r` (its echo and max_tokens already read): tokenized, checked
+// against the vocabulary and the context, truncated where the job allows. A text the
+// tokenizer cannot encode (a character outside a vocabulary without an unknown token,
+// a pre-tokenizer pattern's match limit) fails this request only: `error` says why.
+PreparedPrompt prepare_prompt(const std::optional<std::string>& text, const std::vector<int64_t>& token_ids, bool chat, const tokenizer::Tokenizer* tok,
+                              const model::Spec& spec, const RequestDefaults& d, const PreparedRequest& r,
+                              std::string& error) {
+  PreparedPrompt out;
+  try {
+    // A chat template writes BOS itself. Text prompts without a tokenizer were refused
+    // before the results file opened.
+    out.ids = text ? tok->encode(*text, /*add_special_tokens=*/!chat) : token_ids;
+  } catch (const Error& e) {
+    error = fmt::format("the tokenizer cannot encode the prompt: {}", e.what());
+    return out;
+  }
+  for (int64_t id : out.ids) {
+    if (id < 0 || id >= spec.vocab_size) {
+      error = fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size);
+      return out;
+    }
+  }
+  if (out.ids.empty()) {
+    error = "the prompt has no tokens";
+    return out;
+  }
+  if (r.echo && !chat) {
+    out.echo_text = text ? *text
+                              : tok ? std::optional(tok->decode(out.ids, r.skip_special_tokens)) : std::nullopt;
+  }
+  const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
+  const int64_t context = capped ? d.max_model_len : spec.max_positions;
+  const int64_t room = context - std::max<int64_t>(1, r.max_tokens);  // scoring still samples one
+  if (static_cast<int64_t>(out.ids.size()) > room) {
+    if (!d.truncate || room <= 0) {
+      error = too_long_message(static_cast<int64_t>(out.ids.size()), r.max_tokens, context, capped);
+      return out;
+    }
+    out.ids.erase(out.ids.begin(), out.ids.end() - room);  // keep the most recent tokens
+    if (r.echo && tok) out.echo_text = tok->decode(out.ids, r.skip_special_tokens);  // what was scored, not what was given
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<io::PromptRecord> prompts_from_flags(const std::vector<std::string>& texts) {
@@ -149,45 +196,36 @@ PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Toke
   for (int64_t id : r.stop_token_ids) {
     if (id >= spec.vocab_size) return fail(fmt::format("stop token id {} is outside the vocabulary of {}", id, spec.vocab_size));
   }
-  // A text the tokenizer cannot encode (a character outside a vocabulary without an
-  // unknown token, a pre-tokenizer pattern's match limit) fails this request only.
-  try {
-    if (p.messages) {
-      if (!chat_prompt) return fail("internal: chat request without a rendered prompt");
-      r.ids = tok->encode(*chat_prompt, /*add_special_tokens=*/false);  // the template writes BOS itself
-    } else {
-      // Text prompts without a tokenizer were refused before the results file opened.
-      r.ids = p.text ? tok->encode(*p.text) : p.token_ids;
-    }
-  } catch (const Error& e) {
-    return fail(fmt::format("the tokenizer cannot encode the prompt: {}", e.what()));
+  if (p.messages) {
+    if (!chat_prompt) return fail("internal: chat request without a rendered prompt");
+    std::string error;
+    r.prompts.push_back(prepare_prompt(chat_prompt, {}, /*chat=*/true, tok, spec, d, r, error));
+    if (!error.empty()) return fail(error);
+    return r;
   }
-  for (int64_t id : r.ids) {
-    if (id < 0 || id >= spec.vocab_size) {
-      return fail(fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size));
-    }
+  const int64_t parts = 1 + static_cast<int64_t>(p.more_prompts.size());
+  if (parts * r.n > kMaxChoices) {
+    return fail(fmt::format("{} prompts x n {} asks for {} completions; one request gets at most {}", parts, r.n,
+                            parts * r.n, kMaxChoices));
   }
-  if (r.ids.empty()) return fail("the prompt has no tokens");
-  if (r.echo) {
-    r.echo_text = p.text ? *p.text : tok ? std::optional(tok->decode(r.ids, r.skip_special_tokens)) : std::nullopt;
-  }
-  const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
-  const int64_t context = capped ? d.max_model_len : spec.max_positions;
-  const int64_t room = context - std::max<int64_t>(1, r.max_tokens);  // scoring still samples one
-  if (static_cast<int64_t>(r.ids.size()) > room) {
-    if (!d.truncate || room <= 0) return fail(too_long_message(static_cast<int64_t>(r.ids.size()), r.max_tokens, context, capped));
-    r.ids.erase(r.ids.begin(), r.ids.end() - room);  // keep the most recent tokens
-    if (r.echo && tok) r.echo_text = tok->decode(r.ids, r.skip_special_tokens);  // what was scored, not what was given
+  for (int64_t i = 0; i < parts; ++i) {
+    const bool first = i == 0;
+    const io::PromptPart* more = first ? nullptr : &p.more_prompts[static_cast<size_t>(i - 1)];
+    std::string error;
+    r.prompts.push_back(prepare_prompt(first ? p.text : more->text, first ? p.token_ids : more->token_ids,
+                                       /*chat=*/false, tok, spec, d, r, error));
+    if (!error.empty()) return fail(parts == 1 ? error : fmt::format("prompt[{}]: {}", i, error));
   }
   return r;
 }
 
-runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prompt_index, int64_t sample,
+runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prompt_index, int64_t choice,
                                           const tokenizer::Tokenizer* tok) {
   runtime::SequenceRequest q;
-  // Sample 0 keeps the prompt's own stream; the others get streams far from any prompt's.
-  q.index = prompt_index + (sample << 40);
-  q.prompt = r.ids;
+  // Choice 0 keeps the request's own stream; the others get streams far from any
+  // request's (a request's index is below 2^40, its choices at most 4096).
+  q.index = prompt_index + (choice << 40);
+  q.prompt = r.prompts[static_cast<size_t>(choice / r.n)].ids;
   // Scoring only (max_tokens 0): the engine's prefill samples one token, which is dropped.
   q.max_new_tokens = std::max<int64_t>(1, r.max_tokens);
   q.sampling = r.sampling;
@@ -205,8 +243,9 @@ runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prom
   return q;
 }
 
-io::Completion make_completion(const runtime::SequenceResult& engine_result, const PreparedRequest& r,
+io::Completion make_completion(const runtime::SequenceResult& engine_result, const PreparedRequest& r, int64_t choice,
                                const tokenizer::Tokenizer* tok, bool chat) {
+  const PreparedPrompt& prompt = r.prompts[static_cast<size_t>(choice / r.n)];
   runtime::SequenceResult result = engine_result;
   if (r.max_tokens == 0) {  // scoring only: the one token the engine had to sample is not an output
     result.tokens.clear();
@@ -238,12 +277,18 @@ io::Completion make_completion(const runtime::SequenceResult& engine_result, con
       c.finish_reason = "stop";
       c.stop_reason = *which;
     }
-    c.text = r.echo_text ? *r.echo_text + text : std::move(text);
+    c.text = prompt.echo_text ? *prompt.echo_text + text : std::move(text);
   }
   if (r.sampling.logprobs >= 0) {
-    c.logprobs = chat ? chat_logprobs(result, tok) : completion_logprobs(result, tok, r.echo ? &r.ids : nullptr);
+    c.logprobs = chat ? chat_logprobs(result, tok) : completion_logprobs(result, tok, r.echo ? &prompt.ids : nullptr);
   }
   return c;
+}
+
+int64_t total_prompt_tokens(const PreparedRequest& r) {
+  int64_t total = 0;
+  for (const auto& prompt : r.prompts) total += static_cast<int64_t>(prompt.ids.size());
+  return total;
 }
 
 std::string prompts_hash(const std::vector<io::PromptRecord>& prompts) {
@@ -253,6 +298,9 @@ std::string prompts_hash(const std::vector<io::PromptRecord>& prompts) {
     j["id"] = p.id;
     if (p.text) j["text"] = *p.text;
     j["token_ids"] = p.token_ids;
+    for (const auto& more : p.more_prompts) {  // a prompt list; absent for one prompt
+      j["more_prompts"].push_back(more.text ? nlohmann::ordered_json(*more.text) : nlohmann::ordered_json(more.token_ids));
+    }
     if (p.messages) {
       for (const auto& m : *p.messages) j["messages"].push_back({m.role, m.content});
     }

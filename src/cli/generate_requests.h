@@ -36,8 +36,16 @@ struct RequestDefaults {
   int64_t max_model_len = 0;  // 0: the model's positions
 };
 
+// One prompt of a request, tokenized, and the text its samples start with under echo.
+struct PreparedPrompt {
+  std::vector<int64_t> ids;
+  std::optional<std::string> echo_text;
+};
+
 struct PreparedRequest {
-  std::vector<int64_t> ids;  // the prompt's tokens
+  // The request's prompts: one, or a prompt list's several. Each is sampled n times;
+  // the result's choices are prompt i's sample j at i * n + j (vLLM's order).
+  std::vector<PreparedPrompt> prompts;
   runtime::SamplingParams sampling;
   int64_t max_tokens = 0;
   int64_t n = 1;
@@ -49,7 +57,6 @@ struct PreparedRequest {
   // OpenAI's echo: the text starts with the prompt, and with logprobs the prompt's
   // tokens are scored too. max_tokens 0 (echo only) scores without generating.
   bool echo = false;
-  std::optional<std::string> echo_text;  // the prompt as it is echoed
   std::optional<std::string> error;  // set: the request fails on its own
 };
 
@@ -61,14 +68,18 @@ std::vector<io::PromptRecord> prompts_from_flags(const std::vector<std::string>&
 PreparedRequest prepare_request(const io::PromptRecord& p, const tokenizer::Tokenizer* tok, const model::Spec& spec,
                                 const RequestDefaults& defaults, const std::optional<std::string>& chat_prompt);
 
-// The engine request for sample `sample` (0..n-1) of prompt `prompt_index`. Sample 0
-// samples from the prompt's own random stream, so n = 1 is what it always was.
-runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prompt_index, int64_t sample,
+// The engine request for choice `choice` (0..prompts x n - 1: prompt choice / n, its
+// sample choice % n) of the request at `prompt_index`. Choice 0 samples from the
+// request's own random stream, so one prompt with n = 1 is what it always was.
+runtime::SequenceRequest sequence_request(const PreparedRequest& r, int64_t prompt_index, int64_t choice,
                                           const tokenizer::Tokenizer* tok);
 
-// One sample for the result line; `chat` picks OpenAI's chat logprobs layout.
-io::Completion make_completion(const runtime::SequenceResult& result, const PreparedRequest& r,
+// Choice `choice` for the result line; `chat` picks OpenAI's chat logprobs layout.
+io::Completion make_completion(const runtime::SequenceResult& result, const PreparedRequest& r, int64_t choice,
                                const tokenizer::Tokenizer* tok, bool chat);
+
+// The request's prompt tokens, over all its prompts.
+int64_t total_prompt_tokens(const PreparedRequest& r);
 
 // A content hash of the prompts as read (ids, texts, token ids, fields), for resume.
 std::string prompts_hash(const std::vector<io::PromptRecord>& prompts);

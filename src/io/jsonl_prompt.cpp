@@ -84,17 +84,48 @@ std::vector<int64_t> get_token_ids(const json& v, const char* key, const Where& 
   return ids;
 }
 
-// "prompt": a non-empty string, or token ids (as OpenAI's completions API allows).
-void read_prompt_value(const json& v, PromptRecord& record, const Where& w) {
+// The prompts one request may list: each one is prefilled and sampled n times.
+constexpr size_t kMaxPromptList = 4096;
+
+// One prompt: a non-empty string, or token ids (as OpenAI's completions API allows).
+// `key` names it in errors: "prompt", or "prompt[i]" in a list.
+PromptPart read_one_prompt(const json& v, const std::string& key, const Where& w) {
+  PromptPart part;
   if (v.is_string()) {
-    record.text = v.get<std::string>();
-    TG_CHECK(!record.text->empty(), "{}: \"prompt\" is empty", w.at());
-  } else if (v.is_array() && !v.empty() && v[0].is_string()) {
-    TG_THROW("{}: \"prompt\" is a list of strings; give one prompt per line", w.at());
+    part.text = v.get<std::string>();
+    TG_CHECK(!part.text->empty(), "{}: \"{}\" is empty", w.at(), key);
   } else if (v.is_array()) {
-    record.token_ids = get_token_ids(v, "prompt", w);
+    part.token_ids = get_token_ids(v, key.c_str(), w);
   } else {
-    TG_THROW("{}: \"prompt\" must be a string or an array of token ids", w.at());
+    TG_THROW("{}: \"{}\" must be a string or an array of token ids, not {}", w.at(), key, describe_json_value(v));
+  }
+  return part;
+}
+
+// "prompt": one prompt, or a prompt list (strings, or arrays of token ids): several
+// prompts of one request, as vLLM and OpenAI read it.
+void read_prompt_value(const json& v, PromptRecord& record, const Where& w) {
+  const bool list = v.is_array() && !v.empty() && (v[0].is_string() || v[0].is_array());
+  if (!list) {
+    TG_CHECK(v.is_string() || v.is_array(), "{}: \"prompt\" must be a string, a list of strings, an array of token "
+             "ids or a list of them, not {}", w.at(), describe_json_value(v));
+    PromptPart part = read_one_prompt(v, "prompt", w);
+    record.text = std::move(part.text);
+    record.token_ids = std::move(part.token_ids);
+    return;
+  }
+  TG_CHECK(v.size() <= kMaxPromptList, "{}: \"prompt\" lists {} prompts; one request takes at most {}", w.at(),
+           v.size(), kMaxPromptList);
+  for (size_t i = 0; i < v.size(); ++i) {
+    TG_CHECK(v[i].is_string() == v[0].is_string(), "{}: \"prompt\" mixes strings and token id arrays "
+             "(\"prompt[{}]\")", w.at(), i);
+    PromptPart part = read_one_prompt(v[i], fmt::format("prompt[{}]", i), w);
+    if (i == 0) {
+      record.text = std::move(part.text);
+      record.token_ids = std::move(part.token_ids);
+    } else {
+      record.more_prompts.push_back(std::move(part));
+    }
   }
 }
 

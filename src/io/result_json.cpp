@@ -61,7 +61,12 @@ std::string result_to_json_line(const ResultRecord& record) {
     j["error"] = *record.error;
     return dump(j);
   }
-  if (record.prompt) j["prompt"] = *record.prompt;
+  if (record.prompt && record.more_prompts.empty()) j["prompt"] = *record.prompt;
+  if (record.prompt && !record.more_prompts.empty()) {
+    ordered_json list = ordered_json::array({*record.prompt});
+    for (const auto& text : record.more_prompts) list.push_back(text);
+    j["prompt"] = std::move(list);
+  }
   if (record.more.empty()) {
     const ordered_json fields = completion_fields(record);  // items() does not keep a temporary alive
     for (const auto& [key, value] : fields.items()) j[key] = value;

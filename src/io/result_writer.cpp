@@ -222,7 +222,7 @@ void ResultWriter::scan_for_resume() {
                "it made from another prompt file?",
                path_, n, id, done_count_, ids_[done_count_]);
     }
-    const auto texts = options_.prompt_texts;
+    const auto& texts = options_.prompt_texts;
     if (static_cast<int64_t>(texts.size()) > done_count_ && texts[done_count_] && j.contains("prompt")) {
       TG_CHECK(j["prompt"] == *texts[done_count_],
                "results file {} line {} (id \"{}\") was made from another prompt text than the prompt file's "

@@ -16,7 +16,10 @@
 //           {"custom_id": "a", "method": "POST", "url": "/v1/completions",
 //            "body": {"model": ..., "prompt": "text", "max_tokens": 16, ...}}
 //                                                       an OpenAI batch request
-//         "prompt" may also be an array of token ids. Optional per-request fields (at
+//         "prompt" may also be an array of token ids, or a prompt list (several
+//         strings, or several arrays of token ids): several prompts of one request, as
+//         vLLM and OpenAI take them; each is sampled n times and the result holds their
+//         choices in order, prompt i's sample j at index i * n + j. Optional per-request fields (at
 //         the top level, or in "body" for OpenAI requests): "id", "model", "max_tokens",
 //         "min_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stop" (a
 //         string or a list), "stop_token_ids", "include_stop_str_in_output", "ignore_eos",
@@ -59,6 +62,12 @@ struct ChatMessage {
   std::string role, content;
 };
 
+// One prompt of a prompt list: text, or token ids.
+struct PromptPart {
+  std::optional<std::string> text;
+  std::vector<int64_t> token_ids;
+};
+
 struct PromptRecord {
   int64_t index = 0;  // 0-based position among prompts (blank lines do not count)
   int64_t line = 0;   // 1-based line in the file, for error messages downstream
@@ -66,6 +75,9 @@ struct PromptRecord {
   std::string id;
   std::optional<std::string> text;  // set when the prompt was given as text
   std::vector<int64_t> token_ids;   // set when the prompt was given as token ids
+  // A prompt list's prompts after the first (the first is text/token_ids above): one
+  // request, its choices in prompt order. Empty for a single prompt.
+  std::vector<PromptPart> more_prompts;
   std::optional<std::vector<ChatMessage>> messages;  // a chat request
   SamplingOverrides overrides;
   bool openai = false;       // the line was an OpenAI batch request

@@ -9,6 +9,8 @@
 //   {"id", "prompt", "text", "token_ids", "finish_reason", "stop_reason", "logprobs",
 //    "num_prompt_tokens", "num_output_tokens"}
 //   with n > 1 samples, "text" ... "logprobs" move into "choices": [{...}, ...];
+//   a prompt list ("prompt": ["a", "b"]) is written as given, and its choices are
+//   prompt i's sample j at i * n + j;
 //   and for a prompt that failed on its own (e.g. too long) so that the job goes on:
 //   {"id", "error"}
 //   A file written with a job fingerprint starts with one {"tiergen_job": {...}} line.
@@ -45,6 +47,8 @@ struct ResultRecord : Completion {
   int64_t index = 0;  // the prompt's PromptRecord::index
   std::string id;
   std::optional<std::string> prompt;  // the prompt text, when it was given as text
+  // A prompt list's texts after the first: "prompt" is then written as the list.
+  std::vector<std::string> more_prompts;
   std::vector<Completion> more;       // samples 2..n when n > 1 (the first is the base)
   int64_t num_prompt_tokens = 0;
   int64_t num_output_tokens = 0;      // over all samples
