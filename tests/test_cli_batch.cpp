@@ -163,6 +163,42 @@ TEST_F(CliBatch, ResumeRefusesResultsOfAChangedPromptFileOrFlags) {
   EXPECT_EQ(read_file(out), before);
 }
 
+// --resume says how many of the done results are failures; --resume --retry-failed
+// runs them again: one that fails no more gets its result in place of its error line
+// (the file then equals an uninterrupted run's), one that fails again keeps failing
+// and counts in the exit status.
+TEST_F(CliBatch, RetryFailedReplacesTheErrorLinesOfADoneJob) {
+  const std::string prompts_jsonl = R"({"prompt": "the quick brown fox", "max_tokens": 3})" "\n"
+                                    R"({"prompt": "hello world", "max_tokens": 3})" "\n"
+                                    R"({"prompt_token_ids": [5, 99999], "max_tokens": 3})" "\n"
+                                    R"({"prompt": "the quick brown fox", "max_tokens": 2})" "\n";
+  const Exit full = generate(prompts_jsonl, dir_ / "full.jsonl");
+  ASSERT_TRUE(full.exited && full.code == 1) << full.describe();  // prompt 2 is outside the vocabulary
+  // The same job interrupted before its last result, with prompt 1 failed (say, out of memory).
+  std::istringstream in(read_file(dir_ / "full.jsonl"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u);  // the job record and 4 results
+  lines[2] = R"({"id":"1","error":"out of memory"})";
+  std::string cut;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) cut += lines[i] + "\n";
+  write_file(dir_ / "out.jsonl", cut);
+
+  const fs::path prompts = dir_ / "prompts.jsonl";
+  const Exit resumed = run(generate_args(prompts, dir_ / "out.jsonl", {"--resume"}));
+  EXPECT_TRUE(resumed.exited && resumed.code == 1) << resumed.describe();
+  EXPECT_NE(resumed.err.find("2 of the 3 results already done are failed requests (--retry-failed runs them again)"),
+            std::string::npos) << resumed.err;
+  const Exit retried = run(generate_args(prompts, dir_ / "out.jsonl", {"--resume", "--retry-failed"}));
+  EXPECT_TRUE(retried.exited && retried.code == 1) << retried.describe();  // prompt 2 fails again
+  EXPECT_NE(retried.err.find("running the 2 failed requests among them again"), std::string::npos) << retried.err;
+  EXPECT_EQ(read_file(dir_ / "out.jsonl"), read_file(dir_ / "full.jsonl"));
+
+  const Exit alone = run(generate_args(prompts, dir_ / "out.jsonl", {"--retry-failed"}));
+  EXPECT_TRUE(alone.exited && alone.code == 2) << alone.describe();
+  EXPECT_NE(alone.err.find("--resume"), std::string::npos) << alone.err;
+}
+
 TEST_F(CliBatch, OutEqualToPromptsIsRefused) {
   const fs::path prompts = prompt_file("p.txt", 2);
   const std::string before = read_file(prompts);

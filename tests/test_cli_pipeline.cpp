@@ -222,6 +222,31 @@ TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
   EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
 }
 
+// --resume --retry-failed in a pipeline: every rank learns from the last which done
+// requests run again, and the file ends as one process's uninterrupted run.
+TEST_F(CliPipeline, RetryFailedRunsTheSameRequestsOnEveryRank) {
+  const fs::path prompts = prompt_file("prompts.txt", 5), out = dir_ / "pipeline.jsonl";
+  const std::vector<std::string> flags = {"-b", "2", "--max-new-tokens", "5"};
+  const Exit single = run(generate_args(prompts, dir_ / "single.jsonl", flags));
+  ASSERT_TRUE(single.exited && single.code == 0) << single.describe();
+  std::istringstream in(read_file(dir_ / "single.jsonl"));
+  std::string damaged, line;
+  for (int n = 0; std::getline(in, line) && n < 5; ++n) {  // the job record and 4 of 5 results
+    damaged += (n == 2 || n == 4 ? R"({"id":")" + std::to_string(n - 1) + R"(","error":"out of memory"})" : line) + "\n";
+  }
+  write_file(out, damaged);
+  std::vector<std::vector<std::string>> args;
+  for (int r = 0; r < 2; ++r) {
+    auto a = generate_args(prompts, out, flags);
+    a.insert(a.end(), {"--resume", "--retry-failed"});
+    args.push_back(rank_args(a, r, 2));
+  }
+  const auto exits = run_ranks(args);
+  for (const Exit& e : exits) EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_NE(exits[0].err.find("running the 2 failed requests among them again"), std::string::npos) << exits[0].err;
+  EXPECT_EQ(read_file(out), read_file(dir_ / "single.jsonl"));
+}
+
 // Every rank killed: the file store stays behind (no rank signed off). Rerunning the
 // same command with --resume, as the README says, finds it stale and finishes the job.
 TEST_F(CliPipeline, AllRanksKilledThenResumedGetsPastTheStaleStore) {

@@ -188,6 +188,73 @@ TEST_P(JobRecordTest, ResumeCountsTheFailedRequestsAlreadyDone) {
   EXPECT_EQ(w.failed_before(), 2);
 }
 
+// --retry-failed: the failed requests already done are run again; their new lines
+// take the error lines' places (the file rewritten whole, under the same lock), later
+// results follow, and a run cut short before every retried request is back keeps the
+// error lines as they were.
+TEST_P(JobRecordTest, RetriedRequestsReplaceTheirErrorLinesInPlace) {
+  const std::string p = dir_.file("out.jsonl");
+  const std::vector<std::string> ids = {"a", "b", "c", "d"};
+  const auto result = [&](int64_t i, bool error) {
+    auto r = completed(i, ids[static_cast<size_t>(i)]);
+    r.custom_id = ids[static_cast<size_t>(i)];
+    if (error) r.error = "out of memory";
+    return r;
+  };
+  {
+    auto w = ResultWriter::open(p, 4, false, ids, false, job_options(GetParam(), 16, "h1"));
+    for (int64_t i = 0; i < 3; ++i) w.submit(result(i, i != 1));
+  }
+  const std::string with_errors = slurp(p);
+  auto options = job_options(GetParam(), 16, "h1");
+  options.retry_failed = true;
+  {  // cut short: one of the two retried results came, and the last prompt's
+    auto w = ResultWriter::open(p, 4, true, ids, false, options);
+    EXPECT_EQ(w.retried(), (std::vector<int64_t>{0, 2}));
+    EXPECT_EQ(w.failed_before(), 0);
+    w.submit(result(2, false));
+    w.submit(result(3, false));
+    const auto msg = error_of([&] { w.finish(); });
+    EXPECT_NE(msg.find("1 of 2 retried requests have no result (the first: prompt 0)"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(slurp(p).substr(0, with_errors.size()), with_errors);  // the error lines as they were
+  {
+    auto w = ResultWriter::open(p, 4, true, ids, false, options);
+    EXPECT_EQ(w.done_count(), 4);
+    ASSERT_EQ(w.retried(), (std::vector<int64_t>{0, 2}));
+    w.submit(result(2, false));
+    w.submit(result(0, false));
+    const auto msg = error_of([&] { w.submit(result(0, false)); });
+    EXPECT_NE(msg.find("already done before resuming, or submitted twice"), std::string::npos) << msg;
+    w.finish();
+  }
+  // The file a run without failures writes (OpenAI lines differ only in random ids).
+  const std::string clean_path = dir_.file("clean.jsonl");
+  {
+    auto w = ResultWriter::open(clean_path, 4, false, ids, false, job_options(GetParam(), 16, "h1"));
+    for (int64_t i = 0; i < 4; ++i) w.submit(result(i, false));
+    w.finish();
+  }
+  std::istringstream got(slurp(p)), want(slurp(clean_path));
+  std::string a, b;
+  while (std::getline(want, b)) {
+    ASSERT_TRUE(std::getline(got, a));
+    auto ja = ordered_json::parse(a), jb = ordered_json::parse(b);
+    for (auto* j : {&ja, &jb}) {
+      if (j->contains("response")) {
+        (*j)["id"] = "ID";
+        (*j)["response"]["request_id"] = "R";
+        (*j)["response"]["body"]["id"] = "B";
+      }
+    }
+    EXPECT_EQ(ja, jb);
+  }
+  EXPECT_FALSE(std::getline(got, a)) << a;
+  for (const auto& name : test::files_in(dir_.path)) {
+    EXPECT_EQ(name.find(".retry."), std::string::npos) << name;  // no temporary left
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(BothFormats, JobRecordTest, ::testing::Values(ResultFormat::Tiergen, ResultFormat::OpenAi));
 
 // The OpenAI job record is written under a fresh name and renamed: a name planted

@@ -1,4 +1,5 @@
 // `tiergen generate`: prompts file in, results JSONL out, through the offloading engine.
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "src/cli/number_checks.h"
 #include "src/cli/command.h"
@@ -41,6 +43,7 @@ struct GenerateFlags {
   int64_t max_failures = 0;
   std::vector<RefusedFlag> refused;
   bool resume = false, overwrite = false, quiet = false, report = false;
+  bool retry_failed = false;  // with --resume: run the file's failed requests again
 };
 
 // Below this, a job's fixed costs swamp what the cost model predicts.
@@ -131,6 +134,30 @@ nlohmann::ordered_json pipeline_job(nlohmann::ordered_json job) {
 }
 
 // One prompt on its way through the engine: its n samples arrive one by one.
+// Where a resumed job starts: the prompts already done, and of those the failed ones
+// run again (--retry-failed). The last rank of a pipeline reads it from the results
+// file and tells the others, as "DONE" or "DONE retry I,J,...".
+struct ResumePoint {
+  int64_t done = 0;
+  std::vector<int64_t> retried;
+};
+
+std::string resume_point_text(const ResumePoint& r) {
+  return r.retried.empty() ? std::to_string(r.done) : fmt::format("{} retry {}", r.done, fmt::join(r.retried, ","));
+}
+
+ResumePoint parse_resume_point(const std::string& text) {
+  ResumePoint r;
+  std::istringstream in(text);
+  std::string word, list;
+  TG_CHECK(in >> r.done, "internal: resume point \"{}\" from the last rank", text);
+  if (in >> word >> list) {
+    std::istringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) r.retried.push_back(std::stoll(item));
+  }
+  return r;
+}
+
 struct PromptJob {
   size_t prompt = 0;  // index into the prompts
   PreparedRequest request;
@@ -226,7 +253,8 @@ void run_generate(GenerateFlags& f) {
   if (link) check_ranks_agree(*link, "job", pipeline_job(file_options.job));
   const bool writes_results = link == nullptr || link->is_last();
   std::optional<io::ResultWriter> writer;
-  int64_t done_before = 0;
+  ResumePoint resume;
+  file_options.retry_failed = f.retry_failed;
   if (writes_results) {
     try {
       writer.emplace(io::ResultWriter::open(f.out, static_cast<int64_t>(prompts.size()), f.resume, ids, f.overwrite,
@@ -235,14 +263,18 @@ void run_generate(GenerateFlags& f) {
       if (link) link->set("resume_from", std::string("error: ") + e.what());  // the others stop waiting
       throw;
     }
-    done_before = writer->done_count();
-    if (link) link->set("resume_from", std::to_string(done_before));
+    resume = {writer->done_count(), writer->retried()};
+    if (link) link->set("resume_from", resume_point_text(resume));
   } else {
     const std::string resume_from = link->get("resume_from");
     TG_CHECK(resume_from.rfind("error: ", 0) != 0, "the last rank could not open the results: {}", resume_from.substr(7));
-    done_before = std::stoll(resume_from);
+    resume = parse_resume_point(resume_from);
   }
+  const int64_t done_before = resume.done;
   if (done_before > 0) spdlog::info("resuming: {} of {} prompts already done in {}", done_before, prompts.size(), f.out);
+  if (!resume.retried.empty()) {
+    spdlog::info("running the {} failed requests among them again (--retry-failed)", resume.retried.size());
+  }
   const auto submit = [&](io::ResultRecord r) {
     if (writer) writer->submit(std::move(r));
   };
@@ -251,13 +283,18 @@ void run_generate(GenerateFlags& f) {
                                     ? f.engine.model : std::filesystem::path(f.engine.model).filename().string();
   // Error records from before an interruption still count against --max-failures.
   int64_t failed = writer ? writer->failed_before() : 0;
-  if (failed > 0) spdlog::info("{} of the {} results already done are failed requests", failed, done_before);
+  if (failed > 0) {
+    spdlog::info("{} of the {} results already done are failed requests (--retry-failed runs them again)", failed,
+                 done_before);
+  }
   std::vector<io::ResultRecord> failed_records;  // written once the job is known to run
   std::vector<PromptJob> jobs;
   std::vector<runtime::SequenceRequest> requests;
   std::vector<std::pair<size_t, size_t>> request_job;  // request -> (job, sample)
   runtime::Workload max_workload{1, 1};
-  for (size_t i = static_cast<size_t>(done_before); i < prompts.size(); ++i) {
+  std::vector<size_t> to_run(resume.retried.begin(), resume.retried.end());
+  for (size_t i = static_cast<size_t>(done_before); i < prompts.size(); ++i) to_run.push_back(i);
+  for (const size_t i : to_run) {
     const auto& p = prompts[i];
     std::string chat_error;
     const auto chat_prompt = render_chat_prompt(p, chat ? &*chat : nullptr, chat_error);
@@ -474,7 +511,10 @@ void setup_generate(CLI::App& app) {
   add_request_flags(c, f->defaults);
   c->add_option("--max-failures", f->max_failures, "Failed requests tolerated before the exit status says failure")
       ->capture_default_str()->check(non_negative());
-  c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out (the same job only)");
+  auto* resume = c->add_flag("--resume", f->resume, "Skip prompts whose results are already in --out (the same job only)");
+  c->add_flag("--retry-failed", f->retry_failed, "With --resume: run the requests whose lines in --out are errors "
+              "again, and put their results in place of the errors")
+      ->needs(resume);
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--stats-json", f->stats_json, "Write per-task times, throughput and peak memory as JSON");

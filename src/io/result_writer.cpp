@@ -229,8 +229,13 @@ void ResultWriter::scan_for_resume() {
                "now; resume it with the prompt file it was made from, or start a new results file",
                path_, n, id);
     }
-    // An error record: the request failed before the interruption, and still counts.
-    if (j.contains("error") && !j["error"].is_null()) ++failed_before_;
+    // An error record: the request failed before the interruption, and still counts,
+    // unless it is to be run again.
+    if (j.contains("error") && !j["error"].is_null()) {
+      const uint64_t begin = reader.line_offset();
+      if (options_.retry_failed) retry_.push_back({done_count_, begin, begin + line.size() + 1});
+      else ++failed_before_;
+    }
     ++done_count_;
     good_size_ = reader.line_offset() + line.size() + 1;
   }
@@ -345,6 +350,8 @@ ResultWriter& ResultWriter::operator=(ResultWriter&& other) noexcept {
     needs_job_record_ = other.needs_job_record_;
     cut_to_ = other.cut_to_;
     failed_before_ = other.failed_before_;
+    retry_ = std::move(other.retry_);
+    retried_ = std::move(other.retried_);
   }
   return *this;
 }
@@ -370,19 +377,91 @@ void ResultWriter::submit(ResultRecord record) {
   TG_CHECK(!failed_, "{}: an earlier write failed; no more results are written", path_);
   TG_CHECK(record.index >= 0 && record.index < total_, "{}: result for prompt {} but there are only {} prompts",
            path_, record.index, total_);
+  if (record.index < done_count_) return submit_retried(std::move(record));
   TG_CHECK(record.index >= next_index_ && pending_.count(record.index) == 0,
-           "{}: result for prompt {} (id \"{}\") submitted twice, or it was already done before resuming", path_,
-           record.index, record.id);
-  if (!ids_.empty()) {
-    // The OpenAI format names its lines by "custom_id".
-    const std::string& id = options_.format == ResultFormat::OpenAi && !record.custom_id.empty() ? record.custom_id
-                                                                                                : record.id;
-    TG_CHECK(id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
-             path_, record.index, id, ids_[record.index]);
-  }
+           "{}: result for prompt {} (id \"{}\") submitted twice", path_, record.index, record.id);
+  check_id(record);
   pending_.emplace(record.index, serialize(record) + '\n');
   begin();
   write_pending();
+}
+
+void ResultWriter::check_id(const ResultRecord& record) const {
+  if (ids_.empty()) return;
+  // The OpenAI format names its lines by "custom_id".
+  const std::string& id = options_.format == ResultFormat::OpenAi && !record.custom_id.empty() ? record.custom_id
+                                                                                              : record.id;
+  TG_CHECK(id == ids_[record.index], "{}: result for prompt {} has id \"{}\" but the prompt's id is \"{}\"",
+           path_, record.index, id, ids_[record.index]);
+}
+
+std::vector<int64_t> ResultWriter::retried() const {
+  std::vector<int64_t> out;
+  for (const auto& r : retry_) out.push_back(r.index);
+  return out;
+}
+
+void ResultWriter::submit_retried(ResultRecord record) {
+  const auto it = std::find_if(retry_.begin(), retry_.end(), [&](const auto& r) { return r.index == record.index; });
+  TG_CHECK(it != retry_.end() && retried_.count(record.index) == 0,
+           "{}: result for prompt {} (id \"{}\") was already done before resuming, or submitted twice", path_,
+           record.index, record.id);
+  check_id(record);
+  retried_.emplace(record.index, serialize(record) + '\n');
+  begin();
+  if (retried_.size() == retry_.size()) rewrite_with_retried();
+}
+
+// The file as it is, with each retried line in place of its error line, written under
+// a fresh name (mkstemp), locked, synced and renamed over the results: the lock moves
+// with the new file, and a crash leaves the old file or the new one.
+void ResultWriter::rewrite_with_retried() {
+  std::string name = path_ + ".retry.XXXXXX";
+  const int out = ::mkstemp(name.data());
+  TG_CHECK(out >= 0, "{}: cannot create a file to rewrite the results in: {}", name, errno_text());
+  const auto fail = [&](const std::string& why) {
+    ::close(out);
+    ::unlink(name.c_str());
+    failed_ = true;
+    TG_THROW("{}: cannot rewrite the results with the retried requests ({}); the file is as it was", path_, why);
+  };
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || ::fchmod(out, st.st_mode & 07777) != 0) fail(errno_text());
+  if (::flock(out, LOCK_EX | LOCK_NB) != 0) fail(errno_text());
+  std::string buffer(size_t{1} << 20, '\0');
+  const auto copy = [&](uint64_t from, uint64_t to) {
+    while (from < to) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), to - from));
+      const ssize_t got = ::pread(fd_, buffer.data(), want, static_cast<off_t>(from));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) fail(got < 0 ? errno_text() : "the results file is shorter than it was");
+      const std::string why = write_all(out, buffer.substr(0, static_cast<size_t>(got)));
+      if (!why.empty()) fail(why);
+      from += static_cast<uint64_t>(got);
+    }
+  };
+  uint64_t at = 0, size = good_size_;
+  for (const auto& r : retry_) {
+    copy(at, r.begin);
+    const std::string& line = retried_.at(r.index);
+    const std::string why = write_all(out, line);
+    if (!why.empty()) fail(why);
+    size = size - (r.end - r.begin) + line.size();
+    at = r.end;
+  }
+  copy(at, good_size_);
+  if (::fsync(out) != 0) fail(errno_text());
+  std::error_code ec;
+  std::filesystem::rename(name, path_, ec);
+  if (ec) fail(ec.message());
+  sync_parent_directory(path_);
+  ::close(fd_);
+  fd_ = out;
+  good_size_ = size;
+  TG_CHECK(::lseek(fd_, static_cast<off_t>(good_size_), SEEK_SET) >= 0, "{}: cannot seek: {}", path_, errno_text());
+  spdlog::info("{}: the {} retried requests' results replace their error lines", path_, retry_.size());
+  retry_.clear();
+  retried_.clear();
 }
 
 void ResultWriter::write_pending() {
@@ -421,6 +500,12 @@ void ResultWriter::finish() {
   TG_CHECK(!finished_, "{}: finish() called twice", path_);
   TG_CHECK(!failed_, "{}: an earlier write failed; the file holds {} of {} results", path_, next_index_, total_);
   begin();
+  if (!retry_.empty()) {
+    const auto missing = std::find_if(retry_.begin(), retry_.end(), [&](const auto& r) { return !retried_.count(r.index); });
+    const int64_t index = missing->index;
+    TG_THROW("{}: {} of {} retried requests have no result (the first: prompt {}); the file keeps their error "
+             "lines", path_, retry_.size() - retried_.size(), retry_.size(), index);
+  }
   if (next_index_ < total_) {
     const std::string id = ids_.empty() ? std::to_string(next_index_) : ids_[next_index_];
     TG_THROW("{}: only {} of {} results written: prompt {} (id \"{}\") has none{}", path_, next_index_, total_,

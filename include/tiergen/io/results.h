@@ -83,6 +83,9 @@ struct ResultFileOptions {
   // Tiergen format: each prompt's text (when it had one); a done line whose "prompt"
   // differs is refused on resume. Empty: not checked.
   std::vector<std::optional<std::string>> prompt_texts;
+  // Resume only: the done prompts whose lines are errors are run again (retried()),
+  // and their new lines replace the old ones.
+  bool retry_failed = false;
 };
 
 // The fields in which two job fingerprints differ, as "field: was X, now Y".
@@ -120,8 +123,14 @@ class ResultWriter {
 
   // Prompts already in the file when it was opened (resume); the engine skips them.
   int64_t done_count() const { return done_count_; }
-  // Of those, the error records: requests that failed before the interruption.
+  // Of those, the error records: requests that failed before the interruption (not
+  // counting those retried).
   int64_t failed_before() const { return failed_before_; }
+  // With retry_failed: the done prompts whose error lines are to be replaced. The job
+  // submits a result for each; when the last has arrived the file is rewritten with
+  // them in place, under a fresh locked name renamed over the old (a crash leaves the
+  // old file or the new one, never a mix), and later results follow as before.
+  std::vector<int64_t> retried() const;
   // Results in the file now (done_count() plus those written since).
   int64_t written_count() const { return next_index_; }
   // Results submitted but waiting for an earlier one.
@@ -145,6 +154,9 @@ class ResultWriter {
  private:
   ResultWriter() = default;
   void scan_for_resume();
+  void check_id(const ResultRecord& record) const;
+  void submit_retried(ResultRecord record);
+  void rewrite_with_retried();
   void check_job_line(const std::string& line, int64_t line_number);
   void lock_for_this_job(const struct stat& st);
   void record_job();
@@ -173,6 +185,13 @@ class ResultWriter {
   bool needs_job_record_ = false;  // begin() writes the job record
   std::optional<uint64_t> cut_to_;  // begin() truncates the file to this size
   int64_t failed_before_ = 0;
+  // An error line to replace (retry_failed): its prompt and its bytes in the file.
+  struct RetriedLine {
+    int64_t index;
+    uint64_t begin, end;
+  };
+  std::vector<RetriedLine> retry_;         // in file order
+  std::map<int64_t, std::string> retried_;  // index -> new line, until all have come
 };
 
 }  // namespace tiergen::io
