@@ -61,9 +61,11 @@ TEST_F(CliReliability, KilledMidRunThenResumedIsByteIdenticalToAnUninterruptedRu
 }
 
 // SIGINT / SIGTERM mid-run: non-zero exit 128+sig, a message on how to resume,
-// finished lines kept whole, and the offload directory empty.
+// finished lines kept whole, and no offload file left: the offload directory gone
+// where the run created it, else empty.
 void expect_clean_stop(int signal, const fs::path& dir,
                        const std::vector<std::string>& args, const fs::path& out, const fs::path& offload) {
+  const bool offload_existed = fs::exists(offload);
   Child child(args, dir);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline && !(fs::exists(out) && count_lines(out) >= 1)) {
@@ -77,6 +79,10 @@ void expect_clean_stop(int signal, const fs::path& dir,
   EXPECT_NE(e.err.find(out.string()), std::string::npos) << "the message should name the results file: " << e.describe();
   const std::string kept = read_file(out);
   EXPECT_TRUE(kept.empty() || kept.back() == '\n');
+  if (!offload_existed) {
+    EXPECT_FALSE(fs::exists(offload)) << "the offload directory the run created outlived it";
+    return;
+  }
   ASSERT_TRUE(fs::is_directory(offload));
   EXPECT_TRUE(fs::is_empty(offload)) << "offload files left in " << offload;
 }
@@ -84,7 +90,8 @@ void expect_clean_stop(int signal, const fs::path& dir,
 TEST_F(CliReliability, SigtermStopsCleanlyAndResumeFinishesTheJob) {
   constexpr int kPrompts = 40;
   const fs::path prompts = prompt_file("prompts.txt", kPrompts);
-  const fs::path out = dir_ / "out.jsonl", offload = dir_ / "offload";
+  // A directory the run creates (two deep), removed after it.
+  const fs::path out = dir_ / "out.jsonl", offload = dir_ / "made-by-the-run" / "offload";
   // Everything on the disk tier, so that there are offload files to remove.
   std::vector<std::string> flags = {"--batch-size", "2", "--max-new-tokens", "64", "--percent", "0", "0", "0", "0",
                                     "0", "0", "--offload-dir", offload.string()};
@@ -97,12 +104,13 @@ TEST_F(CliReliability, SigtermStopsCleanlyAndResumeFinishesTheJob) {
   ASSERT_TRUE(resumed.exited && resumed.code == 0) << resumed.describe();
   EXPECT_EQ(count_lines(out), kPrompts);
   EXPECT_EQ(read_file(out).compare(0, before.size(), before), 0) << "resume changed lines that were already done";
-  EXPECT_TRUE(fs::is_empty(offload));
+  EXPECT_FALSE(fs::exists(dir_ / "made-by-the-run"));
 }
 
 TEST_F(CliReliability, SigintStopsCleanly) {
   const fs::path prompts = prompt_file("prompts.txt", 40);
   const fs::path out = dir_ / "out.jsonl", offload = dir_ / "offload";
+  fs::create_directories(offload);  // the user's directory: it stays
   expect_clean_stop(SIGINT, dir_,
                     generate_args(prompts, out, {"--batch-size", "2", "--max-new-tokens", "64", "--percent", "0", "0",
                                                  "0", "0", "0", "0", "--offload-dir", offload.string()}),
@@ -339,8 +347,7 @@ TEST_F(CliReliability, FullOffloadDirectoryIsAClearErrorAndLeavesNoFiles) {
       generate_args(prompts, out, {"--percent", "0", "0", "0", "0", "0", "0", "--offload-dir", offload.string()}),
       limited);
   expect_clear_failure(e, {offload.string() + "/tiergen-offload-", "File too large"});
-  ASSERT_TRUE(fs::is_directory(offload));
-  EXPECT_TRUE(fs::is_empty(offload)) << "offload files left in " << offload;
+  EXPECT_FALSE(fs::exists(offload)) << "the offload directory the failed run created is left";
   expect_results_not_complete(out, kPrompts);
 }
 

@@ -36,7 +36,8 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
               "the RAM the process does not already use)");
   c->add_option("--cpu-mem", f.cpu_mem, "CPU tier budget (default: 80% of the RAM the process does not already use, less a --device cpu gpu tier)");
   c->add_option("--disk-mem", f.disk_mem, "Disk tier budget (default: free space under --offload-dir)");
-  c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (removed after the run)")->capture_default_str();
+  c->add_option("--offload-dir", f.offload_dir, "Directory for the disk tier's file (the file never outlives the run; directories the run creates "
+                "are removed after it)")->capture_default_str();
   c->add_option("--io-threads", f.io_threads, "Disk I/O threads")->capture_default_str()->check(CLI::Range(1, 256));
   c->add_option("--trace", f.trace, "Write a Chrome trace (chrome://tracing, ui.perfetto.dev) of every load, store, "
                 "compute and CPU attention task with its token, layer and gpu batch: times on the device's streams "

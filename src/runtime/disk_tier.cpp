@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <vector>
 
 #include "tiergen/common/error.h"
 
@@ -17,12 +18,40 @@ namespace {
 
 char g_interrupt_message[1024];
 
+// The offload directories this process created, deepest first, for the signal
+// handler to remove (rmdir is async-signal-safe and removes only an empty directory).
+constexpr int kMaxCreatedDirs = 16;
+char g_created_dirs[kMaxCreatedDirs][1024];
+std::atomic<int> g_created_dir_count{0};
+
+void remember_for_signals(const std::vector<std::string>& dirs) {
+  for (const auto& dir : dirs) {
+    const int slot = g_created_dir_count.load();
+    if (slot >= kMaxCreatedDirs || dir.size() >= sizeof(g_created_dirs[0])) return;
+    std::strncpy(g_created_dirs[slot], dir.c_str(), sizeof(g_created_dirs[0]) - 1);
+    g_created_dir_count.store(slot + 1);
+  }
+}
+
 void on_signal(int signal) {
   const size_t n = std::strlen(g_interrupt_message);
   if (n > 0) {
     [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, g_interrupt_message, n);
   }
+  for (int i = 0; i < g_created_dir_count.load(); ++i) ::rmdir(g_created_dirs[i]);
   _exit(128 + signal);
+}
+
+// The directories that creating `dir` makes, deepest first (none when it exists).
+std::vector<std::string> missing_directories(const std::filesystem::path& dir) {
+  std::vector<std::string> missing;
+  std::error_code ec;
+  for (auto p = std::filesystem::absolute(dir, ec); !ec && !p.empty() && !std::filesystem::exists(p, ec);
+       p = p.parent_path()) {
+    missing.push_back(p.string());
+    if (p == p.parent_path()) break;
+  }
+  return missing;
 }
 
 constexpr uint64_t kRequestBytes = 8ull << 20;  // one I/O request of the pool
@@ -48,12 +77,22 @@ DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threa
     : account_(Tier::Disk, budget), io_threads_(std::max(1, io_threads)) {
   namespace fs = std::filesystem;
   ignore_file_size_signal();
-  std::error_code ec;
-  fs::create_directories(offload_dir, ec);
-  TG_CHECK(!ec && fs::is_directory(offload_dir), "offload directory '{}' cannot be created: {}", offload_dir,
-           ec.message());
-  std::string pattern = (fs::path(offload_dir) / "tiergen-offload-XXXXXX").string();
-  fd_ = ::mkstemp(pattern.data());
+  // A directory the run created is removed after it (when empty: another run may have
+  // put its file there meanwhile). Another run may remove one this run found between
+  // its creation and the file's: then it is made again.
+  std::string pattern;
+  for (int attempt = 0; attempt < 3 && fd_ < 0; ++attempt) {
+    const auto missing = missing_directories(offload_dir);
+    std::error_code ec;
+    fs::create_directories(offload_dir, ec);
+    TG_CHECK(!ec && fs::is_directory(offload_dir), "offload directory '{}' cannot be created: {}", offload_dir,
+             ec.message());
+    created_dirs_.insert(created_dirs_.end(), missing.begin(), missing.end());
+    remember_for_signals(missing);
+    pattern = (fs::path(offload_dir) / "tiergen-offload-XXXXXX").string();
+    fd_ = ::mkstemp(pattern.data());
+    if (fd_ < 0 && errno != ENOENT) break;
+  }
   TG_CHECK(fd_ >= 0, "offload directory '{}' is not writable: {}", offload_dir, std::strerror(errno));
   path_ = pattern;
   // The file has no name from here on: the kernel frees its blocks when the last
@@ -71,6 +110,7 @@ DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threa
 DiskTier::~DiskTier() {
   for (auto& [path, fd] : checkpoint_fds_) ::close(fd);
   if (fd_ >= 0) ::close(fd_);
+  for (const auto& dir : created_dirs_) ::rmdir(dir.c_str());  // only if empty; deepest first
 }
 
 DiskExtent DiskTier::allocate(uint64_t bytes, const std::string& what) {

@@ -3,7 +3,8 @@
 // Reads and writes are positional (pread/pwrite), split into large requests served by
 // an I/O thread pool, and drop the page cache behind them so disk-homed data does not
 // quietly live in host memory. The file is unlinked as soon as it is created and
-// opened, so it never outlives the process, however that ends.
+// opened, so it never outlives the process, however that ends. Directories the run
+// created for it are removed when the run ends (or is interrupted), if still empty.
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -54,6 +55,7 @@ class DiskTier {
   uint64_t end_ = 0;
   std::vector<Reservation> reservations_;
   std::vector<std::pair<std::string, int>> checkpoint_fds_;
+  std::vector<std::string> created_dirs_;  // made for the offload file, deepest first: removed after
   mutable std::mutex mutex_;  // file_name() reads checkpoint_fds_ from const readers
 };
 
