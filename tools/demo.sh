@@ -6,7 +6,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/tools/install-deps.sh"
-bash "$root/tools/build.sh"
+# Only what the demo runs, as one unity build (the fewest compiler runs on a small
+# machine); tools/build.sh with no TIERGEN_TARGETS builds everything, tests included.
+TIERGEN_TARGETS="tiergen make-tiny-model" TIERGEN_CMAKE_ARGS=${TIERGEN_CMAKE_ARGS:--DTIERGEN_UNITY=ON} \
+  bash "$root/tools/build.sh"
 build=${TIERGEN_BUILD:-$root/build}
 work=$(mktemp -d /tmp/tiergen-demo.XXXXXX)
 "$build/make-tiny-model" --arch llama --out "$work/model" --seed 7 \
