@@ -39,7 +39,7 @@ void PhaseModel::add(Lane lane, Task task, runtime::Task runs_as, const Linear& 
   tasks[static_cast<int>(task)] += seconds;
   // A host standing in for the GPU computes, (de)quantizes and copies between its tiers
   // on the same cores: their sum bounds the layer whichever queues run them.
-  if (gpu_is_host && (queue == schedule::Queue::Compute || lane != Lane::DiskToCpu && lane != Lane::CpuToDisk)) {
+  if (gpu_is_host && (queue == schedule::Queue::Compute || (lane != Lane::DiskToCpu && lane != Lane::CpuToDisk))) {
     host_cores += seconds;
   }
   if (queue == schedule::Queue::Compute && lane == Lane::CpuToGpu) inline_to_gpu += seconds;

@@ -92,7 +92,7 @@ struct PhaseBound {
   bool per_step;
   Linear seconds;
   double steps_after = 0;
-  std::optional<Linear> applies_where;
+  std::optional<Linear> applies_where = std::nullopt;
 };
 std::vector<PhaseBound> phase_bounds(const PhaseModel& phase);
 

@@ -3,6 +3,8 @@
 #include "policy/plan_class.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -45,7 +47,9 @@ void append_fractions(std::string& out, const runtime::Policy& p, const Fraction
 // What bounds a layer, in words a user can act on: the schedule's term that sets its
 // time, and on the compute queue the largest of its tasks (CPU attention is not the
 // GPU computing; a step's fixed cost is neither).
-std::string bottleneck_text(const PhaseTimes& t) {
+// The lane or task that bounds a phase, in words. `cpu_products`: the phase multiplies
+// host-resident weights on the CPU, so its compute is mostly the CPU's.
+std::string bottleneck_text(const PhaseTimes& t, bool cpu_products) {
   const auto task = [&](Task k) { return t.tasks[static_cast<int>(k)]; };
   switch (t.bottleneck) {
     case Bound::WeightLoader: return "weight loads";
@@ -65,10 +69,11 @@ std::string bottleneck_text(const PhaseTimes& t) {
   if (attention == largest) return "cpu attention";
   if (t.fixed_seconds == largest) return "per-step fixed cost";
   if (compression == largest) return "(de)quantize";
-  return round_trip > task(Task::Compute) ? "act. round trip" : "compute";
+  if (round_trip > task(Task::Compute)) return "act. round trip";
+  return cpu_products ? "compute (the CPU's products of host-resident weights)" : "compute";
 }
 
-void append_times(std::string& out, const Prediction& r) {
+void append_times(std::string& out, const Prediction& r, const runtime::Policy& p) {
   out += fmt::format("\n{:<22}{:>12}{:>12}\n", "per-layer time (ms)", "prefill", "decode");
   for (int i = 0; i < kNumTasks; ++i) {
     if (r.prefill.tasks[i] == 0 && r.decode.tasks[i] == 0) continue;
@@ -94,7 +99,8 @@ void append_times(std::string& out, const Prediction& r) {
                      r.decode.layer_seconds * 1e3);
   out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", "embedding + head", r.prefill_edges.layer_seconds * 1e3,
                      r.decode_edges.layer_seconds * 1e3);
-  out += fmt::format("  bottleneck: prefill {}, decode {}\n", bottleneck_text(r.prefill), bottleneck_text(r.decode));
+  out += fmt::format("  bottleneck: prefill {}, decode {}\n", bottleneck_text(r.prefill, p.cpu_weight_compute(true)),
+                     bottleneck_text(r.decode, p.cpu_weight_compute(false)));
 }
 
 // The bytes each tier will hold: runtime::plan_memory, the accounting the runtime
@@ -145,6 +151,48 @@ std::string flexgen_flags_text(const runtime::Policy& p) {
   return "FlexGen flags  " + flags + "\n";
 }
 
+// The same plan as `tiergen generate`/`bench` flags. What no flag sets (the search's
+// thread counts, the small-row limit, different bits for weights and cache) stays in
+// the policy file `--json` writes, which `--policy FILE` runs as planned.
+std::string tiergen_flags_text(const runtime::Policy& p) {
+  std::string flags = fmt::format("--percent {:g} {:g} {:g} {:g} {:g} {:g} --gpu-batch-size {} --num-gpu-batches {}",
+                                  p.w_gpu_percent, p.w_cpu_percent, p.cache_gpu_percent, p.cache_cpu_percent,
+                                  p.act_gpu_percent, p.act_cpu_percent, p.gpu_batch_size, p.num_gpu_batches);
+  if (p.cpu_cache_compute) flags += " --cpu-attention";
+  const std::string phases = p.cpu_weight_compute_phases();
+  if (phases != "off") {
+    flags += " --cpu-weight-compute " + (phases == "prefill+decode" ? std::string("all") : phases);
+    if (p.cpu_weight_compute_layer_percent < 100) {
+      flags += fmt::format(" --cpu-weight-compute-layers {:g}", p.cpu_weight_compute_layer_percent);
+    }
+  }
+  const runtime::CompressionConfig* compression = nullptr;
+  for (const auto* c : {&p.compress_weight, &p.compress_cache}) {
+    if (c->enabled && !compression) compression = c;
+  }
+  if (p.compress_weight.enabled) flags += " --compress-weight";
+  if (p.compress_cache.enabled) flags += " --compress-cache";
+  const bool mixed_compression = p.compress_weight.enabled && p.compress_cache.enabled &&
+                                 (p.compress_weight.bits != p.compress_cache.bits ||
+                                  p.compress_weight.group_size != p.compress_cache.group_size);
+  if (compression) {
+    flags += fmt::format(" --compress-bits {} --compress-group-size {}", compression->bits, compression->group_size);
+  }
+  if (!p.overlap) flags += " --overlap off";
+  std::vector<std::string> unflagged;
+  if (p.threads.compute_intra_op > 0 || p.threads.compute_inter_op > 0 || p.threads.io_threads > 0) {
+    unflagged.push_back("its thread counts");
+  }
+  if (p.small_matmul.max_rows > 0) unflagged.push_back("its small-row limit");
+  if (mixed_compression) unflagged.push_back("the cache's compression bits and groups");
+  if (!unflagged.empty()) {
+    std::string list = unflagged[0];
+    for (size_t i = 1; i < unflagged.size(); ++i) list += (i + 1 == unflagged.size() ? " and " : ", ") + unflagged[i];
+    flags += fmt::format(" (without {}: --json FILE writes the whole plan, --policy FILE runs it)", list);
+  }
+  return "tiergen flags  " + flags + "\n";
+}
+
 // Which side of the search the policy came from, with both sides' best predictions.
 std::string chosen_by_text(const SearchResult& r) {
   if (r.chosen_by == "given") return "chosen by: given (priced, not searched)\n";
@@ -186,6 +234,7 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
   out += fmt::format("matmuls       {}\n", matmul_placement_text(p));
   out += fmt::format("threads       compute intra-op {}, inter-op {}; load/store {}\n", p.threads.compute_intra_op,
                      p.threads.compute_inter_op, p.threads.io_threads);
+  out += tiergen_flags_text(p);
   out += flexgen_flags_text(p);
   out += fmt::format("\npredicted throughput (token/s): prefill {:.2f}, decode {:.2f}, total {:.3f}\n",
                      r.prefill_throughput, r.decode_throughput, r.total_throughput);
@@ -195,7 +244,7 @@ std::string format_report(const SearchResult& result, const ReportContext& c) {
   out += fmt::format("predicted time (s): prefill {:.1f}, decode {:.1f}, total {:.1f}{}\n", r.prefill_seconds,
                      r.decode_seconds, r.total_seconds,
                      r.init_seconds > 0 ? fmt::format(" (+{:.1f} one-off weight quantization)", r.init_seconds) : "");
-  append_times(out, r);
+  append_times(out, r, p);
   append_fractions(out, p, result.lp_fractions, result.chosen_by == "LP" || result.chosen_by.empty());
   if (result.chosen_by != "given") {
     out += fmt::format("\nsearch: {} feasible LPs, {} rounded policies checked, {:.3f} s\n", result.lp_solved,

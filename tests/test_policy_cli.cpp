@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,10 @@ TEST_F(PolicyCli, PricesAGivenPolicyBesideTheSearchsChoice) {
                        "--cpu-cache-compute"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("tiergen flags  --percent 20 80 0 100 0 100 --gpu-batch-size 24 --num-gpu-batches 2 "
+                       "--cpu-attention\n"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("--policy auto for this job: "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("search: "), std::string::npos) << "a priced policy is not searched: " << r.out;
   // Decode of this plan waits on the weights crossing the link (20.8 ms a layer against
@@ -232,6 +237,39 @@ TEST_F(PolicyCli, PricesAGivenPolicyBesideTheSearchsChoice) {
   EXPECT_NE(too_big.err.find("does not fit the budgets: gpu tier needs"), std::string::npos) << too_big.err;
   const Result five = run(with({"--percent", "100", "0", "100", "0", "100"}), dir());
   EXPECT_GT(five.code, 0) << five.out;
+}
+
+// The "tiergen flags" line of a searched plan is a command line that runs that plan:
+// given back to `tiergen policy`, it places every tier's bytes and shapes the block as
+// the search did (what no flag sets, the thread counts, is named, with --json's way).
+TEST_F(PolicyCli, TheTiergenFlagsOfASearchedPlanGiveThatPlanBack) {
+  for (const std::string cap : {"16GiB", "40GiB"}) {
+    const std::vector<std::string> job = {kTiergen, "policy", "-m", "opt-13b", "-s", "512", "-n", "32", "--hw",
+                                          "h100-spr", "--gpu-mem", cap, "--cpu-mem", "100GiB", "--disk-mem", "64GiB"};
+    const Result searched = run(job, dir());
+    ASSERT_EQ(searched.code, 0) << searched.err;
+    const std::string tag = "tiergen flags  ";
+    const size_t at = searched.out.find(tag);
+    ASSERT_NE(at, std::string::npos) << searched.out;
+    std::string line = searched.out.substr(at + tag.size(), searched.out.find('\n', at) - at - tag.size());
+    if (const size_t note = line.find(" (without "); note != std::string::npos) {
+      EXPECT_NE(line.find("--json FILE writes the whole plan"), std::string::npos) << line;
+      line.resize(note);
+    }
+    std::vector<std::string> given = job;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) given.push_back(w);
+    const Result priced = run(given, dir());
+    ASSERT_EQ(priced.code, 0) << priced.err;
+    EXPECT_NE(priced.out.find("chosen by: given"), std::string::npos) << priced.out;
+    // The bytes per tier and the block, as searched.
+    const auto section = [](const std::string& out) {
+      const size_t from = out.find("tier bytes"), to = out.find("\ncompression ", from);
+      return out.substr(from, to - from);
+    };
+    EXPECT_EQ(section(priced.out), section(searched.out)) << line;
+    EXPECT_NE(priced.out.find(tag + line), std::string::npos) << priced.out;
+  }
 }
 
 // `tiergen policy` takes generate's and bench's short flags (-m, -s, -n) and refuses a

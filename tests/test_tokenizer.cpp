@@ -1,6 +1,9 @@
 // Offline tests of the tokenizers on the tiny hand-made files in
 // tests/fixtures/tokenizers (see make_fixtures.mjs there for their vocabularies).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <fstream>
@@ -223,6 +226,30 @@ TEST(AddedTokens, LstripAndRstrip) {
   EXPECT_EQ(tok->encode("<sep>"), (Ids{301}));
   // Longest match wins over a shorter token at the same position.
   EXPECT_EQ(tok->encode("<|endoftext|><sep>"), (Ids{300, 301}));
+}
+
+// Two vocabulary strings on one id (Hugging Face accepts it, decoding the id to
+// either): both encode to the id, it decodes to the first in the file, and a warning
+// names the id and both strings.
+TEST(Vocabulary, AnIdGivenToTwoStringsDecodesToTheFirstWithAWarning) {
+  auto json = read_json(fixture("byte_level/tokenizer.json"));
+  const int64_t a = json["model"]["vocab"]["a"];
+  json["model"]["vocab"]["zz-also-a"] = a;  // after "a" in the file (keys are written sorted)
+  test::TempDir dir{"tiergen-tok"};
+  dir.write("tokenizer.json", json.dump());
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  auto logger = spdlog::default_logger();
+  logger->sinks().push_back(sink);
+  const auto tok = Tokenizer::load(dir.path);
+  logger->sinks().pop_back();
+  EXPECT_EQ(tok->token_to_id("zz-also-a"), a);
+  EXPECT_EQ(tok->token_to_id("a"), a);
+  EXPECT_EQ(tok->decode({a}), "a");
+  EXPECT_EQ(tok->id_to_token(a), "a");
+  std::string logged;
+  for (const auto& line : sink->last_formatted()) logged += line;
+  EXPECT_NE(logged.find(fmt::format("gives id {} to both 'a' and 'zz-also-a' (decoded as the first)", a)),
+            std::string::npos) << logged;
 }
 
 TEST(TokenizerConfigFile, AddBosAndEosOverrideTemplate) {

@@ -55,10 +55,24 @@ void build_vocabulary(const TokenizerFiles& files, const std::vector<AddedToken>
   impl.bytes.assign(static_cast<std::size_t>(limit), std::string());
   impl.special.assign(static_cast<std::size_t>(limit), 0);
   impl.ids_by_spelling.reserve(files.bpe.vocab.size() + added.size());
+  // A vocabulary that gives one id to two strings (Hugging Face accepts it, and then
+  // decodes that id to either) encodes both to the id and decodes it to the first in
+  // the file; the warning says so, naming the first such id.
+  int64_t shared_ids = 0;
   for (const auto& [token, id] : files.bpe.vocab) {
+    impl.ids_by_spelling[token] = static_cast<int32_t>(id);
+    if (!impl.spelling[id].empty()) {
+      if (++shared_ids == 1) {
+        spdlog::warn("{}: the vocabulary gives id {} to both '{}' and '{}' (decoded as the first)", files.source, id,
+                     impl.spelling[id], token);
+      }
+      continue;
+    }
     impl.spelling[id] = token;
     impl.bytes[id] = token_bytes(token, files.decoder);
-    impl.ids_by_spelling[token] = static_cast<int32_t>(id);
+  }
+  if (shared_ids > 1) {
+    spdlog::warn("{}: {} vocabulary strings in all share an id with an earlier one", files.source, shared_ids);
   }
   for (const auto& token : added) {
     impl.spelling[token.id] = token.content;
