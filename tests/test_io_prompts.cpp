@@ -263,7 +263,7 @@ TEST_F(PromptReaderTest, BadOverridesNameTheLineAndField) {
       {R"({"prompt": ["a", ""]})", "\"prompt[1]\" is empty"},
       {R"({"prompt": [[1], []]})", "\"prompt[1]\" is empty"},
       {R"({"prompt": [[1], [2, -3]]})", "\"prompt[1]\" must hold non-negative integers; element 1"},
-      {R"({"prompt": ["a", null]})", "mixes strings"},
+      {R"({"prompt": ["a", null]})", "\"prompt[1]\" must be a string or an array of token ids, not null"},
       {R"({"prompt": [[1], 7]})", "\"prompt[1]\" must be a string or an array of token ids"},
       {R"({"prompt": {"a": 1}})", "must be a string, a list of strings"},
       {R"({"text": "x"})", "no \"prompt\""},

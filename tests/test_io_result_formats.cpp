@@ -4,6 +4,7 @@
 
 #include "tests/support/error_of.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -253,6 +254,48 @@ TEST_P(JobRecordTest, RetriedRequestsReplaceTheirErrorLinesInPlace) {
   for (const auto& name : test::files_in(dir_.path)) {
     EXPECT_EQ(name.find(".retry."), std::string::npos) << name;  // no temporary left
   }
+}
+
+// The rewrite replaces the results file itself: a symbolic link to it (as -o) still
+// leads to the results, a hard link would be left behind and is refused, and a
+// rewrite a crash cut short is cleared away by the next resume.
+TEST_P(JobRecordTest, RetryRewritesTheFileALinkNamesAndRefusesHardLinks) {
+  const std::string real = dir_.file("real.jsonl"), link = dir_.file("link.jsonl"), hard = dir_.file("hard.jsonl");
+  const std::vector<std::string> ids = {"a", "b"};
+  const auto result = [&](int64_t i, bool error) {
+    auto r = completed(i, ids[static_cast<size_t>(i)]);
+    r.custom_id = ids[static_cast<size_t>(i)];
+    if (error) r.error = "out of memory";
+    return r;
+  };
+  std::filesystem::create_symlink(real, link);  // -o names the link throughout
+  {
+    auto w = ResultWriter::open(link, 2, false, ids, false, job_options(GetParam(), 16, "h1"));
+    w.submit(result(0, true));
+    w.submit(result(1, false));
+    w.finish();
+  }
+  const std::string stale = real + ".retry.AbC123";
+  std::ofstream(stale) << "half a rewrite";
+  auto options = job_options(GetParam(), 16, "h1");
+  options.retry_failed = true;
+  {
+    auto w = ResultWriter::open(link, 2, true, ids, false, options);
+    EXPECT_FALSE(std::filesystem::exists(stale));
+    w.submit(result(0, false));
+    w.finish();
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(slurp(real).find("out of memory"), std::string::npos) << slurp(real);
+  {  // a new job's file with a failure, then a second name for it
+    auto w = ResultWriter::open(link, 2, false, ids, /*overwrite=*/true, job_options(GetParam(), 16, "h1"));
+    w.submit(result(0, true));
+    w.submit(result(1, false));
+    w.finish();
+  }
+  std::filesystem::create_hard_link(real, hard);
+  const auto msg = error_of([&] { ResultWriter::open(link, 2, true, ids, false, options); });
+  EXPECT_NE(msg.find("has 2 names (hard links)"), std::string::npos) << msg;
 }
 
 INSTANTIATE_TEST_SUITE_P(BothFormats, JobRecordTest, ::testing::Values(ResultFormat::Tiergen, ResultFormat::OpenAi));

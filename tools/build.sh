@@ -8,4 +8,4 @@ build=${TIERGEN_BUILD:-$root/build}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${TIERGEN_CMAKE_ARGS:-} "$@" >/dev/null
 targets=()
 for t in ${TIERGEN_TARGETS:-}; do targets+=(--target "$t"); done
-cmake --build "$build" -j"$(nproc)" "${targets[@]}"
+cmake --build "$build" -j"$(nproc)" ${targets[@]+"${targets[@]}"}

@@ -133,7 +133,6 @@ nlohmann::ordered_json pipeline_job(nlohmann::ordered_json job) {
   return job;
 }
 
-// One prompt on its way through the engine: its n samples arrive one by one.
 // Where a resumed job starts: the prompts already done, and of those the failed ones
 // run again (--retry-failed). The last rank of a pipeline reads it from the results
 // file and tells the others, as "DONE" or "DONE retry I,J,...".
@@ -152,12 +151,21 @@ ResumePoint parse_resume_point(const std::string& text) {
   std::string word, list;
   TG_CHECK(in >> r.done, "internal: resume point \"{}\" from the last rank", text);
   if (in >> word >> list) {
+    TG_CHECK(word == "retry", "internal: resume point \"{}\" from the last rank", text);
     std::istringstream items(list);
-    for (std::string item; std::getline(items, item, ',');) r.retried.push_back(std::stoll(item));
+    for (std::string item; std::getline(items, item, ',');) {
+      int64_t index = -1;
+      std::istringstream number(item);
+      TG_CHECK(number >> index && index >= 0 && index < r.done, "internal: resume point \"{}\" from the last rank",
+               text);
+      r.retried.push_back(index);
+    }
   }
   return r;
 }
 
+// One request on its way through the engine: its choices (prompts x n samples)
+// arrive one by one.
 struct PromptJob {
   size_t prompt = 0;  // index into the prompts
   PreparedRequest request;

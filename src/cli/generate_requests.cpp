@@ -131,7 +131,7 @@ PreparedPrompt prepare_prompt(const std::optional<std::string>& text, const std:
       return out;
     }
     out.ids.erase(out.ids.begin(), out.ids.end() - room);  // keep the most recent tokens
-    if (r.echo && tok) out.echo_text = tok->decode(out.ids, r.skip_special_tokens);  // what was scored, not what was given
+    if (r.echo && tok && !chat) out.echo_text = tok->decode(out.ids, r.skip_special_tokens);  // what was scored
   }
   return out;
 }

@@ -73,7 +73,7 @@ runtime::Workload workload_of_file(const PolicyOptions& o, const model::Spec& sp
   const auto records = io::read_prompts(o.prompts, io::parse_prompt_format("auto"));
   std::unique_ptr<tokenizer::Tokenizer> tok;
   const std::string tok_dir = !o.tokenizer.empty() ? o.tokenizer : o.model;
-  runtime::Workload w{0, 0, static_cast<int64_t>(records.size())};
+  runtime::Workload w{0, 0, 0};
   TG_CHECK(!records.empty(), "{}: no prompts", o.prompts);
   for (const auto& p : records) {
     if (p.text && !tok) {
@@ -82,9 +82,14 @@ runtime::Workload workload_of_file(const PolicyOptions& o, const model::Spec& sp
                p.line);
       tok = tokenizer::Tokenizer::load(tok_dir);
     }
-    const auto length = static_cast<int64_t>(p.text ? tok->encode(*p.text).size() : p.token_ids.size());
-    w.prompt_len = std::max(w.prompt_len, length);
+    const auto length = [&](const std::optional<std::string>& text, const std::vector<int64_t>& ids) {
+      return static_cast<int64_t>(text ? tok->encode(*text).size() : ids.size());
+    };
+    w.prompt_len = std::max(w.prompt_len, length(p.text, p.token_ids));
+    for (const auto& more : p.more_prompts) w.prompt_len = std::max(w.prompt_len, length(more.text, more.token_ids));
     w.gen_len = std::max(w.gen_len, p.overrides.max_tokens.value_or(o.gen_len));
+    // Each prompt of a list, and each of its n samples, is a sequence of the job.
+    w.num_sequences += (1 + static_cast<int64_t>(p.more_prompts.size())) * p.overrides.n.value_or(1);
   }
   TG_CHECK(w.prompt_len + w.gen_len <= spec.max_positions, "{}: the longest prompt ({} tokens) plus {} new tokens "
            "exceeds the model's {} positions", o.prompts, w.prompt_len, w.gen_len, spec.max_positions);

@@ -117,8 +117,8 @@ void read_prompt_value(const json& v, PromptRecord& record, const Where& w) {
   TG_CHECK(v.size() <= kMaxPromptList, "{}: \"prompt\" lists {} prompts; one request takes at most {}", w.at(),
            v.size(), kMaxPromptList);
   for (size_t i = 0; i < v.size(); ++i) {
-    TG_CHECK(v[i].is_string() == v[0].is_string(), "{}: \"prompt\" mixes strings and token id arrays "
-             "(\"prompt[{}]\")", w.at(), i);
+    TG_CHECK(!(v[i].is_string() || v[i].is_array()) || v[i].is_string() == v[0].is_string(),
+             "{}: \"prompt\" mixes strings and token id arrays (\"prompt[{}]\")", w.at(), i);
     PromptPart part = read_one_prompt(v[i], fmt::format("prompt[{}]", i), w);
     if (i == 0) {
       record.text = std::move(part.text);

@@ -31,6 +31,9 @@ namespace tiergen::io {
 
 namespace {
 
+// The rewrite of --retry-failed is written beside the results, named RESULTS.retry.XXXXXX.
+constexpr const char* kRewriteSuffix = ".retry.";
+
 // Where the OpenAI format keeps its job record (its lines must all be results).
 std::string job_sidecar_path(const std::string& results_path) { return results_path + ".job.json"; }
 
@@ -135,7 +138,12 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
   const bool fresh = !resume || st.st_size == 0;
   if (resume && !fresh) {
     TG_CHECK(w.regular_file_, "{}: can only resume a regular file", w.path_);
+    w.remove_stale_rewrites();
     w.scan_for_resume();
+    // The rewrite replaces the file under its name: another name (a hard link) would
+    // keep the old lines and lose the results that follow.
+    TG_CHECK(w.retry_.empty() || st.st_nlink <= 1, "results file {} has {} names (hard links); --retry-failed "
+             "replaces the file and would leave the others behind: resume a copy of it", w.path_, st.st_nlink);
   } else if (w.regular_file_ && st.st_size > 0) {
     // Hours of results may be in there.
     TG_CHECK(overwrite,
@@ -151,7 +159,17 @@ ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, 
 // Two jobs appending to one file would interleave their lines. The lock lasts as long
 // as the descriptor (the whole run) and goes with the process, however it ends.
 void ResultWriter::lock_for_this_job(const struct stat& st) {
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    // A --retry-failed run renames a new file over the results and then lets go of the
+    // old one: a lock on that old file guards nothing.
+    struct stat now {};
+    if (::stat(path_.c_str(), &now) == 0 && (now.st_dev != st.st_dev || now.st_ino != st.st_ino)) {
+      close_quietly();
+      TG_THROW("results file {} was replaced by another process while this one opened it (a --retry-failed "
+               "rewrite?); run the command again", path_);
+    }
+    return;
+  }
   const int err = errno;
   const auto holder = err == EWOULDBLOCK ? flock_holder(st) : std::nullopt;
   close_quietly();
@@ -395,6 +413,22 @@ void ResultWriter::check_id(const ResultRecord& record) const {
            path_, record.index, id, ids_[record.index]);
 }
 
+// A rewrite cut short by a crash leaves its file beside the results; whoever holds the
+// results file's lock knows that no rewrite is under way, so any such file is stale.
+void ResultWriter::remove_stale_rewrites() {
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::canonical(path_, ec);
+  if (ec) return;
+  const std::string prefix = file.filename().string() + kRewriteSuffix;
+  for (const auto& entry : std::filesystem::directory_iterator(file.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0) {
+      std::filesystem::remove(entry.path(), ec);
+      spdlog::info("{}: removed {}, left by a --retry-failed rewrite that did not finish", path_, name);
+    }
+  }
+}
+
 std::vector<int64_t> ResultWriter::retried() const {
   std::vector<int64_t> out;
   for (const auto& r : retry_) out.push_back(r.index);
@@ -416,9 +450,19 @@ void ResultWriter::submit_retried(ResultRecord record) {
 // a fresh name (mkstemp), locked, synced and renamed over the results: the lock moves
 // with the new file, and a crash leaves the old file or the new one.
 void ResultWriter::rewrite_with_retried() {
-  std::string name = path_ + ".retry.XXXXXX";
+  // The file itself, where -o is a symbolic link: the link keeps pointing at it.
+  std::error_code canonical_error;
+  const std::string target = std::filesystem::canonical(path_, canonical_error).string();
+  if (canonical_error) {
+    failed_ = true;
+    TG_THROW("{}: cannot resolve the results file to rewrite it: {}", path_, canonical_error.message());
+  }
+  std::string name = target + kRewriteSuffix + "XXXXXX";
   const int out = ::mkstemp(name.data());
-  TG_CHECK(out >= 0, "{}: cannot create a file to rewrite the results in: {}", name, errno_text());
+  if (out < 0) {
+    failed_ = true;
+    TG_THROW("{}: cannot create a file to rewrite the results in: {}", name, errno_text());
+  }
   const auto fail = [&](const std::string& why) {
     ::close(out);
     ::unlink(name.c_str());
@@ -452,9 +496,9 @@ void ResultWriter::rewrite_with_retried() {
   copy(at, good_size_);
   if (::fsync(out) != 0) fail(errno_text());
   std::error_code ec;
-  std::filesystem::rename(name, path_, ec);
+  std::filesystem::rename(name, target, ec);
   if (ec) fail(ec.message());
-  sync_parent_directory(path_);
+  sync_parent_directory(target);
   ::close(fd_);
   fd_ = out;
   good_size_ = size;
@@ -502,7 +546,7 @@ void ResultWriter::finish() {
   begin();
   if (!retry_.empty()) {
     const auto missing = std::find_if(retry_.begin(), retry_.end(), [&](const auto& r) { return !retried_.count(r.index); });
-    const int64_t index = missing->index;
+    const int64_t index = missing == retry_.end() ? retry_.front().index : missing->index;
     TG_THROW("{}: {} of {} retried requests have no result (the first: prompt {}); the file keeps their error "
              "lines", path_, retry_.size() - retried_.size(), retry_.size(), index);
   }

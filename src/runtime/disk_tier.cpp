@@ -75,20 +75,30 @@ void install_interrupt_handlers(const std::string& message) {
 
 DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threads)
     : account_(Tier::Disk, budget), io_threads_(std::max(1, io_threads)) {
-  namespace fs = std::filesystem;
   ignore_file_size_signal();
-  // A directory the run created is removed after it (when empty: another run may have
-  // put its file there meanwhile). Another run may remove one this run found between
-  // its creation and the file's: then it is made again.
+  try {
+    open_offload_file(offload_dir);
+  } catch (...) {
+    remove_created_dirs();  // the destructor of a half-made tier does not run
+    throw;
+  }
+}
+
+void DiskTier::open_offload_file(const std::string& offload_dir) {
+  namespace fs = std::filesystem;
+  // A directory the run created is removed after it, when empty (another run that put
+  // its offload file there meanwhile keeps working: that file has no name). Another
+  // run may remove one this run found between its creation and the file's: then it
+  // is made again.
   std::string pattern;
   for (int attempt = 0; attempt < 3 && fd_ < 0; ++attempt) {
     const auto missing = missing_directories(offload_dir);
     std::error_code ec;
     fs::create_directories(offload_dir, ec);
-    TG_CHECK(!ec && fs::is_directory(offload_dir), "offload directory '{}' cannot be created: {}", offload_dir,
-             ec.message());
     created_dirs_.insert(created_dirs_.end(), missing.begin(), missing.end());
     remember_for_signals(missing);
+    TG_CHECK(!ec && fs::is_directory(offload_dir), "offload directory '{}' cannot be created: {}", offload_dir,
+             ec.message());
     pattern = (fs::path(offload_dir) / "tiergen-offload-XXXXXX").string();
     fd_ = ::mkstemp(pattern.data());
     if (fd_ < 0 && errno != ENOENT) break;
@@ -107,10 +117,14 @@ DiskTier::DiskTier(const std::string& offload_dir, uint64_t budget, int io_threa
   path_ += " (unlinked)";
 }
 
+void DiskTier::remove_created_dirs() {
+  for (const auto& dir : created_dirs_) ::rmdir(dir.c_str());  // only if empty; deepest first
+}
+
 DiskTier::~DiskTier() {
   for (auto& [path, fd] : checkpoint_fds_) ::close(fd);
   if (fd_ >= 0) ::close(fd_);
-  for (const auto& dir : created_dirs_) ::rmdir(dir.c_str());  // only if empty; deepest first
+  remove_created_dirs();
 }
 
 DiskExtent DiskTier::allocate(uint64_t bytes, const std::string& what) {

@@ -9,8 +9,9 @@
 //   {"id", "prompt", "text", "token_ids", "finish_reason", "stop_reason", "logprobs",
 //    "num_prompt_tokens", "num_output_tokens"}
 //   with n > 1 samples, "text" ... "logprobs" move into "choices": [{...}, ...];
-//   a prompt list ("prompt": ["a", "b"]) is written as given, and its choices are
-//   prompt i's sample j at i * n + j;
+//   a prompt list of texts ("prompt": ["a", "b"]) is written as the list (one of token
+//   ids writes no "prompt", as a single one), and its choices are prompt i's sample j
+//   at i * n + j;
 //   and for a prompt that failed on its own (e.g. too long) so that the job goes on:
 //   {"id", "error"}
 //   A file written with a job fingerprint starts with one {"tiergen_job": {...}} line.
@@ -156,6 +157,7 @@ class ResultWriter {
   void scan_for_resume();
   void check_id(const ResultRecord& record) const;
   void submit_retried(ResultRecord record);
+  void remove_stale_rewrites();
   void rewrite_with_retried();
   void check_job_line(const std::string& line, int64_t line_number);
   void lock_for_this_job(const struct stat& st);

@@ -44,6 +44,8 @@ class DiskTier {
   const std::string& path() const { return path_; }
 
  private:
+  void open_offload_file(const std::string& offload_dir);
+  void remove_created_dirs();
   void io(bool is_write, int fd, uint64_t offset, void* buffer, uint64_t bytes) const;
   // The file behind `fd`, for messages: the offload file or a checkpoint's path.
   std::string file_name(int fd) const;
