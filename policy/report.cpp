@@ -166,10 +166,9 @@ std::string tiergen_flags_text(const runtime::Policy& p) {
       flags += fmt::format(" --cpu-weight-compute-layers {:g}", p.cpu_weight_compute_layer_percent);
     }
   }
-  const runtime::CompressionConfig* compression = nullptr;
-  for (const auto* c : {&p.compress_weight, &p.compress_cache}) {
-    if (c->enabled && !compression) compression = c;
-  }
+  const runtime::CompressionConfig* compression = p.compress_weight.enabled ? &p.compress_weight
+                                                  : p.compress_cache.enabled ? &p.compress_cache
+                                                                             : nullptr;
   if (p.compress_weight.enabled) flags += " --compress-weight";
   if (p.compress_cache.enabled) flags += " --compress-cache";
   const bool mixed_compression = p.compress_weight.enabled && p.compress_cache.enabled &&
