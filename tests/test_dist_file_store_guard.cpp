@@ -1,6 +1,7 @@
 // The file rendezvous store's guard: a store left by a job whose ranks all died is
-// removed by the next job's first rank, a store a live rank holds is left alone, and
-// a file that is no store is refused naming it (c10d would spin on its garbage).
+// removed by the next job's first rank, a store a live rank holds is left alone, the
+// last rank out removes its own job's store, and a file that is no store is refused
+// naming it (c10d would spin on its garbage).
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -57,6 +58,25 @@ TEST(FileStoreGuard, RemovesAStoreNoLiveRankHoldsAndRefusesGarbage) {
   EXPECT_NE(message.find(store), std::string::npos) << message;
   EXPECT_NE(message.find("is not a rendezvous store"), std::string::npos) << message;
   EXPECT_EQ(read(store), "stale\n") << "someone's file was removed";
+}
+
+// The job's own store goes with its last rank's guard, whatever c10d's count of exits
+// did; while another rank holds the lock it stays, and a file that is no store stays.
+TEST(FileStoreGuard, TheLastRankOutRemovesItsJobsStore) {
+  test::TempDir dir("tiergen-store-guard");
+  const std::string store = dir.file("job.store");
+  {
+    FileStoreGuard last(store);
+    {
+      FileStoreGuard first(store);
+      write(store, a_store());  // the ranks' store, written once both are in
+    }
+    EXPECT_EQ(read(store), a_store()) << "removed while a rank still held it";
+  }
+  EXPECT_FALSE(fs::exists(store)) << "the job's store outlived its last rank";
+
+  { FileStoreGuard guard(store); write(store, "someone's file\n"); }
+  EXPECT_EQ(read(store), "someone's file\n") << "a file that is no store was removed";
 }
 
 TEST(FileStoreGuard, LeavesAStoreThatALiveRankHolds) {

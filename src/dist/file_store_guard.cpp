@@ -48,7 +48,7 @@ bool is_file_store_content(const std::string& bytes) {
   return parts % 2 == 0;  // every key has its value
 }
 
-FileStoreGuard::FileStoreGuard(const std::string& store_path) {
+FileStoreGuard::FileStoreGuard(const std::string& store_path) : store_path_(store_path) {
   const std::string lock_path = store_path + ".lock";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   TG_CHECK(lock_fd_ >= 0, "--dist-init file:{}: cannot open its lock file {}: {}", store_path, lock_path,
@@ -76,8 +76,21 @@ FileStoreGuard::FileStoreGuard(const std::string& store_path) {
            std::strerror(errno));
 }
 
+// The last rank out removes the store. c10d's FileStore does so too, when its count
+// of exits reaches the world size, but that count is not sure to: a rank's store can
+// be released after the rank's guard (by a thread the process group keeps), and a
+// store removed while one rank still writes is created again. A rank that gets the
+// lock exclusively here has no live rank beside it, the lock released first so that
+// whichever rank lets go last finds the others gone.
 FileStoreGuard::~FileStoreGuard() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (lock_fd_ < 0) return;
+  if (flock_retrying(lock_fd_, LOCK_UN) == 0 && flock_retrying(lock_fd_, LOCK_EX | LOCK_NB) == 0) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(store_path_, ec) && is_file_store_content(read_whole(store_path_))) {
+      ::unlink(store_path_.c_str());
+    }
+  }
+  ::close(lock_fd_);
 }
 
 }  // namespace tiergen::dist

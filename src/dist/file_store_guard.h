@@ -5,7 +5,8 @@
 // timeouts), and a file that is not a store at all makes c10d spin on a garbage
 // length. So every rank, before opening the store, holds a shared lock on PATH.lock
 // for as long as it lives; the first rank to find no lock held by any live rank
-// removes a store file left at PATH, or refuses a file that is not a store, naming it.
+// removes a store file left at PATH, or refuses a file that is not a store, naming it;
+// the last rank to let go of the lock removes the store of its own job.
 #include <string>
 
 namespace tiergen::dist {
@@ -18,6 +19,7 @@ class FileStoreGuard {
   FileStoreGuard& operator=(const FileStoreGuard&) = delete;
 
  private:
+  std::string store_path_;
   int lock_fd_ = -1;
 };
 

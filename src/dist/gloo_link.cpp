@@ -167,8 +167,8 @@ class GlooStageLink final : public runtime::StageLink {
 
   // A job whose transport failed leaves its file store behind (a dead rank never
   // signs off), and the next job at the same path would read this one's addresses.
-  // Not after an orderly abort: every rank exits normally, the store removes its file
-  // on the last exit, and a rank still polling it must not find it gone (c10d's file
+  // Not after an orderly abort: every rank exits normally, the last rank's guard
+  // removes the file, and a rank still polling it must not find it gone (c10d's file
   // store retries a missing file until its timeout).
   ~GlooStageLink() override {
     if (failed_) remove_store_file();
@@ -191,8 +191,8 @@ class GlooStageLink final : public runtime::StageLink {
         aborted = !have && store_->check({kAbortKey});
       });
       if (have) return text_of(key);
-      // The aborting rank exits normally, and the file store's own count of exits
-      // removes the file once every rank has: this rank leaves it alone.
+      // The aborting rank exits normally, and the last rank's guard removes the
+      // file once every rank has: this rank leaves it alone.
       if (aborted) TG_THROW("rank {}: {}", rank_, text_of(kAbortKey));
       if (std::chrono::steady_clock::now() > deadline) {
         failed_ = true;
