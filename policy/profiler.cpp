@@ -331,6 +331,12 @@ SmallRowLimitSearch start_small_row_limit_search(kernels::ElemType type) {
     search.default_limit = search.limit = set;
     return search;
   }
+  if (kernels::small_matmul_for_every_row_count()) {
+    // Batch-invariant products (the default): the runs multiply every row count with
+    // the small-row kernel, so that is what is timed, and no limit is measured.
+    search.default_limit = search.limit = std::numeric_limits<int64_t>::max();
+    return search;
+  }
   search.default_limit = search.limit = kernels::default_small_matmul_max_rows(type);
   search.open = search.measured = search.limit < std::numeric_limits<int64_t>::max();
   return search;

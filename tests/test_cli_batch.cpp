@@ -557,3 +557,52 @@ TEST_F(CliBatch, APromptListIsOneRequestWithVllmsChoiceNumbering) {
   ASSERT_EQ(line["choices"].size(), 2u);
   EXPECT_EQ(line["num_output_tokens"], 4);
 }
+
+// A sequence's record does not depend on the batch around it (README): byte for byte
+// under -b 1, 2 and 8, beside prompts of other lengths (left padding), with logprobs
+// and echo, for OPT and LLaMA, and after a resume at every cut point (the rest of the
+// job then runs in other batches). --cpu-gemm, which gives that up for speed, is
+// recorded in the job record.
+TEST_F(CliBatch, ARowsRecordDoesNotDependOnItsBatch) {
+  const fs::path llama = shared_tiny_model("tiny-llama", {"--arch", "llama", "--seed", "7", "--tokenizer", kTokenizer});
+  const char* texts[] = {"hello world, this is a longer prompt with many words in it", "hi",
+                         "the quick brown fox jumps over the lazy dog", "a b",
+                         "once upon a time there was", "x y z w v u t s r q p o n m l k j", "short", "last one"};
+  std::string lines;
+  for (int i = 0; i < 8; ++i) {
+    lines += json{{"id", std::to_string(i)}, {"prompt", texts[i]}, {"logprobs", 3}, {"echo", true},
+                  {"max_tokens", 7}}.dump() + "\n";
+  }
+  const fs::path prompts = dir_ / "prompts.jsonl";
+  write_file(prompts, lines);
+  for (const fs::path& model_dir : {model(), llama}) {
+    SCOPED_TRACE(model_dir.filename().string());
+    const auto records = [&](const std::string& b) {
+      const fs::path out = dir_ / ("b" + b + ".jsonl");
+      const Exit e = run(generate_args(prompts, out, {"-b", b, "--overwrite"}, model_dir));
+      EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+      return read_file(out);
+    };
+    const std::string alone = records("1");
+    ASSERT_EQ(result_lines(dir_ / "b1.jsonl").size(), 8u);
+    EXPECT_EQ(records("2"), alone);
+    EXPECT_EQ(records("8"), alone);
+    // Cut after each result, resumed with -b 8: the rest runs in a smaller batch.
+    std::vector<std::string> kept;
+    std::istringstream in(alone);
+    for (std::string line; std::getline(in, line);) kept.push_back(line + "\n");
+    for (size_t cut = 1; cut + 1 < kept.size(); ++cut) {
+      std::string prefix;
+      for (size_t i = 0; i <= cut; ++i) prefix += kept[i];  // the job record and `cut` results
+      const fs::path out = dir_ / "resumed.jsonl";
+      write_file(out, prefix);
+      const Exit e = run(generate_args(prompts, out, {"-b", "8", "--resume"}, model_dir));
+      ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+      EXPECT_EQ(read_file(out), alone) << "resumed after " << cut << " results";
+    }
+  }
+  const fs::path gemm = dir_ / "gemm.jsonl";
+  const Exit e = run(generate_args(prompts, gemm, {"--cpu-gemm"}));
+  ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+  EXPECT_NE(read_file(gemm).find(R"("cpu_products":"gemm, not batch-invariant")"), std::string::npos);
+}

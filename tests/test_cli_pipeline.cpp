@@ -61,7 +61,7 @@ class CliPipeline : public CliReliability {
     return exits;
   }
 
-  // A two-rank job to interrupt: 120 prompts, one process's results written first as
+  // A two-rank job to interrupt: 40 prompts, one process's results written first as
   // the reference (single.jsonl); the ranks started, and running once the last rank
   // has written a result (or after 120 s: the caller checks).
   struct RunningJob {
@@ -70,7 +70,7 @@ class CliPipeline : public CliReliability {
     std::unique_ptr<Child> first, last;
   };
   RunningJob start_two_ranks_until_a_result() {
-    RunningJob job{prompt_file("prompts.txt", 120), dir_ / "pipeline.jsonl",
+    RunningJob job{prompt_file("prompts.txt", 40), dir_ / "pipeline.jsonl",
                    {"-b", "1", "--max-new-tokens", "40", "--ignore-eos"}, nullptr, nullptr};
     const Exit single = run(generate_args(job.prompts, dir_ / "single.jsonl", job.flags));
     EXPECT_TRUE(single.exited && single.code == 0) << single.describe();
@@ -210,7 +210,7 @@ TEST_F(CliPipeline, AKilledRankEndsTheJobWithItsNameAndResumeFinishesIt) {
   EXPECT_FALSE(e.timed_out) << "rank 0 did not notice its peer's death within 60 s: " << e.describe();
   // Rank 0 meets the death sending to rank 1 or receiving from it.
   expect_clear_failure(e, {"rank 0: ", " rank 1 failed (did rank 1 exit?)"});
-  expect_results_not_complete(out, 120);
+  expect_results_not_complete(out, 40);
   EXPECT_FALSE(fs::exists(dir_ / "store")) << "a failed job left its file store for the next one to trip on";
 
   std::vector<std::string> resume = flags;

@@ -153,7 +153,7 @@ TEST(Utf8, ValidAndInvalidSequences) {
 TEST(Utf8, CharactersAreCountedAsPythonCountsThem) {
   EXPECT_EQ(count_characters(""), 0);
   EXPECT_EQ(count_characters("h\xC3\xA9llo w\xC3\xB6rld"), 11);       // héllo wörld
-  EXPECT_EQ(count_characters("a\xE2\x82\xAC\xF0\x9F\x98\x80b"), 4);  // a€😀b
+  EXPECT_EQ(count_characters("a\xE2\x82\xAC\xF0\x9F\x98\x80" "b"), 4);  // a€😀b
   EXPECT_EQ(count_characters("abc\xE2\x82"), 4);                      // a cut-off € is one U+FFFD
   EXPECT_EQ(count_characters("\xFF\xFE"), 2);                         // each stray byte is one
   EXPECT_EQ(count_characters("\x80x"), 2);
@@ -257,6 +257,8 @@ TEST_F(PromptReaderTest, BadOverridesNameTheLineAndField) {
       {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
       {R"({"prompt": "x", "top_k": -3})", "top_k"},
       {R"({"prompt": "x", "seed": 1.5})", "seed"},
+      {R"({"prompt": "x", "seed": 18446744073709551615})",
+       "\"seed\" is out of range: at most 2^63-1 (9223372036854775807), got 18446744073709551615"},
       {R"({"prompt": "x", "id": [1]})", "id"},
       {R"({"prompt": ""})", "empty"},
       {R"({"prompt": ["a", [1, 2]]})", "mixes strings and token id arrays (\"prompt[1]\")"},

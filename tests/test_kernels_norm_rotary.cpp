@@ -1,5 +1,5 @@
 // The fused CPU kernels of a LLaMA layer's elementwise work (kernels/cpu/rms_norm,
-// kernels/cpu/rotary) against the LibTorch operators they replace, which follow
+// kernels/cpu/rotary, kernels/cpu/silu_gate) against the LibTorch operators they replace, which follow
 // transformers: the same roundings in the element type, so 16-bit results agree to the
 // last bit where the operators' order is the kernel's (RoPE) and to one unit in the last
 // place where only a sum's order differs (RMSNorm's mean); fp32 to rounding.
@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
+#include "kernels/cpu/silu_gate.h"
 #include "tiergen/common/error.h"
 #include "tiergen/common/kernel_elem_type.h"
 
@@ -131,6 +132,44 @@ TEST(RotaryKernel, AnOddHeadDimIsRefused) {
   a.heads = 2;
   a.head_dim = 3;
   EXPECT_THROW(apply_rotary(a), Error);
+}
+
+at::Tensor silu_gate_kernel(const at::Tensor& gate, const at::Tensor& up, int threads) {
+  at::Tensor y = at::empty_like(gate);
+  SiluGateArgs a;
+  a.gate = gate.data_ptr();
+  a.up = up.data_ptr();
+  a.y = y.data_ptr();
+  a.type = kernel_elem_type(gate.scalar_type());
+  a.count = gate.numel();
+  a.num_threads = threads;
+  silu_gate(a);
+  return y;
+}
+
+// transformers' act_fn(gate) * up: the same roundings in every type (silu's own last
+// bits may differ from LibTorch's vector exp by a unit in fp32), and every element the
+// same alone as among any number of others and on any number of threads: a row's
+// activations do not depend on its batch, which at::silu's scalar tail broke.
+TEST(SiluGateKernel, MatchesTransformersAndDoesNotDependOnTheRowsBesideIt) {
+  at::manual_seed(5);
+  for (at::ScalarType type : kTypes) {
+    SCOPED_TRACE(c10::toString(type));
+    const at::Tensor gate = (at::randn({37, 131}) * 4).to(type), up = at::randn({37, 131}).to(type);
+    const at::Tensor got = silu_gate_kernel(gate, up, 2);
+    // silu in fp32 rounded to the type (LibTorch 1.13 has no fp16 silu on the CPU): a
+    // unit of fp32 can cross a 16-bit rounding boundary, and the product rounds again.
+    const at::Tensor want = at::silu(gate.to(at::kFloat)).to(type) * up;
+    EXPECT_LE(max_ulps(got, want), type == at::kFloat ? 4.0 : 2.0);
+    EXPECT_TRUE(at::equal(silu_gate_kernel(gate, up, 1), got)) << "thread count";
+    for (int64_t row : {0, 17, 36}) {
+      const at::Tensor alone = silu_gate_kernel(gate[row].contiguous(), up[row].contiguous(), 1);
+      EXPECT_TRUE(at::equal(alone, got[row])) << "row " << row;
+    }
+  }
+  SiluGateArgs bad;
+  bad.count = 3;
+  EXPECT_THROW(silu_gate(bad), Error) << "null pointers";
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <fstream>
 #include <optional>
 #include <ostream>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/error.h"
@@ -349,6 +352,35 @@ TEST(ModelSpecConfig, Llama31InstructEosList) {
   EXPECT_EQ(s.eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
   EXPECT_EQ(s.eos_token_id, 128001);
   EXPECT_EQ(s.rope_scaling.type, "llama3");
+}
+
+// Special ids outside the vocabulary are kept but said, each naming the id: an eos
+// there never stops a sequence.
+TEST(ModelSpecConfig, SpecialIdsOutsideTheVocabularyAreWarnedAbout) {
+  const auto logged_for = [](const std::function<void(nlohmann::json&)>& edit) {
+    auto c = nlohmann::json::parse(kOpt125m);
+    edit(c);
+    auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+    spdlog::default_logger()->sinks().push_back(sink);
+    parse(c.dump().c_str());
+    spdlog::default_logger()->sinks().pop_back();
+    std::string logged;
+    for (const auto& line : sink->last_formatted()) logged += line;
+    return logged;
+  };
+  EXPECT_EQ(logged_for([](nlohmann::json&) {}), "") << "a good config warns";
+  EXPECT_EQ(logged_for([](nlohmann::json& c) { c["eos_token_id"] = -1; }), "") << "-1 is the usual 'none'";
+  EXPECT_NE(logged_for([](nlohmann::json& c) { c["eos_token_id"] = 99999; }).find(
+                "eos_token_id 99999 is outside the vocabulary of 50272: no sequence will stop at it"),
+            std::string::npos);
+  EXPECT_NE(logged_for([](nlohmann::json& c) { c["eos_token_id"] = nlohmann::json::array({2, -3}); }).find(
+                "eos_token_id -3 is outside the vocabulary"),
+            std::string::npos);
+  EXPECT_NE(logged_for([](nlohmann::json& c) { c["eos_token_id"] = -5; }).find("eos_token_id -5 is negative"),
+            std::string::npos);
+  EXPECT_NE(logged_for([](nlohmann::json& c) { c["bos_token_id"] = 99999; }).find(
+                "bos_token_id 99999 is outside the vocabulary of 50272"),
+            std::string::npos);
 }
 
 TEST(ModelSpecConfig, ReadsConfigFilesAndModelDirectories) {

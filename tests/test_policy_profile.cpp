@@ -208,6 +208,9 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   options.quick = true;
   options.max_threads = 1;  // ctest runs tests side by side: no thread-scaling verdict here
   std::vector<Measurement> measurements;
+  // Products as --cpu-gemm runs them, so that the small-row limit is searched (batch-
+  // invariant products, the default, take every row count on the small-row kernel).
+  const kernels::SmallMatmulEveryRowCountScope gemm_beyond_the_limit(false);
   const HardwareProfile measured = measure_host(options, &measurements);
   EXPECT_NO_THROW(measured.validate("measured"));
   // The host-to-device rate is the one the runner's own weight loads reached.

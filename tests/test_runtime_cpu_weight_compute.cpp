@@ -205,6 +205,7 @@ TEST(CpuWeightCompute, PolicyJsonCarriesTheSmallRowLimit) {
 // plan has none returns them to the defaults; a limit where the default has none (fp16
 // on an AVX2 CPU without native fp16 products) is not taken.
 TEST(CpuWeightCompute, TheEngineUsesThePlansSmallRowLimit) {
+  const kernels::SmallMatmulEveryRowCountScope gemm_beyond_the_limit(false);  // as --cpu-gemm runs
   const TinyModel m = make_tiny_model(tiny_opt(75));
   TempDir offload("offload");
   const auto opts = cpu_engine_options(offload.path);
@@ -223,6 +224,12 @@ TEST(CpuWeightCompute, TheEngineUsesThePlansSmallRowLimit) {
             fp16_default == std::numeric_limits<int64_t>::max() ? fp16_default : 24);
   (void)engine_tokens(m.spec, *m.weights, make_policy(2, 1, A{100, 0, 100, 0, 100, 0}, false), opts, requests);
   EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::F16), fp16_default);
+  // Batch-invariant products (the default) take every row count on the small-row
+  // kernel, whatever limit the plan carries.
+  kernels::set_small_matmul_for_every_row_count(true);
+  policy.small_matmul = {"float32", 40};
+  (void)engine_tokens(m.spec, *m.weights, policy, opts, requests);
+  EXPECT_EQ(kernels::small_matmul_max_rows(kernels::ElemType::F32), std::numeric_limits<int64_t>::max());
 }
 
 // A GPU build on a GPU host: the cross-device product (host weight, device activation)

@@ -41,6 +41,11 @@ std::atomic<int64_t>& max_rows_setting() {
   return rows;
 }
 
+std::atomic<bool>& every_row_count() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
 // Per ElemType (F32, F16, BF16, its values in order): a measured limit, or kNotMeasured.
 constexpr int64_t kNotMeasured = -1;
 constexpr size_t kElemTypes = static_cast<size_t>(ElemType::BF16) + 1;
@@ -143,6 +148,7 @@ void small_matmul(const SmallMatmulArgs& a) {
 int64_t small_matmul_max_rows(ElemType w_type) {
   const int64_t setting = small_matmul_max_rows_setting();
   if (setting >= 0) return setting;
+  if (small_matmul_for_every_row_count()) return std::numeric_limits<int64_t>::max();
   const int64_t measured = measured_max_rows()[static_cast<size_t>(w_type)].load(std::memory_order_relaxed);
   return measured != kNotMeasured ? measured : default_small_matmul_max_rows(w_type);
 }
@@ -167,5 +173,9 @@ void clear_measured_small_matmul_max_rows() {
 int64_t small_matmul_max_rows_setting() { return max_rows_setting().load(std::memory_order_relaxed); }
 
 void set_small_matmul_max_rows(int64_t rows) { max_rows_setting().store(std::max<int64_t>(rows, -1)); }
+
+bool small_matmul_for_every_row_count() { return every_row_count().load(std::memory_order_relaxed); }
+
+void set_small_matmul_for_every_row_count(bool on) { every_row_count().store(on); }
 
 }  // namespace tiergen::kernels

@@ -40,8 +40,32 @@ struct SmallMatmulArgs {
 // Computes y = x W^T (+ bias). Throws tiergen::Error on inconsistent arguments.
 void small_matmul(const SmallMatmulArgs& args);
 
-// The largest row count for which callers route a product with weights of `w_type` to
-// small_matmul() instead of a packed GEMM: 16 (the measured crossover with OpenBLAS and
+// Batch invariance, the default: callers route products of every row count to
+// small_matmul(), whose sums do not depend on the row count, so a row's result does not
+// depend on how many rows share its product (a sequence's scores are the same under any
+// -b, beside any prompts, and after a resume). Off (tiergen's --cpu-gemm), products above
+// small_matmul_max_rows() rows go to a packed GEMM, faster there (fp32 at 256 rows on a
+// 2-core AVX2 EPYC: 1.5x) but with last bits that depend on the row count. An explicit
+// limit (TIERGEN_SMALL_MATMUL_MAX_ROWS, set_small_matmul_max_rows) holds over both.
+bool small_matmul_for_every_row_count();
+void set_small_matmul_for_every_row_count(bool on);
+
+// set_small_matmul_for_every_row_count(on) for a scope, then the previous value again.
+class SmallMatmulEveryRowCountScope {
+ public:
+  explicit SmallMatmulEveryRowCountScope(bool on) : saved_(small_matmul_for_every_row_count()) {
+    set_small_matmul_for_every_row_count(on);
+  }
+  ~SmallMatmulEveryRowCountScope() { set_small_matmul_for_every_row_count(saved_); }
+  SmallMatmulEveryRowCountScope(const SmallMatmulEveryRowCountScope&) = delete;
+  SmallMatmulEveryRowCountScope& operator=(const SmallMatmulEveryRowCountScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// Without batch invariance, the largest row count for which callers route a product
+// with weights of `w_type` to small_matmul() instead of a packed GEMM: 16 (the measured crossover with OpenBLAS and
 // oneDNN, bench/bench_matmul.cpp), and no limit for fp16 weights where the AVX2 kernels
 // run on a CPU without native fp16 products, where LibTorch's fp16 GEMM is a fallback
 // several times slower (cpu_has_native_fp16_products). A measured limit for one type

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "policy/search.h"
@@ -68,6 +69,10 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
                  "the weights live instead of copying them to the device: off, decode, prefill or all (default: the "
                  "policy's, off)")
       ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
+  c->add_flag("--cpu-gemm", f.cpu_gemm,
+              "CPU products of more than 16 rows (prefill, large batches) on LibTorch's GEMM: up to 1.5x faster "
+              "there, but a sequence's last bits (its log-probabilities, rarely a near-tie token) then depend on how "
+              "many rows share its products; by default every CPU product is batch-invariant");
   c->add_option("--cpu-weight-compute-layers", f.cpu_weight_compute_layers,
                 "Percent of decoder layers, spread evenly, that --cpu-weight-compute applies to (the others load "
                 "their weights meanwhile; default 100)")
@@ -110,6 +115,7 @@ void resolve_hub_id(EngineFlags& f) {
 }
 
 void prepare_engine_flags(EngineFlags& f) {
+  kernels::set_small_matmul_for_every_row_count(!f.cpu_gemm);
   resolve_flexgen_path(f);
   resolve_hub_id(f);
   apply_flexgen_verbosity(f);

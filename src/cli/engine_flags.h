@@ -36,6 +36,7 @@ struct EngineFlags {
   bool cpu_attention = false;
   std::string cpu_weight_compute;  // off, decode, prefill or all; empty: the policy's
   double cpu_weight_compute_layers = -1;  // percent of decoder layers; < 0: the policy's
+  bool cpu_gemm = false;  // many-row CPU products on a packed GEMM: faster, not batch-invariant
   std::string overlap;            // on/off, or FlexGen's true/false; empty: the policy's (on)
   std::string sep_layer, pin_weight;  // FlexGen's true/false; empty: the policy's
   double attn_sparsity = 1.0;         // FlexGen's; only 1 (exact attention) is supported

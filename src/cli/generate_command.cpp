@@ -110,6 +110,8 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   j["lossy"] = lossy_choices(f.engine);
   // What "auto" became here: a resume on another device must not mix fp16 and fp32 results.
   j["dtype"] = compat::dtype_name(device.dtype);
+  // Recorded where set: --cpu-gemm changes a sequence's last bits with its batch.
+  if (f.engine.cpu_gemm) j["cpu_products"] = "gemm, not batch-invariant";
   j["max_tokens"] = d.max_tokens;
   j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
                    {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},

@@ -61,6 +61,8 @@ int64_t as_int64(const json& v) {
 }
 
 int64_t get_integer(const json& v, const char* key, const Where& w) {
+  TG_CHECK(!v.is_number_unsigned() || is_integral(v), "{}: \"{}\" is out of range: at most 2^63-1 "
+           "(9223372036854775807), got {}", w.at(), key, describe_json_value(v));
   TG_CHECK(is_integral(v), "{}: \"{}\" must be an integer, got {}", w.at(), key, describe_json_value(v));
   return as_int64(v);
 }

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "kernels/cpu/cpu_features.h"
 #include "tiergen/common/torch_compat.h"
@@ -110,11 +112,13 @@ int64_t attention_chunk_sequences(int64_t heads, int64_t queries, int64_t keys) 
   return std::max<int64_t>(1, static_cast<int64_t>(kAttentionChunkBytes / std::max<uint64_t>(1, per_sequence)));
 }
 
-at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+namespace {
+
+// Bounded temporaries: a chunk of sequences at a time (kAttentionChunkBytes).
+at::Tensor attend_in_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
   const int64_t b = q.size(0);
   const int64_t chunk = attention_chunk_sequences(q.size(1), q.size(2), k.size(2));
   if (chunk >= b) return attend_all(q, k, v, step);
-  // Bounded temporaries: a chunk of sequences at a time (kAttentionChunkBytes).
   std::vector<at::Tensor> parts;
   for (int64_t s = 0; s < b; s += chunk) {
     const int64_t n = std::min(chunk, b - s);
@@ -124,6 +128,42 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     parts.push_back(attend_all(q.narrow(0, s, n), k.narrow(0, s, n), v.narrow(0, s, n), part));
   }
   return at::cat(parts, 0);
+}
+
+// On the CPU a sequence's attention is the one it gets alone, bit for bit (README:
+// a row's scores do not depend on the batch around it). Over left-padded keys the
+// products' sums fall into other blocks and lanes with every padding length, so the
+// sequences are attended in groups of equal padding, each over its own keys and
+// queries only: the products, of the same shapes, that the sequence alone runs.
+// Padding queries get zeros (finite; their outputs are never used).
+at::Tensor attend_by_padding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3), total = k.size(2);
+  const at::Tensor pads = step.pad.to(at::kCPU, at::kLong).contiguous();
+  std::map<int64_t, std::vector<int64_t>> sequences_of_pad;
+  for (int64_t s = 0; s < b; ++s) sequences_of_pad[pads.data_ptr<int64_t>()[s]].push_back(s);
+  if (sequences_of_pad.size() == 1 && sequences_of_pad.begin()->first == 0) return attend_in_chunks(q, k, v, step);
+  at::Tensor out = at::zeros({b, t, heads * d}, q.options());
+  for (const auto& [pad, sequences] : sequences_of_pad) {
+    // Query i is at position past_len + i, padding below `pad`; keys from `pad` on.
+    const int64_t first_query = std::max<int64_t>(0, pad - step.past_len);
+    if (first_query >= t || pad >= total) continue;
+    const at::Tensor index = at::tensor(sequences, at::TensorOptions().dtype(at::kLong)).to(q.device());
+    StepInputs own;
+    own.pad = at::zeros({static_cast<int64_t>(sequences.size())}, at::TensorOptions().dtype(at::kLong));
+    own.past_len = std::max<int64_t>(0, step.past_len - pad);
+    const at::Tensor part = attend_in_chunks(q.index_select(0, index).narrow(2, first_query, t - first_query),
+                                             k.index_select(0, index).narrow(2, pad, total - pad),
+                                             v.index_select(0, index).narrow(2, pad, total - pad), own);
+    out.narrow(1, first_query, t - first_query).index_copy_(0, index, part);
+  }
+  return out;
+}
+
+}  // namespace
+
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  // On CUDA the kernels pick their blocking by shape anyway (README states it).
+  return q.is_cpu() ? attend_by_padding(q, k, v, step) : attend_in_chunks(q, k, v, step);
 }
 
 }  // namespace tiergen::model

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <optional>
 
+#include <ATen/Parallel.h>
+
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
+#include "kernels/cpu/silu_gate.h"
 #include "src/model/model_internal.h"
 #include "tiergen/common/kernel_elem_type.h"
 
@@ -28,8 +31,29 @@ bool fused_alongside(const at::Tensor& x, const at::Tensor& other) {
   return other.device().is_cpu() && other.is_contiguous() && other.scalar_type() == x.scalar_type();
 }
 
-at::Tensor rms_norm(const Spec& spec, const LayerWeights& w, const std::string& name, const at::Tensor& x) {
+// silu(gate) * up: on the CPU one kernel whose every element is computed alike, so a
+// row's activations do not depend on the rows beside it (kernels/cpu/silu_gate.h).
+at::Tensor silu_gate(const at::Tensor& gate, const at::Tensor& up) {
+  if (const auto type = fused_cpu_type(gate); type && fused_alongside(gate, up) && up.sizes() == gate.sizes()) {
+    at::Tensor y = at::empty_like(gate);
+    kernels::SiluGateArgs a;
+    a.gate = gate.data_ptr();
+    a.up = up.data_ptr();
+    a.y = y.data_ptr();
+    a.type = *type;
+    a.count = gate.numel();
+    a.num_threads = at::get_num_threads();
+    kernels::silu_gate(a);
+    return y;
+  }
+  return at::silu(gate) * up;
+}
+
+at::Tensor rms_norm(const Spec& spec, const LayerWeights& w, const std::string& name, const at::Tensor& input) {
   const at::Tensor& weight = w.get(name + ".weight");
+  // A host view (the head's last positions of a prefill) is copied for the kernel: the
+  // LibTorch operators' mean sums a row in another order with every row count.
+  const at::Tensor x = input.device().is_cpu() ? input.contiguous() : input;
   if (const auto type = fused_cpu_type(x); type && fused_alongside(x, weight)) {
     at::Tensor y = at::empty_like(x);
     kernels::RmsNormArgs a;
@@ -53,6 +77,24 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
+// cos and sin of every element of fp32 `angles`, each with std::cos and std::sin. Not
+// at::cos/at::sin: LibTorch computes a tensor's last partial vector with the scalar
+// function and the rest with vector ones whose last bits differ, so a position's table
+// would depend on where the tensor ended: on the batch around the sequence.
+RopeTables cos_sin_per_element(const at::Tensor& angles, at::ScalarType dtype) {
+  at::Tensor cos = at::empty_like(angles), sin = at::empty_like(angles);
+  const float* a = angles.data_ptr<float>();
+  float* c = cos.data_ptr<float>();
+  float* s = sin.data_ptr<float>();
+  at::parallel_for(0, angles.numel(), 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      c[i] = std::cos(a[i]);
+      s[i] = std::sin(a[i]);
+    }
+  });
+  return {cos.to(dtype), sin.to(dtype)};
+}
+
 // cos/sin [b, 1, t, d] for the step's positions, computed in float32 as transformers does.
 RopeTables rope_tables(const Spec& spec, const at::Tensor& positions, const at::Device& device, at::ScalarType dtype) {
   // Built where they are used: a host tensor here would cost a blocking copy per layer.
@@ -60,6 +102,7 @@ RopeTables rope_tables(const Spec& spec, const at::Tensor& positions, const at::
   const at::Tensor pos = positions.to(device).to(at::kFloat);                     // [b, t]
   const at::Tensor freqs = pos.unsqueeze(-1) * inv_freq.view({1, 1, -1});         // [b, t, d/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1).unsqueeze(1);                 // [b, 1, t, d]
+  if (emb.is_cpu()) return cos_sin_per_element(emb.contiguous(), dtype);
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }
 
@@ -133,7 +176,7 @@ at::Tensor finish_layer(const Spec& spec, const LayerWeights& w, const at::Tenso
                         const at::Tensor& attention) {
   at::Tensor h = hidden + linear(attention, w, "self_attn.o_proj");
   const at::Tensor x = rms_norm(spec, w, "post_attention_layernorm", h);
-  const at::Tensor gated = at::silu(linear(x, w, "mlp.gate_proj")) * linear(x, w, "mlp.up_proj");
+  const at::Tensor gated = silu_gate(linear(x, w, "mlp.gate_proj"), linear(x, w, "mlp.up_proj"));
   return h + linear(gated, w, "mlp.down_proj");
 }
 

@@ -141,6 +141,27 @@ void read_special_tokens(Spec& s, const json& c, const std::string& source) {
   s.eos_token_id = s.eos_token_ids.empty() ? -1 : s.eos_token_ids.front();
 }
 
+// Special ids outside the vocabulary are kept (a checkpoint may work without them) but
+// said: an eos there never stops a sequence; a bos there is not what the tokenizer
+// adds (its own files decide that), so the config is likely not this model's.
+void warn_special_tokens_outside_vocabulary(const Spec& s, const json& c, const std::string& source) {
+  for (const int64_t id : s.eos_token_ids) {
+    if (id < 0 || id >= s.vocab_size) {
+      spdlog::warn("{}: eos_token_id {} is outside the vocabulary of {}: no sequence will stop at it", source, id,
+                   s.vocab_size);
+    }
+  }
+  if (c.contains("eos_token_id") && c.at("eos_token_id").is_number_integer() && s.eos_token_ids.empty() &&
+      c.at("eos_token_id").get<int64_t>() != -1) {
+    spdlog::warn("{}: eos_token_id {} is negative: no sequence stops at an end-of-sequence token", source,
+                 c.at("eos_token_id").get<int64_t>());
+  }
+  if (s.bos_token_id < -1 || s.bos_token_id >= s.vocab_size) {
+    spdlog::warn("{}: bos_token_id {} is outside the vocabulary of {}; tiergen adds the bos its tokenizer files name, "
+                 "so this config may not be the model's", source, s.bos_token_id, s.vocab_size);
+  }
+}
+
 void read_opt(Spec& s, const json& c, const std::string& source) {
   s.family = Family::Opt;
   s.hidden_size = get<int64_t>(c, "hidden_size", source);
@@ -294,12 +315,7 @@ Spec spec_from_config(const json& c, const std::string& source) {
   read_special_tokens(s, c, source);
   check_shapes(s, source);
   check_numerics(s, source);
-  for (const int64_t id : s.eos_token_ids) {
-    if (id >= s.vocab_size) {
-      spdlog::warn("{}: eos_token_id {} is outside the vocabulary of {}: no sequence will stop at it", source, id,
-                   s.vocab_size);
-    }
-  }
+  warn_special_tokens_outside_vocabulary(s, c, source);
   if (s.head_dim == 0) s.head_dim = s.hidden_size / s.num_heads;
   return s;
 }

@@ -48,7 +48,8 @@ void apply_threads(const ThreadConfig& threads) {
 // another machine's profile must not send products to it.
 void apply_small_row_limit(const SmallRowLimit& limit) {
   kernels::clear_measured_small_matmul_max_rows();
-  if (limit.max_rows == 0) return;
+  // Batch-invariant products (the default) take every row count on the small-row kernel.
+  if (limit.max_rows == 0 || kernels::small_matmul_for_every_row_count()) return;
   const kernels::ElemType type = kernel_elem_type(compat::parse_dtype(limit.dtype));
   const int64_t default_rows = kernels::default_small_matmul_max_rows(type);
   if (default_rows == std::numeric_limits<int64_t>::max() || limit.max_rows == default_rows) return;
