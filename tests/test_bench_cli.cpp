@@ -188,7 +188,7 @@ TEST_F(BenchCli, ASearchedPlanCarriesTheSmallRowLimitItsProfileMeasured) {
   const std::string said = "CPU products of float32 weights: the small-row kernel up to 40 rows (default 16)";
   const std::string searched_json = (dir() / "bench-limit.json").string();
   const Result searched =
-      run(bench_args(searched_json, {"--policy", "auto", "--hw", path.string(), "--warmup", "0"}), dir());
+      run(bench_args(searched_json, {"--policy", "auto", "--hw", path.string(), "--warmup", "0", "--cpu-gemm"}), dir());
   ASSERT_EQ(searched.code, 0) << searched.err;
   EXPECT_NE(searched.err.find(said), std::string::npos) << searched.err;
   const json plan = json::parse(slurp(searched_json))["policy"];
@@ -198,9 +198,16 @@ TEST_F(BenchCli, ASearchedPlanCarriesTheSmallRowLimitItsProfileMeasured) {
   const fs::path plan_file = dir() / "searched-policy.json";
   std::ofstream(plan_file) << plan.dump();
   const Result from_file =
-      run(bench_args((dir() / "bench-file.json").string(), {"--policy", plan_file.string(), "--warmup", "0"}), dir());
+      run(bench_args((dir() / "bench-file.json").string(), {"--policy", plan_file.string(), "--warmup", "0",
+                                                            "--cpu-gemm"}), dir());
   ASSERT_EQ(from_file.code, 0) << from_file.err;
   EXPECT_NE(from_file.err.find(said), std::string::npos) << from_file.err;
+  // Batch-invariant products (the default) take every row count on the kernel.
+  const Result invariant =
+      run(bench_args((dir() / "bench-invariant.json").string(), {"--policy", plan_file.string(), "--warmup", "0"}),
+          dir());
+  ASSERT_EQ(invariant.code, 0) << invariant.err;
+  EXPECT_EQ(invariant.err.find("the small-row kernel up to"), std::string::npos) << invariant.err;
 
   const Result fixed = run(bench_args((dir() / "bench-fixed.json").string(), {"--hw", path.string(), "--warmup", "0"}),
                            dir());

@@ -246,6 +246,7 @@ TEST(LinearProduct, OffWhenTheLimitIsZeroOrTheWeightIsNotPlain) {
 // count on a CPU without native fp16 products, where LibTorch's fp16 GEMM is a slow
 // fallback (2.x) or missing (1.13). A set limit applies to every type.
 TEST(LinearProduct, Fp16WeightsTakeEveryRowCountWhereTheCpuLacksNativeFp16) {
+  const SmallMatmulEveryRowCountScope gemm_beyond_the_limit(false);  // as --cpu-gemm runs
   MaxRowsScope defaults(-1);
   const at::Tensor w32 = at::randn({8, 16}), w16 = w32.to(at::kHalf);
   const at::Tensor many = at::randn({600, 16});
@@ -268,6 +269,7 @@ TEST(LinearProduct, Fp16WeightsTakeEveryRowCountWhereTheCpuLacksNativeFp16) {
 // a searched plan) replaces that type's default and no other's; a set limit still holds
 // over it, and clearing the measurements restores the defaults.
 TEST(LinearProduct, AMeasuredLimitReplacesItsTypesDefaultUnderTheSetting) {
+  const SmallMatmulEveryRowCountScope gemm_beyond_the_limit(false);  // as --cpu-gemm runs
   MaxRowsScope defaults(-1);
   struct ClearMeasured {
     ~ClearMeasured() { clear_measured_small_matmul_max_rows(); }
@@ -293,6 +295,23 @@ TEST(LinearProduct, AMeasuredLimitReplacesItsTypesDefaultUnderTheSetting) {
 
 // Many rows go through the kernel in blocks (W read once per block, x converted a block
 // at a time): every block's rows land in their place.
+// Batch invariance, the default: every row count takes the small-row kernel, and an
+// explicit limit still holds over it (benchmarks compare both kernels that way).
+TEST(LinearProduct, ByDefaultEveryRowCountTakesTheKernel) {
+  ASSERT_TRUE(small_matmul_for_every_row_count());
+  const at::Tensor w = at::randn({16, 8});
+  EXPECT_TRUE(model::uses_small_matmul(at::randn({5000, 8}), w));
+  EXPECT_TRUE(model::uses_small_matmul(at::randn({5000, 8}).to(at::kBFloat16), w.to(at::kBFloat16)));
+  EXPECT_FALSE(model::uses_widened_product(at::randn({5000, 8}).to(at::kBFloat16), w.to(at::kBFloat16)));
+  {
+    MaxRowsScope rows(16);
+    EXPECT_FALSE(model::uses_small_matmul(at::randn({17, 8}), w)) << "a set limit holds";
+  }
+  const SmallMatmulEveryRowCountScope gemm(false);
+  EXPECT_EQ(model::uses_small_matmul(at::randn({5000, 8}), w),
+            default_small_matmul_max_rows(ElemType::F32) >= 5000);
+}
+
 TEST(LinearProduct, ManyRowsGoInBlocksThatLandInPlace) {
   MaxRowsScope rows(1 << 20);
   at::manual_seed(6);
