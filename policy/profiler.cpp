@@ -397,11 +397,11 @@ void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int 
     // The rows just past a raised limit run on the GEMM: timed (the search closed), so
     // that the table does not price them between the kernel's rate and the GEMM's.
     search.open = false;
-    const int64_t past = search.limit + 1;
     const auto& timed = p.cpu_product_rates;
-    if (search.limit > search.default_limit &&
-        std::none_of(timed.begin(), timed.end(), [&](const auto& r) { return r.first == past; })) {
-      time_rows(past);
+    // (Only a raised limit is finite here: the default one may be "every row count".)
+    if (search.limit > search.default_limit) {
+      const int64_t past = search.limit + 1;
+      if (std::none_of(timed.begin(), timed.end(), [&](const auto& r) { return r.first == past; })) time_rows(past);
     }
     // The many-row rate over the same weight: a cache-resident one overstates it.
     const int64_t rows = quick ? 256 : 1024;
