@@ -70,7 +70,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
                  "policy's, off)")
       ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
   c->add_flag("--cpu-gemm", f.cpu_gemm,
-              "CPU products of more than 16 rows (prefill, large batches) on LibTorch's GEMM: up to 1.5x faster "
+              "CPU products above the small-row limit (16 rows by default; prefill, large batches) on LibTorch's GEMM: up to 1.5x faster "
               "there, but a sequence's last bits (its log-probabilities, rarely a near-tie token) then depend on how "
               "many rows share its products; by default every CPU product is batch-invariant");
   c->add_option("--cpu-weight-compute-layers", f.cpu_weight_compute_layers,

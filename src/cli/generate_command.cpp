@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kernels/cpu/small_matmul.h"
 #include "src/cli/number_checks.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
@@ -110,8 +111,11 @@ nlohmann::ordered_json job_fingerprint(const GenerateFlags& f, const model::Spec
   j["lossy"] = lossy_choices(f.engine);
   // What "auto" became here: a resume on another device must not mix fp16 and fp32 results.
   j["dtype"] = compat::dtype_name(device.dtype);
-  // Recorded where set: --cpu-gemm changes a sequence's last bits with its batch.
-  if (f.engine.cpu_gemm) j["cpu_products"] = "gemm, not batch-invariant";
+  // Recorded where products are not batch-invariant (--cpu-gemm, or a row limit set by
+  // TIERGEN_SMALL_MATMUL_MAX_ROWS): a sequence's last bits then follow its batch.
+  if (!kernels::small_matmul_for_every_row_count() || kernels::small_matmul_max_rows_setting() >= 0) {
+    j["cpu_products"] = "gemm, not batch-invariant";
+  }
   j["max_tokens"] = d.max_tokens;
   j["sampling"] = {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"seed", d.seed},
                    {"n", d.n}, {"min_tokens", d.min_tokens}, {"stop", d.stop}, {"stop_token_ids", d.stop_token_ids},

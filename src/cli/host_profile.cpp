@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "kernels/cpu/small_matmul.h"
 #include "policy/profiler.h"
 #include "tiergen/common/error.h"
 
@@ -27,6 +28,9 @@ std::optional<policy::HardwareProfile> measure_and_cache() {
     policy::ProfilerOptions options;
     options.offload_dir = std::filesystem::temp_directory_path().string();
     options.quick = true;
+    // Timed as default runs multiply (batch-invariant), whatever this run's --cpu-gemm:
+    // the cached profile serves every later run.
+    const kernels::SmallMatmulEveryRowCountScope as_default_runs(true);
     policy::HardwareProfile profile = policy::measure_host(options);
     // Written next to the target and renamed: a concurrent reader never sees half a file.
     const std::string partial = path + ".partial-" + std::to_string(::getpid());

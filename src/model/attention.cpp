@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
+#include "tiergen/common/error.h"
 #include "tiergen/common/torch_compat.h"
 #include "tiergen/model/forward.h"
 
@@ -139,6 +140,7 @@ at::Tensor attend_in_chunks(const at::Tensor& q, const at::Tensor& k, const at::
 at::Tensor attend_by_padding(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3), total = k.size(2);
   const at::Tensor pads = step.pad.to(at::kCPU, at::kLong).contiguous();
+  TG_CHECK(pads.numel() == b, "internal: {} padding lengths for {} sequences", pads.numel(), b);
   std::map<int64_t, std::vector<int64_t>> sequences_of_pad;
   for (int64_t s = 0; s < b; ++s) sequences_of_pad[pads.data_ptr<int64_t>()[s]].push_back(s);
   if (sequences_of_pad.size() == 1 && sequences_of_pad.begin()->first == 0) return attend_in_chunks(q, k, v, step);
