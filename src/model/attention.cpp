@@ -153,9 +153,10 @@ at::Tensor attend_by_padding(const at::Tensor& q, const at::Tensor& k, const at:
     StepInputs own;
     own.pad = at::zeros({static_cast<int64_t>(sequences.size())}, at::TensorOptions().dtype(at::kLong));
     own.past_len = std::max<int64_t>(0, step.past_len - pad);
-    const at::Tensor part = attend_in_chunks(q.index_select(0, index).narrow(2, first_query, t - first_query),
-                                             k.index_select(0, index).narrow(2, pad, total - pad),
-                                             v.index_select(0, index).narrow(2, pad, total - pad), own);
+    // Narrowed first: only the group's own queries and keys are copied.
+    const at::Tensor part = attend_in_chunks(q.narrow(2, first_query, t - first_query).index_select(0, index),
+                                             k.narrow(2, pad, total - pad).index_select(0, index),
+                                             v.narrow(2, pad, total - pad).index_select(0, index), own);
     out.narrow(1, first_query, t - first_query).index_copy_(0, index, part);
   }
   return out;
