@@ -223,26 +223,58 @@ bool placement_is_searched(const EngineFlags& f, UnplacedDefault unplaced) {
   return f.policy_file == "auto" || (unplaced == UnplacedDefault::Searched && f.policy_file.empty() && f.percent.empty());
 }
 
+namespace {
+
+// What make_policy's search plans for: the dtype, what it may compress, whether it may
+// multiply weights where they live, a block shape given by flags.
+policy::SearchOptions search_options(const EngineFlags& f, const runtime::EngineOptions& options) {
+  policy::SearchOptions search;
+  search.dtype_bytes = options.device.dtype_bytes();
+  search.compression = policy::compression_mode_from_string(f.compress);
+  // --policy auto with a compression flag searches the compressed plans; the default
+  // search plans exactly, and the flags compress its plan (refine_by_flags).
+  if (f.policy_file == "auto" && (f.compress_weight || f.compress_cache)) {
+    search.compression = policy::CompressionMode::On;
+  }
+  // A fixed --cpu-weight-compute is applied by refine_by_flags; the search plans without it.
+  search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
+  // A block shape given by flags is the one planned for (not forced over another plan).
+  plan_for_block_shape(f.gpu_batch_size, f.num_gpu_batches, search);
+  return search;
+}
+
+// Explicit flags refine every policy, a policy file's and a searched one's too.
+void refine_by_flags(const EngineFlags& f, runtime::Policy& p) {
+  if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
+  if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
+  if (f.cpu_attention) p.cpu_cache_compute = true;
+  if (!f.cpu_weight_compute.empty()) {
+    p.cpu_weight_compute_prefill = f.cpu_weight_compute == "prefill" || f.cpu_weight_compute == "all";
+    p.cpu_weight_compute_decode = f.cpu_weight_compute == "decode" || f.cpu_weight_compute == "all";
+  }
+  if (f.cpu_weight_compute_layers >= 0) {
+    TG_CHECK(p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode,
+             "--cpu-weight-compute-layers applies to --cpu-weight-compute decode, prefill or all (or a policy file "
+             "that turns it on); neither is given");
+    p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
+  }
+  apply_flexgen_policy_flags(f, p);
+  if (f.policy_file != "auto") apply_compression_flags(f, p);
+  p.validate();
+}
+
+}  // namespace
+
 runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options,
                             UnplacedDefault unplaced) {
   runtime::Policy p;
-  const bool asked_auto = f.policy_file == "auto";
-  TG_CHECK(f.compress == "off" || asked_auto,
+  TG_CHECK(f.compress == "off" || f.policy_file == "auto",
            "--compress {} applies to --policy auto (add --policy auto to let the search compress); otherwise use "
            "--compress-weight/--compress-cache",
            f.compress);
   if (placement_is_searched(f, unplaced)) {
-    policy::SearchOptions search;
-    search.dtype_bytes = options.device.dtype_bytes();
-    search.compression = policy::compression_mode_from_string(f.compress);
-    // --policy auto with a compression flag searches the compressed plans; the default
-    // search plans exactly, and the flags compress its plan below.
-    if (asked_auto && (f.compress_weight || f.compress_cache)) search.compression = policy::CompressionMode::On;
-    // A fixed --cpu-weight-compute is applied below; the search plans without it.
-    search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
-    // A block shape given by flags is the one planned for (not forced over another plan).
-    plan_for_block_shape(f.gpu_batch_size, f.num_gpu_batches, search);
+    const policy::SearchOptions search = search_options(f, options);
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
@@ -262,24 +294,24 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
     }
     p.cpu_cache_compute = f.cpu_attention;
   }
-  // Explicit flags refine a policy file too.
-  if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
-  if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
-  if (f.cpu_attention) p.cpu_cache_compute = true;
-  if (!f.cpu_weight_compute.empty()) {
-    p.cpu_weight_compute_prefill = f.cpu_weight_compute == "prefill" || f.cpu_weight_compute == "all";
-    p.cpu_weight_compute_decode = f.cpu_weight_compute == "decode" || f.cpu_weight_compute == "all";
-  }
-  if (f.cpu_weight_compute_layers >= 0) {
-    TG_CHECK(p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode,
-             "--cpu-weight-compute-layers applies to --cpu-weight-compute decode, prefill or all (or a policy file "
-             "that turns it on); neither is given");
-    p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
-  }
-  apply_flexgen_policy_flags(f, p);
-  if (!asked_auto) apply_compression_flags(f, p);
-  p.validate();
+  refine_by_flags(f, p);
   spdlog::info("{}", p.exactness());
+  return p;
+}
+
+runtime::Policy research_policy(const EngineFlags& f, const model::Spec& spec, const runtime::Workload& workload,
+                                const runtime::EngineOptions& options, const policy::HardwareProfile& hw,
+                                const runtime::Policy* keep_block_shape_of) {
+  policy::SearchOptions search = search_options(f, options);
+  if (keep_block_shape_of) {
+    search.gpu_batch_sizes = {keep_block_shape_of->gpu_batch_size};
+    search.num_gpu_batches = keep_block_shape_of->num_gpu_batches;
+    const bool multiplies_at_home =
+        keep_block_shape_of->cpu_weight_compute_prefill || keep_block_shape_of->cpu_weight_compute_decode;
+    if (!multiplies_at_home) search.allow_cpu_weight_compute = false;
+  }
+  runtime::Policy p = policy::search_policy(spec, workload, options.budgets, hw, search).policy;
+  refine_by_flags(f, p);
   return p;
 }
 

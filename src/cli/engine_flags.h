@@ -86,6 +86,12 @@ bool placement_is_searched(const EngineFlags& flags, UnplacedDefault unplaced);
 runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options,
                             UnplacedDefault unplaced);
+// make_policy's search again, on another profile (a re-plan after a job's first block,
+// policy/replan.h), with the same options and flag refinements; `keep_block_shape_of`:
+// only that policy's gpu batch size and number of gpu batches are searched.
+runtime::Policy research_policy(const EngineFlags& flags, const model::Spec& spec, const runtime::Workload& workload,
+                                const runtime::EngineOptions& options, const policy::HardwareProfile& hw,
+                                const runtime::Policy* keep_block_shape_of);
 runtime::DeviceContext make_device(const EngineFlags& flags);
 
 // `local_ranks`: processes of one pipeline on this host; the default host budgets

@@ -16,6 +16,7 @@
 #include "src/cli/number_checks.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/first_block_replan.h"
 #include "src/cli/flexgen_flags.h"
 #include "src/cli/generate_requests.h"
 #include "src/cli/host_profile.h"
@@ -45,6 +46,7 @@ struct GenerateFlags {
   std::vector<RefusedFlag> refused;
   bool resume = false, overwrite = false, quiet = false, report = false;
   bool retry_failed = false;  // with --resume: run the file's failed requests again
+  bool no_replan = false;     // keep the searched plan for every block (first_block_replan.h)
 };
 
 // Below this, a job's fixed costs swamp what the cost model predicts.
@@ -349,11 +351,14 @@ void run_generate(GenerateFlags& f) {
   std::unique_ptr<model::WeightSource> weights;  // outlives the engine that reads it
   std::optional<runtime::Engine> engine;
   std::optional<runtime::Policy> policy;
+  bool replans = false;
+  std::optional<ReplannedJob> replan;
   if (!requests.empty()) {
     policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options, UnplacedDefault::Searched);
     if (link) check_ranks_agree_on_block_shape(*link, *policy);
-    const bool searched_by_default =
-        placement_is_searched(f.engine, UnplacedDefault::Searched) && f.engine.policy_file != "auto";
+    const bool searched = placement_is_searched(f.engine, UnplacedDefault::Searched);
+    replans = !link && job_replans(searched, f.no_replan, requests.size(), *policy);
+    const bool searched_by_default = searched && f.engine.policy_file != "auto";
     spdlog::info("policy{}: {}", searched_by_default ? " (searched for this job; --percent or --policy fixes one)" : "",
                  policy->describe());
     runtime::install_interrupt_handlers(
@@ -372,7 +377,7 @@ void run_generate(GenerateFlags& f) {
     ProgressBar progress(static_cast<int64_t>(jobs.size()), token_budget,
                          writes_results && !f.quiet && ProgressBar::stderr_is_terminal());
     const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
-    engine->generate(requests, [&](size_t i, const runtime::SequenceResult& result) {
+    const auto on_result = [&](size_t i, const runtime::SequenceResult& result) {
       if (!writes_results) return;
       const auto [j, s] = request_job[i];
       PromptJob& job = jobs[j];
@@ -408,7 +413,12 @@ void run_generate(GenerateFlags& f) {
       job.samples.clear();
       ++done;
       progress.end_item();
-    }, on_token);
+    };
+    if (replans) {
+      replan = run_with_replan(f.engine, spec, options, *weights, max_workload, requests, engine, *policy, on_result, on_token);
+    } else {
+      engine->generate(requests, on_result, on_token);
+    }
     progress.finish();
   }
   if (writer) writer->finish();
@@ -421,9 +431,15 @@ void run_generate(GenerateFlags& f) {
     spdlog::info("stage {} done in {:.2f} s; the last rank wrote the results", link->rank(), seconds);
   }
   if (engine) {
-    spdlog::info("{}", engine->stats().report());
+    // The whole job's times and counts; a re-planned job ran its first block on another
+    // engine, and the prediction below is of the last plan over the blocks it ran.
+    runtime::Stats job_stats;
+    job_stats.absorb(engine->stats());
+    if (replan && replan->first_plan_stats) job_stats.absorb(*replan->first_plan_stats);
+    const size_t sequences_on_last_plan = replan ? replan->sequences_on_last_plan : requests.size();
+    spdlog::info("{}", job_stats.report());
     if (const auto reserved = runtime::cuda_peak_reserved_bytes(options.device)) {
-      spdlog::info("{}", cuda_allocator_report(*reserved, engine->stats().peak_bytes[runtime::Tier::Gpu],
+      spdlog::info("{}", cuda_allocator_report(*reserved, job_stats.peak_bytes[runtime::Tier::Gpu],
                                                options.budgets.gpu));
     }
     if (!f.engine.trace.empty()) {
@@ -443,7 +459,8 @@ void run_generate(GenerateFlags& f) {
     std::optional<policy::Prediction> predicted;
     if (profile) predicted = policy::predict(spec, *policy, max_workload, *profile, options.device.dtype_bytes());
     const PredictionScale scale{spec.num_layers, max_workload.gen_len,
-                                (static_cast<int64_t>(requests.size()) + policy->block_size() - 1) / policy->block_size()};
+                                (static_cast<int64_t>(sequences_on_last_plan) + policy->block_size() - 1) /
+                                    policy->block_size()};
     if (predicted && report) {
       spdlog::info("{}", predicted_vs_measured(*predicted, engine->stats(), scale));
       if (seconds < kShortestJobForRatios) {
@@ -452,9 +469,10 @@ void run_generate(GenerateFlags& f) {
       }
     }
     if (!f.stats_json.empty() && writes_results) {
-      nlohmann::json j = engine->stats().to_json();
+      nlohmann::json j = job_stats.to_json();
       j["policy"] = runtime::policy_to_json(*policy);
       j["exact"] = policy->exact();
+      if (replan) j["replan"] = replan_json(replan->decision, replan->first_plan);
       j["predicted_vs_measured"] =
           predicted ? predicted_vs_measured_json(*predicted, engine->stats(), scale) : nlohmann::json();
       write_stats_json(f.stats_json, j);
@@ -530,6 +548,9 @@ void setup_generate(CLI::App& app) {
               "again, and put their results in place of the errors")
       ->needs(resume);
   c->add_flag("--overwrite", f->overwrite, "Replace an existing --out file");
+  c->add_flag("--no-replan", f->no_replan, "Keep the searched plan for every block (by default a job of several "
+              "blocks fits the hardware profile to its first block and re-plans the rest when the new plan is "
+              "predicted to win by more than the model's error band; results are the same either way)");
   c->add_flag("-q,--quiet", f->quiet, "No progress bar on stderr (it is drawn only when stderr is a terminal)");
   c->add_option("--stats-json", f->stats_json, "Write per-task times, throughput and peak memory as JSON");
   c->add_flag("--report", f->report, "After the run, print the cost model's predicted task times beside the measured "

@@ -255,6 +255,7 @@ bool BlockRunner::run_token(BlockRun& run) {
   for (const int64_t k : p.order) run.batches[static_cast<size_t>(k)].token += 1;
   run.pass = pass + 1;
   stats_.passes += 1;
+  if (!p.pass_prefill) stats_.decode_passes += 1;
   return true;
 }
 

@@ -136,6 +136,11 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
   return blocks;
 }
 
+std::vector<size_t> Engine::first_block(const std::vector<SequenceRequest>& requests) const {
+  if (requests.empty()) return {};
+  return make_blocks(requests).front();
+}
+
 PipelineStage Engine::pipeline_stage() const { return PipelineStage{stage_.layers, options_.link.get()}; }
 
 // A job with fewer sequences than the policy's block runs at its own size rather than

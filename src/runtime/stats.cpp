@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "tiergen/common/bytes.h"
@@ -95,6 +97,34 @@ int64_t Stats::computed_rows(bool prefill) const {
   return computed_rows_[prefill ? 1 : 0];
 }
 
+void Stats::absorb(const Stats& earlier) {
+  if (&earlier == this) return;
+  const bool earlier_device_timed = earlier.device_timed();
+  absorbed_device_times_ = absorbed_device_times_ || earlier_device_timed;
+  std::scoped_lock lock(mutex_, earlier.mutex_);
+  for (const auto& [key, seconds] : earlier.task_seconds_) task_seconds_[key] += seconds;
+  for (const auto& [key, seconds] : earlier.device_seconds_) device_seconds_[key] += seconds;
+  for (int phase = 0; phase < 2; ++phase) {
+    compute_steps_[phase] += earlier.compute_steps_[phase];
+    computed_rows_[phase] += earlier.computed_rows_[phase];
+  }
+  prefill_positions_ += earlier.prefill_positions_;
+  prefill_seconds += earlier.prefill_seconds;
+  decode_seconds += earlier.decode_seconds;
+  passes += earlier.passes;
+  decode_passes += earlier.decode_passes;
+  refilled_batches += earlier.refilled_batches;
+  sequences += earlier.sequences;
+  prompt_tokens += earlier.prompt_tokens;
+  padded_prompt_tokens += earlier.padded_prompt_tokens;
+  generated_tokens += earlier.generated_tokens;
+  decode_tokens += earlier.decode_tokens;
+  for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
+    peak_bytes[tier] = std::max(peak_bytes[tier], earlier.peak_bytes[tier]);
+    budgets[tier] = std::max(budgets[tier], earlier.budgets[tier]);
+  }
+}
+
 std::string Stats::report() const {
   std::string out = fmt::format(
       "prefill latency: {:.3f} s  prefill throughput: {:.3f} token/s\n"
@@ -144,6 +174,7 @@ nlohmann::json Stats::to_json() const {
           {"computed_rows", {{"prefill", computed_rows(true)}, {"decode", computed_rows(false)}}},
           {"prefill_positions", prefill_positions()},
           {"passes", passes},
+          {"decode_passes", decode_passes},
           {"refilled_batches", refilled_batches},
           {"peak_bytes", {{"gpu", peak_bytes[Tier::Gpu]}, {"cpu", peak_bytes[Tier::Cpu]}, {"disk", peak_bytes[Tier::Disk]}}},
           {"budget_bytes", {{"gpu", budgets[Tier::Gpu]}, {"cpu", budgets[Tier::Cpu]}, {"disk", budgets[Tier::Disk]}}}};

@@ -58,6 +58,11 @@ class Engine {
   // Convenience: results in request order.
   std::vector<SequenceResult> generate(const std::vector<SequenceRequest>& requests);
 
+  // The requests (indices) of the block `generate(requests)` would run first: a job
+  // run as this block, then the rest, runs every sequence in the same gpu batch shape
+  // (a re-planned job measures its first block so).
+  std::vector<size_t> first_block(const std::vector<SequenceRequest>& requests) const;
+
   const Stats& stats() const { return stats_; }
   const MemoryPlan& memory_plan() const { return plan_; }
   const Policy& policy() const { return policy_; }

@@ -37,7 +37,7 @@ class Stats {
   void add_device(Task task, bool prefill, double seconds);
   // The task's time: its device time where tasks are timed on a device, else its host time.
   double seconds(Task task, bool prefill) const;
-  bool device_timed() const { return timeline_ != nullptr && device_timed_; }
+  bool device_timed() const { return (timeline_ != nullptr && device_timed_) || absorbed_device_times_; }
 
   // Task timers (ScopedTimer) also open spans on this timeline; null: host times only.
   void attach_timeline(TaskTimeline* timeline, bool device_timed);
@@ -63,6 +63,7 @@ class Stats {
   // stage's weights once), and gpu batches that took new sequences while other
   // batches of their run still generated (RunFeed::refill_each_batch).
   int64_t passes = 0, refilled_batches = 0;
+  int64_t decode_passes = 0;    // passes with no prefill in them
   int64_t sequences = 0;        // N (padding rows of a partial block excluded)
   int64_t prompt_tokens = 0;    // sum of the sequences' own prompt lengths
   int64_t padded_prompt_tokens = 0;  // the same, each padded to its gpu batch's longest
@@ -79,12 +80,16 @@ class Stats {
   }
   std::string report() const;
   nlohmann::json to_json() const;
+  // Adds `earlier`'s times and counts to this one's (peaks: the larger), so that a job
+  // run by two engines one after the other reports as one (a re-planned job).
+  void absorb(const Stats& earlier);
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<Task, bool>, double> task_seconds_, device_seconds_;
   TaskTimeline* timeline_ = nullptr;
   bool device_timed_ = false;
+  bool absorbed_device_times_ = false;  // absorb() took device-timed tasks
   std::array<int64_t, 2> compute_steps_{}, computed_rows_{};  // [decode, prefill]
   int64_t prefill_positions_ = 0;
 };

@@ -1,0 +1,100 @@
+// `tiergen generate` re-plans a job of several blocks after its first block
+// (src/cli/first_block_replan.h, policy/replan.h): on a profile whose link is 1000x
+// faster than this host's, the searched plan streams weights; the first block measures
+// the link, the plan changes, and every result line is the same as without a re-plan,
+// under emulated asynchronous streams too.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_fixture.h"
+
+namespace {
+
+using nlohmann::json;
+
+class CliReplan : public CliReliability {
+ protected:
+  // The built-in T4 profile with its weight link 1000x too fast: the plan searched on it
+  // streams weights the first block then measures at this host's speed.
+  fs::path wrong_profile() const {
+    json hw = json::parse(read_file(TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json"));
+    hw["bandwidth"]["cpu_to_gpu"] = hw["bandwidth"]["cpu_to_gpu"].get<double>() * 1000;
+    hw["name"] = "t4 with a link 1000x too fast";
+    const fs::path path = dir_ / "wrong-link.json";
+    write_file(path, hw.dump(1));
+    return path;
+  }
+
+  fs::path prompts() const {
+    std::string lines;
+    const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again"};
+    for (int i = 0; i < 12; ++i) {
+      std::string line;
+      for (int w = 0; w < 3 + i; ++w) line += std::string(w ? " " : "") + words[(i + w) % 10];
+      lines += line + "\n";
+    }
+    const fs::path path = dir_ / "prompts.txt";
+    write_file(path, lines);
+    return path;
+  }
+
+  // Runs the job (-n 8, logprobs) with `extra` flags; returns its stats JSON.
+  json run_job(const fs::path& out, const std::vector<std::string>& extra, const SpawnOptions& spawn = {},
+               const std::string& gpu_mem = "800KiB") {
+    const fs::path stats = dir_ / (out.stem().string() + ".stats.json");
+    std::vector<std::string> flags = {"-n", "8", "--logprobs", "2", "--gpu-mem", gpu_mem, "--overwrite", "-q",
+                                      "--stats-json", stats.string()};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    const Exit e = run(generate_args(prompts(), out, flags), spawn);
+    EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+    last_log_ = e.err;
+    return json::parse(read_file(stats));
+  }
+
+  std::string last_log_;
+};
+
+TEST_F(CliReplan, AWrongLinkIsMeasuredInTheFirstBlockAndTheRestRunsOnANewPlanWithTheSameResults) {
+  const std::string hw = wrong_profile().string();
+  const fs::path kept_out = dir_ / "kept.jsonl", replanned_out = dir_ / "replanned.jsonl";
+  const json kept = run_job(kept_out, {"--hw", hw, "--no-replan"});
+  EXPECT_FALSE(kept.contains("replan"));
+  const json replanned = run_job(replanned_out, {"--hw", hw});
+  ASSERT_TRUE(replanned.contains("replan")) << replanned.dump(1);
+  const json& r = replanned["replan"];
+  EXPECT_TRUE(r["replanned"].get<bool>()) << r.dump(1);
+  EXPECT_NE(r["first_block_policy"], replanned["policy"]);
+  EXPECT_NE(last_log_.find("re-planned the remaining blocks"), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("policy for the remaining"), std::string::npos) << last_log_;
+  // The link was measured far slower than the profile said.
+  bool link_fitted = false;
+  for (const json& term : r["fitted_terms"]) {
+    if (term["term"] == "weight link") link_fitted = term["factor"].get<double>() < 0.5;
+  }
+  EXPECT_TRUE(link_fitted) << r.dump(1);
+  EXPECT_GT(r["searched_predicted_total"].get<double>(),
+            r["current_predicted_total"].get<double>() * (1 + r["band"].get<double>()));
+  // The whole job's counts, both plans' blocks together.
+  EXPECT_EQ(replanned["sequences"], kept["sequences"]);
+  EXPECT_EQ(replanned["generated_tokens"], kept["generated_tokens"]);
+  EXPECT_EQ(read_file(replanned_out), read_file(kept_out));
+  // Under emulated asynchronous streams (delayed copies on their own threads).
+  const fs::path async_out = dir_ / "async.jsonl";
+  const json async = run_job(async_out, {"--hw", hw}, SpawnOptions{{}, {"TIERGEN_ASYNC_EMULATION=1"}});
+  EXPECT_TRUE(async["replan"]["replanned"].get<bool>());
+  EXPECT_EQ(read_file(async_out), read_file(kept_out));
+}
+
+TEST_F(CliReplan, AGivenPolicyAndAOneBlockJobAreNeverReplanned) {
+  const std::string hw = wrong_profile().string();
+  const json fixed =
+      run_job(dir_ / "fixed.jsonl", {"--hw", hw, "--percent", "40", "60", "100", "0", "100", "0", "-b", "1"}, {}, "64MiB");
+  EXPECT_FALSE(fixed.contains("replan"));
+  const json one_block = run_job(dir_ / "one.jsonl", {"--hw", hw, "-b", "12", "--num-gpu-batches", "1"}, {}, "64MiB");
+  EXPECT_FALSE(one_block.contains("replan")) << one_block.dump(1);
+}
+
+}  // namespace
