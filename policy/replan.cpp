@@ -92,6 +92,14 @@ ReplanDecision replan_after_first_block(const ReplanInput& in,
     d.reason = fmt::format("plan kept: {}; not a win the model can tell apart", priced);
     return d;
   }
+  if (in.remaining_tokens > 0 && d.current_throughput > 0 && d.searched_throughput > 0) {
+    const double saved = in.remaining_tokens / d.current_throughput - in.remaining_tokens / d.searched_throughput;
+    if (saved <= in.rebuild_seconds) {
+      d.reason = fmt::format("plan kept: {}; it would save {:.2f} s of the remaining blocks, not more than the "
+                             "{:.2f} s of placing the weights again", priced, saved, in.rebuild_seconds);
+      return d;
+    }
+  }
   const std::string forbidden = replan_forbidden_change(in.current, searched, in.scope);
   if (!forbidden.empty()) {
     d.reason = fmt::format("plan kept: {}; but it changes {}, which would change results here (re-plans may "

@@ -5,7 +5,9 @@
 // block's measured decode tasks (calibration.h), the current plan and a plan searched
 // on the calibrated profile are both priced on it, and the remaining blocks switch to
 // the new plan only when it is predicted faster by more than its plan class's error
-// band (plan_class.h): a difference the model cannot tell apart is no reason to move.
+// band (plan_class.h): a difference the model cannot tell apart is no reason to move;
+// and only when the time it saves over the remaining blocks exceeds what placing the
+// weights again costs.
 //
 // A re-plan must not change a single output token or score. Where every row's numbers
 // are independent of the rows around it (the CPU's batch-invariant products on exact
@@ -33,6 +35,11 @@ struct ReplanInput {
   HardwareProfile profile;           // the profile the current plan was searched on
   CalibrationRun first_block;        // what the first block measured
   ReplanScope scope = ReplanScope::AnyPlan;
+  // The remaining blocks' generated tokens, and what building the engine again costs
+  // (the first placement of the weights, measured): a new plan must save more than that.
+  // 0: not counted.
+  double remaining_tokens = 0;
+  double rebuild_seconds = 0;
 };
 
 struct ReplanDecision {

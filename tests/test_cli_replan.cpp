@@ -28,13 +28,16 @@ class CliReplan : public CliReliability {
     return path;
   }
 
+  // 12 prompts whose lengths (in words) are out of order: in blocks of 2 sorted by length
+  // within windows of 4 blocks, the first window's shortest two form the first block;
+  // the rest sorted again in windows of their own would pair 4 words with 5, not with 7.
   fs::path prompts() const {
+    const int words[] = {10, 1, 19, 4, 2, 16, 7, 13, 8, 5, 9, 6};
+    const char* vocabulary[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again"};
     std::string lines;
-    const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again"};
     for (int i = 0; i < 12; ++i) {
-      std::string line;
-      for (int w = 0; w < 3 + i; ++w) line += std::string(w ? " " : "") + words[(i + w) % 10];
-      lines += line + "\n";
+      for (int w = 0; w < words[i]; ++w) lines += std::string(w ? " " : "") + vocabulary[(i + w) % 10];
+      lines += "\n";
     }
     const fs::path path = dir_ / "prompts.txt";
     write_file(path, lines);
@@ -43,7 +46,7 @@ class CliReplan : public CliReliability {
 
   // Runs the job (-n 8, logprobs) with `extra` flags; returns its stats JSON.
   json run_job(const fs::path& out, const std::vector<std::string>& extra, const SpawnOptions& spawn = {},
-               const std::string& gpu_mem = "800KiB") {
+               const std::string& gpu_mem = "1MiB") {
     const fs::path stats = dir_ / (out.stem().string() + ".stats.json");
     std::vector<std::string> flags = {"-n", "8", "--logprobs", "2", "--gpu-mem", gpu_mem, "--overwrite", "-q",
                                       "--stats-json", stats.string()};
@@ -86,6 +89,25 @@ TEST_F(CliReplan, AWrongLinkIsMeasuredInTheFirstBlockAndTheRestRunsOnANewPlanWit
   const json async = run_job(async_out, {"--hw", hw}, SpawnOptions{{}, {"TIERGEN_ASYNC_EMULATION=1"}});
   EXPECT_TRUE(async["replan"]["replanned"].get<bool>());
   EXPECT_EQ(read_file(async_out), read_file(kept_out));
+}
+
+// Where products follow their batch (--cpu-gemm here; CUDA and compressed tensors
+// alike), a re-planned job keeps the whole job's gpu batches: six blocks of 2 sequences,
+// sorted by length within windows of 4 blocks, run as one job would run them.
+TEST_F(CliReplan, WhereProductsFollowTheirBatchTheRestKeepsTheWholeJobsBatches) {
+  const std::string hw = wrong_profile().string();
+  const std::vector<std::string> shape = {"--hw", hw, "--cpu-gemm", "-b", "2", "--num-gpu-batches", "1"};
+  std::vector<std::string> kept_flags = shape;
+  kept_flags.push_back("--no-replan");
+  const fs::path kept_out = dir_ / "gemm-kept.jsonl", replan_out = dir_ / "gemm-replan.jsonl";
+  const json kept = run_job(kept_out, kept_flags, {}, "2MiB");
+  const json replan = run_job(replan_out, shape, {}, "2MiB");
+  ASSERT_TRUE(replan.contains("replan")) << replan.dump(1);
+  EXPECT_EQ(replan["replan"]["first_block_policy"]["gpu_batch_size"], replan["policy"]["gpu_batch_size"]);
+  EXPECT_EQ(replan["replan"]["first_block_policy"]["num_gpu_batches"], replan["policy"]["num_gpu_batches"]);
+  EXPECT_EQ(replan["padded_prompt_tokens"], kept["padded_prompt_tokens"]);
+  EXPECT_EQ(replan["computed_rows"], kept["computed_rows"]);
+  EXPECT_EQ(read_file(replan_out), read_file(kept_out));
 }
 
 TEST_F(CliReplan, AGivenPolicyAndAOneBlockJobAreNeverReplanned) {

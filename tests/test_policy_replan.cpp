@@ -83,6 +83,26 @@ TEST(Replan, ALinkSlowerThanProfiledReplansToThePlanOfTheTrueLink) {
             predict(job.spec, current, job.workload, truth).total_throughput);
 }
 
+// A new plan must save more than placing the weights again costs.
+TEST(Replan, AWinSmallerThanTheRebuildKeepsThePlan) {
+  const Job job;
+  const HardwareProfile truth = *builtin_profile("h100-spr");
+  const HardwareProfile wrong = with_link_times(truth, 10);
+  const runtime::Policy current = job.search(wrong);
+  ReplanInput in{current, job.workload, wrong, job.first_block(truth, current)};
+  in.remaining_tokens = 1000.0 * 32;
+  const auto search = [&](const HardwareProfile& hw) { return job.search(hw); };
+  in.rebuild_seconds = 1;
+  const ReplanDecision cheap = replan_after_first_block(in, search);
+  ASSERT_TRUE(cheap.replanned) << cheap.reason;
+  const double saved =
+      in.remaining_tokens / cheap.current_throughput - in.remaining_tokens / cheap.searched_throughput;
+  in.rebuild_seconds = saved * 1.01;
+  const ReplanDecision costly = replan_after_first_block(in, search);
+  EXPECT_FALSE(costly.replanned);
+  EXPECT_NE(costly.reason.find("placing the weights again"), std::string::npos) << costly.reason;
+}
+
 TEST(Replan, AFirstBlockMeasuredAsPredictedKeepsThePlan) {
   const Job job;
   const HardwareProfile truth = *builtin_profile("h100-spr");

@@ -267,7 +267,7 @@ void refine_by_flags(const EngineFlags& f, runtime::Policy& p) {
 
 runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options,
-                            UnplacedDefault unplaced) {
+                            UnplacedDefault unplaced, std::optional<policy::HardwareProfile>* planned_on) {
   runtime::Policy p;
   TG_CHECK(f.compress == "off" || f.policy_file == "auto",
            "--compress {} applies to --policy auto (add --policy auto to let the search compress); otherwise use "
@@ -276,6 +276,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
   if (placement_is_searched(f, unplaced)) {
     const policy::SearchOptions search = search_options(f, options);
     const policy::HardwareProfile hw = profile_for_planning(f.hw);
+    if (planned_on) *planned_on = hw;
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   } else if (!f.policy_file.empty()) {
@@ -299,16 +300,22 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
   return p;
 }
 
-runtime::Policy research_policy(const EngineFlags& f, const model::Spec& spec, const runtime::Workload& workload,
-                                const runtime::EngineOptions& options, const policy::HardwareProfile& hw,
-                                const runtime::Policy* keep_block_shape_of) {
+runtime::Policy search_policy_again(const EngineFlags& f, const model::Spec& spec, const runtime::Workload& workload,
+                                    const runtime::EngineOptions& options, const policy::HardwareProfile& hw,
+                                    const runtime::Policy& current, bool placement_only) {
   policy::SearchOptions search = search_options(f, options);
-  if (keep_block_shape_of) {
-    search.gpu_batch_sizes = {keep_block_shape_of->gpu_batch_size};
-    search.num_gpu_batches = keep_block_shape_of->num_gpu_batches;
-    const bool multiplies_at_home =
-        keep_block_shape_of->cpu_weight_compute_prefill || keep_block_shape_of->cpu_weight_compute_decode;
-    if (!multiplies_at_home) search.allow_cpu_weight_compute = false;
+  // Lossy choices stay as they are: a search that may compress (--policy auto
+  // --compress auto) now plans only the current plan's kind.
+  if (f.policy_file == "auto") {
+    search.compression = current.exact() ? policy::CompressionMode::Off : policy::CompressionMode::On;
+  }
+  if (placement_only) {
+    search.gpu_batch_sizes = {current.gpu_batch_size};
+    search.num_gpu_batches = current.num_gpu_batches;
+    if (!current.cpu_cache_compute) search.allow_cpu_attention = false;
+    if (!current.cpu_weight_compute_prefill && !current.cpu_weight_compute_decode) {
+      search.allow_cpu_weight_compute = false;
+    }
   }
   runtime::Policy p = policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   refine_by_flags(f, p);

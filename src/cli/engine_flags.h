@@ -83,15 +83,18 @@ bool placement_is_searched(const EngineFlags& flags, UnplacedDefault unplaced);
 // the Searched default: that search never compresses; --compress-weight/-cache apply
 // over its plan as over a fixed one). A search plans for -b / --num-gpu-batches when
 // given; --cpu-attention and --cpu-weight-compute are set over its plan.
+// `planned_on`, when given, receives the profile a searched plan was priced on.
 runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size, const model::Spec& spec,
                             const runtime::Workload& workload, const runtime::EngineOptions& options,
-                            UnplacedDefault unplaced);
+                            UnplacedDefault unplaced, std::optional<policy::HardwareProfile>* planned_on = nullptr);
 // make_policy's search again, on another profile (a re-plan after a job's first block,
-// policy/replan.h), with the same options and flag refinements; `keep_block_shape_of`:
-// only that policy's gpu batch size and number of gpu batches are searched.
-runtime::Policy research_policy(const EngineFlags& flags, const model::Spec& spec, const runtime::Workload& workload,
-                                const runtime::EngineOptions& options, const policy::HardwareProfile& hw,
-                                const runtime::Policy* keep_block_shape_of);
+// policy/replan.h), with the same options and flag refinements and the lossy choices of
+// `current`; `placement_only`: with `current`'s block shape, and CPU attention and CPU
+// weight compute only where `current` has them.
+runtime::Policy search_policy_again(const EngineFlags& flags, const model::Spec& spec,
+                                    const runtime::Workload& workload, const runtime::EngineOptions& options,
+                                    const policy::HardwareProfile& hw, const runtime::Policy& current,
+                                    bool placement_only);
 runtime::DeviceContext make_device(const EngineFlags& flags);
 
 // `local_ranks`: processes of one pipeline on this host; the default host budgets

@@ -1,24 +1,26 @@
 #include "src/cli/first_block_replan.h"
 
 #include <fmt/format.h>
-
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
 #include "kernels/cpu/small_matmul.h"
-#include "src/cli/host_profile.h"
 
 namespace tiergen::cli {
-
-bool job_replans(bool placement_searched, bool no_replan, size_t sequences, const runtime::Policy& policy) {
-  return placement_searched && !no_replan && sequences > static_cast<size_t>(policy.block_size());
-}
 
 policy::ReplanScope replan_scope(const runtime::DeviceContext& device, const runtime::Policy& policy) {
   const bool invariant_products = device.compute.is_cpu() && kernels::small_matmul_for_every_row_count() &&
                                   kernels::small_matmul_max_rows_setting() < 0;
   return invariant_products && policy.exact() ? policy::ReplanScope::AnyPlan : policy::ReplanScope::PlacementOnly;
+}
+
+bool job_replans(bool placement_searched, bool no_replan, size_t sequences, const runtime::Policy& policy,
+                 policy::ReplanScope scope) {
+  if (!placement_searched || no_replan || sequences <= static_cast<size_t>(policy.block_size())) return false;
+  return scope == policy::ReplanScope::AnyPlan || !policy.cpu_weight_compute_decode;
 }
 
 policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::Policy& policy,
@@ -29,37 +31,30 @@ policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::P
   run.spec = spec;
   run.policy = policy;
   run.dtype_bytes = dtype_bytes;
-  run.workload = {1, 1, static_cast<int64_t>(block.size())};
+  double prompt_tokens = 0;
+  int64_t longest_generation = 1;
   for (const auto& r : block) {
-    run.workload.prompt_len = std::max<int64_t>(run.workload.prompt_len, static_cast<int64_t>(r.prompt.size()));
-    run.workload.gen_len = std::max<int64_t>(run.workload.gen_len, r.max_new_tokens);
+    prompt_tokens += static_cast<double>(r.prompt.size());
+    longest_generation = std::max(longest_generation, r.max_new_tokens);
   }
+  const auto sequences = static_cast<int64_t>(block.size());
+  // The mean prompt: a decode step's attention reads every sequence's own cache.
+  const auto mean_prompt = static_cast<int64_t>(std::ceil(prompt_tokens / std::max<double>(1, block.size())));
+  run.workload = {std::max<int64_t>(1, mean_prompt), longest_generation, sequences};
   run.decode_layer_runs = static_cast<double>(spec.num_layers * stats.decode_passes);
+  // Rows that decoded, of the block's rows over its decode passes: sequences that ended
+  // early leave their rows, and the products and attention time with them.
+  const double full_rows = static_cast<double>(stats.decode_passes) * static_cast<double>(sequences);
+  const double live = full_rows > 0 ? std::clamp(static_cast<double>(stats.decode_tokens) / full_rows, 1e-3, 1.0) : 1;
   run.weight_load_seconds = stats.seconds(runtime::Task::LoadWeight, false);
-  run.cpu_attention_seconds = stats.seconds(runtime::Task::CpuAttention, false);
-  run.compute_seconds = stats.seconds(runtime::Task::Compute, false);
+  run.cpu_attention_seconds = stats.seconds(runtime::Task::CpuAttention, false) / live;
+  run.compute_seconds = stats.seconds(runtime::Task::Compute, false) / live;
   return run;
-}
-
-policy::ReplanDecision decide_replan(const EngineFlags& flags, const model::Spec& spec,
-                                     const runtime::EngineOptions& options, const runtime::Policy& current,
-                                     const runtime::Workload& remaining, const policy::HardwareProfile& profile,
-                                     const policy::CalibrationRun& first_block) {
-  policy::ReplanInput in;
-  in.current = current;
-  in.remaining = remaining;
-  in.profile = profile;
-  in.first_block = first_block;
-  in.scope = replan_scope(options.device, current);
-  const runtime::Policy* keep_shape = in.scope == policy::ReplanScope::PlacementOnly ? &current : nullptr;
-  return policy::replan_after_first_block(in, [&](const policy::HardwareProfile& hw) {
-    return research_policy(flags, spec, remaining, options, hw, keep_shape);
-  });
 }
 
 namespace {
 
-// Runs the requests `part` names (indices into `requests`) on `engine`.
+// Runs the requests `part` names (indices into `requests`) as a job of their own.
 void run_part(runtime::Engine& engine, const std::vector<runtime::SequenceRequest>& requests,
               const std::vector<size_t>& part, const runtime::ResultCallback& on_result,
               const runtime::TokenCallback& on_token) {
@@ -71,40 +66,41 @@ void run_part(runtime::Engine& engine, const std::vector<runtime::SequenceReques
   engine.generate(subset, [&](size_t k, const runtime::SequenceResult& r) { on_result(part[k], r); }, mapped_token);
 }
 
-runtime::Workload workload_of(const std::vector<runtime::SequenceRequest>& requests, const std::vector<size_t>& part) {
-  runtime::Workload w{1, 1, static_cast<int64_t>(part.size())};
-  for (const size_t i : part) {
-    w.prompt_len = std::max<int64_t>(w.prompt_len, static_cast<int64_t>(requests[i].prompt.size()));
-    w.gen_len = std::max<int64_t>(w.gen_len, requests[i].max_new_tokens);
-  }
-  return w;
+policy::ReplanDecision decide(const ReplanContext& c, const std::vector<runtime::SequenceRequest>& requests,
+                              const std::vector<size_t>& first, const std::vector<size_t>& rest,
+                              const runtime::Policy& current, const runtime::Stats& first_block_stats) {
+  std::vector<runtime::SequenceRequest> first_requests;
+  for (const size_t i : first) first_requests.push_back(requests[i]);
+  policy::ReplanInput in;
+  in.current = current;
+  in.remaining = {c.max_workload.prompt_len, c.max_workload.gen_len, static_cast<int64_t>(rest.size())};
+  in.profile = c.planned_on;
+  in.first_block = first_block_run(c.spec, current, first_block_stats, first_requests, c.options.device.dtype_bytes());
+  in.scope = replan_scope(c.options.device, current);
+  for (const size_t i : rest) in.remaining_tokens += static_cast<double>(requests[i].max_new_tokens);
+  in.rebuild_seconds = c.placement_seconds;
+  const bool placement_only = in.scope == policy::ReplanScope::PlacementOnly;
+  return policy::replan_after_first_block(in, [&](const policy::HardwareProfile& hw) {
+    return search_policy_again(c.flags, c.spec, in.remaining, c.options, hw, current, placement_only);
+  });
 }
 
 }  // namespace
 
-ReplannedJob run_with_replan(const EngineFlags& flags, const model::Spec& spec, const runtime::EngineOptions& options,
-                             const model::WeightSource& weights, const runtime::Workload& max_workload,
-                             const std::vector<runtime::SequenceRequest>& requests,
+ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::SequenceRequest>& requests,
                              std::optional<runtime::Engine>& engine, runtime::Policy& policy,
                              const runtime::ResultCallback& on_result, const runtime::TokenCallback& on_token) {
   ReplannedJob job;
   job.first_plan = policy;
-  const std::vector<size_t> first = engine->first_block(requests);
-  std::vector<bool> in_first(requests.size(), false);
-  for (const size_t i : first) in_first[i] = true;
-  std::vector<size_t> rest;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (!in_first[i]) rest.push_back(i);
-  }
-  run_part(*engine, requests, first, on_result, on_token);
   job.sequences_on_last_plan = requests.size();
+  // The whole job's blocks: the first runs now, the rest as they would have run.
+  const std::vector<std::vector<size_t>> blocks = engine->blocks(requests);
+  const std::vector<std::vector<size_t>> rest_blocks(blocks.begin() + 1, blocks.end());
+  std::vector<size_t> rest;
+  for (const auto& block : rest_blocks) rest.insert(rest.end(), block.begin(), block.end());
+  engine->generate_blocks(requests, {blocks.front()}, requests.size(), on_result, on_token);
   try {
-    std::vector<runtime::SequenceRequest> first_requests;
-    for (const size_t i : first) first_requests.push_back(requests[i]);
-    const policy::CalibrationRun measured =
-        first_block_run(spec, policy, engine->stats(), first_requests, options.device.dtype_bytes());
-    job.decision = decide_replan(flags, spec, options, policy, workload_of(requests, rest),
-                                 profile_for_planning(flags.hw), measured);
+    job.decision = decide(c, requests, blocks.front(), rest, policy, engine->stats());
   } catch (const std::exception& e) {
     job.decision = {};
     job.decision.policy = policy;
@@ -112,24 +108,36 @@ ReplannedJob run_with_replan(const EngineFlags& flags, const model::Spec& spec, 
   }
   spdlog::info("{}", job.decision.reason);
   if (job.decision.replanned) {
-    job.first_plan_stats = std::make_shared<runtime::Stats>();
+    job.first_plan_stats = std::make_unique<runtime::Stats>();
     job.first_plan_stats->absorb(engine->stats());
-    engine.reset();
     job.sequences_on_last_plan = rest.size();
+    if (!c.flags.trace.empty()) {  // --trace then holds the new plan's blocks
+      const std::filesystem::path trace(c.flags.trace);
+      const std::filesystem::path first_trace =
+          trace.parent_path() / (trace.stem().string() + ".first-block" + trace.extension().string());
+      engine->write_trace(first_trace.string());
+      spdlog::info("trace of the first block's tasks (the first plan): {}", first_trace.string());
+    }
+    engine.reset();  // its weights' memory goes before the new placement takes any
     try {
-      engine.emplace(spec, weights, job.decision.policy, options, max_workload);
+      engine.emplace(c.spec, c.weights, job.decision.policy, c.options, c.max_workload);
       policy = job.decision.policy;
       spdlog::info("policy for the remaining {} sequences: {}", rest.size(), policy.describe());
     } catch (const std::exception& e) {
       spdlog::warn("the re-planned engine could not be built ({}); the remaining blocks keep the first plan", e.what());
       job.decision.replanned = false;
       job.decision.policy = policy;
-      job.decision.reason += fmt::format("; not applied: {}", e.what());
-      engine.reset();
-      engine.emplace(spec, weights, policy, options, max_workload);
+      job.decision.reason = fmt::format("plan kept: the re-planned engine could not be built: {}", e.what());
+      engine.emplace(c.spec, c.weights, policy, c.options, c.max_workload);
     }
   }
-  run_part(*engine, requests, rest, on_result, on_token);
+  const bool same_block_shape = policy.gpu_batch_size == job.first_plan.gpu_batch_size &&
+                                policy.num_gpu_batches == job.first_plan.num_gpu_batches;
+  if (same_block_shape) {
+    engine->generate_blocks(requests, rest_blocks, requests.size(), on_result, on_token);
+  } else {
+    run_part(*engine, requests, rest, on_result, on_token);  // a batch-invariant scope only
+  }
   return job;
 }
 

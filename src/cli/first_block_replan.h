@@ -2,8 +2,11 @@
 // `generate` re-plans a long job after its first block (policy/replan.h): the first
 // block runs alone on the searched plan, the profile is fitted to what it measured,
 // and the remaining blocks run on the plan searched again on the fitted profile when
-// that one is predicted to win by more than its plan class's band. The engine is then
-// rebuilt with the new placement; every result is the same as without the re-plan.
+// that one is predicted to win by more than its plan class's band and to save more
+// than placing the weights again costs. The engine is then rebuilt with the new
+// placement. Results are those of the job run whole: the remaining blocks keep the
+// whole job's gpu batches (Engine::generate_blocks) unless the plan changed the block
+// shape, which only a batch-invariant scope allows.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -16,45 +19,52 @@
 
 namespace tiergen::cli {
 
-// Whether a job re-plans: its plan was searched (not given), it runs in one process,
-// it has more than one block, and --no-replan is not set.
-bool job_replans(bool placement_searched, bool no_replan, size_t sequences, const runtime::Policy& policy);
-
 // What a re-plan may change on this device (replan.h): any plan where rows are
 // batch-invariant (the CPU's small-row products for every row count, exact weights and
 // cache), else the tensors' homes only.
 policy::ReplanScope replan_scope(const runtime::DeviceContext& device, const runtime::Policy& policy);
 
-// The first block's decode as calibration reads a recorded run: the block's longest
-// prompt and generation, its decode passes over every decoder layer, and the measured
-// seconds of the tasks calibration fits.
+// Whether a job re-plans: its plan was searched (not given), it runs in one process,
+// it has more than one block, --no-replan is not set, and running its first block on
+// its own computes every row as the whole job would. Where products follow their batch
+// that excludes CPU weight compute in decode: a block that refills gpu batches beside
+// another's decode multiplies the loaded weights instead (block_runner.h).
+bool job_replans(bool placement_searched, bool no_replan, size_t sequences, const runtime::Policy& policy,
+                 policy::ReplanScope scope);
+
+// The first block's decode as calibration reads a recorded run: the block's mean
+// prompt and longest generation, its decode passes over every decoder layer, and the
+// measured seconds of the tasks calibration fits, its compute and CPU attention scaled
+// to a full block where sequences ended early (the cost model prices full blocks).
 policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::Policy& policy,
                                        const runtime::Stats& stats, const std::vector<runtime::SequenceRequest>& block,
                                        int dtype_bytes);
 
-// The decision for the remaining `remaining` workload, searched as make_policy searched
-// the first plan (research_policy) on `profile` fitted to `first_block`.
-policy::ReplanDecision decide_replan(const EngineFlags& flags, const model::Spec& spec,
-                                     const runtime::EngineOptions& options, const runtime::Policy& current,
-                                     const runtime::Workload& remaining, const policy::HardwareProfile& profile,
-                                     const policy::CalibrationRun& first_block);
+// What the job needs to re-plan beyond its requests and engine.
+struct ReplanContext {
+  const EngineFlags& flags;
+  const model::Spec& spec;
+  const runtime::EngineOptions& options;
+  const model::WeightSource& weights;
+  const policy::HardwareProfile& planned_on;  // the profile the first plan was searched on
+  runtime::Workload max_workload;             // the whole job's, as the first engine was built for
+  double placement_seconds = 0;               // how long the engine took to place the weights
+};
 
 // A job run so: the decision, the plan of its first block, and when the engine was
 // rebuilt, the first block's stats (the engine's own are then the later blocks').
 struct ReplannedJob {
   policy::ReplanDecision decision;
   runtime::Policy first_plan;
-  std::shared_ptr<runtime::Stats> first_plan_stats;  // null: one engine ran every block
+  std::unique_ptr<runtime::Stats> first_plan_stats;  // null: one engine ran every block
   size_t sequences_on_last_plan = 0;
 };
 
 // Runs `requests` on `engine` (built for `policy`): its first block, the decision, then
 // the rest, on an engine rebuilt for the new plan when the decision re-plans (`policy`
 // becomes it). A decision that fails, or a new engine that cannot be built, keeps the
-// current plan and says so: the re-plan never fails a job.
-ReplannedJob run_with_replan(const EngineFlags& flags, const model::Spec& spec, const runtime::EngineOptions& options,
-                             const model::WeightSource& weights, const runtime::Workload& max_workload,
-                             const std::vector<runtime::SequenceRequest>& requests,
+// current plan and says so.
+ReplannedJob run_with_replan(const ReplanContext& context, const std::vector<runtime::SequenceRequest>& requests,
                              std::optional<runtime::Engine>& engine, runtime::Policy& policy,
                              const runtime::ResultCallback& on_result, const runtime::TokenCallback& on_token);
 

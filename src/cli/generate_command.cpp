@@ -353,11 +353,15 @@ void run_generate(GenerateFlags& f) {
   std::optional<runtime::Policy> policy;
   bool replans = false;
   std::optional<ReplannedJob> replan;
+  std::optional<policy::HardwareProfile> planned_on;  // the profile a searched plan was priced on
+  double placement_seconds = 0;
   if (!requests.empty()) {
-    policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options, UnplacedDefault::Searched);
+    policy = make_policy(f.engine, kDefaultGpuBatchSize, spec, max_workload, options, UnplacedDefault::Searched,
+                         &planned_on);
     if (link) check_ranks_agree_on_block_shape(*link, *policy);
     const bool searched = placement_is_searched(f.engine, UnplacedDefault::Searched);
-    replans = !link && job_replans(searched, f.no_replan, requests.size(), *policy);
+    replans = !link && planned_on &&
+              job_replans(searched, f.no_replan, requests.size(), *policy, replan_scope(options.device, *policy));
     const bool searched_by_default = searched && f.engine.policy_file != "auto";
     spdlog::info("policy{}: {}", searched_by_default ? " (searched for this job; --percent or --policy fixes one)" : "",
                  policy->describe());
@@ -366,7 +370,9 @@ void run_generate(GenerateFlags& f) {
                                       : fmt::format("\ntiergen: interrupted; finished results are in {}; rerun the "
                                                     "same command with --resume to continue\n", f.out));
     weights = load_weights(f.engine, spec);
+    const auto placing = std::chrono::steady_clock::now();
     engine.emplace(spec, *weights, *policy, options, max_workload);
+    placement_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - placing).count();
   }
   // The job can run: only now does the results file change.
   if (writer) writer->begin();
@@ -415,7 +421,8 @@ void run_generate(GenerateFlags& f) {
       progress.end_item();
     };
     if (replans) {
-      replan = run_with_replan(f.engine, spec, options, *weights, max_workload, requests, engine, *policy, on_result, on_token);
+      const ReplanContext context{f.engine, spec, options, *weights, *planned_on, max_workload, placement_seconds};
+      replan = run_with_replan(context, requests, engine, *policy, on_result, on_token);
     } else {
       engine->generate(requests, on_result, on_token);
     }

@@ -136,9 +136,8 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
   return blocks;
 }
 
-std::vector<size_t> Engine::first_block(const std::vector<SequenceRequest>& requests) const {
-  if (requests.empty()) return {};
-  return make_blocks(requests).front();
+std::vector<std::vector<size_t>> Engine::blocks(const std::vector<SequenceRequest>& requests) const {
+  return make_blocks(requests);
 }
 
 PipelineStage Engine::pipeline_stage() const { return PipelineStage{stage_.layers, options_.link.get()}; }
@@ -159,13 +158,15 @@ BlockRunner& Engine::runner_for(size_t sequences) {
   return *partial_runner_;
 }
 
-// The job's gpu batches in the order the runs take them: each block's sequences
-// (make_blocks), gpu_batch_size at a time.
-std::vector<std::vector<size_t>> Engine::make_batches(const std::vector<SequenceRequest>& requests,
-                                                      int64_t gpu_batch_size) const {
+namespace {
+
+// The job's gpu batches in the order the runs take them: each block's sequences,
+// gpu_batch_size at a time.
+std::vector<std::vector<size_t>> gpu_batches_of(const std::vector<std::vector<size_t>>& blocks,
+                                                int64_t gpu_batch_size) {
   std::vector<std::vector<size_t>> batches;
   const auto size = static_cast<size_t>(gpu_batch_size);
-  for (const auto& block : make_blocks(requests)) {
+  for (const auto& block : blocks) {
     for (size_t i = 0; i < block.size(); i += size) {
       batches.emplace_back(block.begin() + static_cast<std::ptrdiff_t>(i),
                            block.begin() + static_cast<std::ptrdiff_t>(std::min(block.size(), i + size)));
@@ -174,9 +175,17 @@ std::vector<std::vector<size_t>> Engine::make_batches(const std::vector<Sequence
   return batches;
 }
 
+}  // namespace
+
 void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
                       const TokenCallback& on_token) {
-  if (!requests.empty()) run_job(requests, on_result, on_token);
+  generate_blocks(requests, make_blocks(requests), requests.size(), on_result, on_token);
+}
+
+void Engine::generate_blocks(const std::vector<SequenceRequest>& requests,
+                             const std::vector<std::vector<size_t>>& blocks, size_t job_sequences,
+                             const ResultCallback& on_result, const TokenCallback& on_token) {
+  if (!blocks.empty()) run_job(requests, blocks, job_sequences, on_result, on_token);
   if (timeline_) timeline_->collect(stats_, true);
   stats_.peak_bytes = tiers_->peaks();
   stats_.budgets[Tier::Gpu] = options_.budgets.gpu;
@@ -187,10 +196,10 @@ void Engine::generate(const std::vector<SequenceRequest>& requests, const Result
 // One run per pipeline group (a single process runs one), each taking the job's gpu
 // batches from one queue: the same order on every stage, so their messages match.
 // The runs go a pass at a time, in turn.
-void Engine::run_job(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
-                     const TokenCallback& on_token) {
-  BlockRunner& runner = runner_for(std::min<size_t>(requests.size(), static_cast<size_t>(policy_.block_size())));
-  const auto batches = make_batches(requests, runner.policy().gpu_batch_size);
+void Engine::run_job(const std::vector<SequenceRequest>& requests, const std::vector<std::vector<size_t>>& blocks,
+                     size_t job_sequences, const ResultCallback& on_result, const TokenCallback& on_token) {
+  BlockRunner& runner = runner_for(std::min<size_t>(job_sequences, static_cast<size_t>(policy_.block_size())));
+  const auto batches = gpu_batches_of(blocks, runner.policy().gpu_batch_size);
   size_t next_batch = 0;
   int64_t longest_prompt = 0, most_tokens = 0;
   for (const auto& r : requests) {

@@ -97,31 +97,31 @@ int64_t Stats::computed_rows(bool prefill) const {
   return computed_rows_[prefill ? 1 : 0];
 }
 
-void Stats::absorb(const Stats& earlier) {
-  if (&earlier == this) return;
-  const bool earlier_device_timed = earlier.device_timed();
-  absorbed_device_times_ = absorbed_device_times_ || earlier_device_timed;
-  std::scoped_lock lock(mutex_, earlier.mutex_);
-  for (const auto& [key, seconds] : earlier.task_seconds_) task_seconds_[key] += seconds;
-  for (const auto& [key, seconds] : earlier.device_seconds_) device_seconds_[key] += seconds;
+void Stats::absorb(const Stats& other) {
+  if (&other == this) return;
+  const bool other_device_timed = other.device_timed();
+  std::scoped_lock lock(mutex_, other.mutex_);
+  absorbed_device_times_ = absorbed_device_times_ || other_device_timed;
+  for (const auto& [key, seconds] : other.task_seconds_) task_seconds_[key] += seconds;
+  for (const auto& [key, seconds] : other.device_seconds_) device_seconds_[key] += seconds;
   for (int phase = 0; phase < 2; ++phase) {
-    compute_steps_[phase] += earlier.compute_steps_[phase];
-    computed_rows_[phase] += earlier.computed_rows_[phase];
+    compute_steps_[phase] += other.compute_steps_[phase];
+    computed_rows_[phase] += other.computed_rows_[phase];
   }
-  prefill_positions_ += earlier.prefill_positions_;
-  prefill_seconds += earlier.prefill_seconds;
-  decode_seconds += earlier.decode_seconds;
-  passes += earlier.passes;
-  decode_passes += earlier.decode_passes;
-  refilled_batches += earlier.refilled_batches;
-  sequences += earlier.sequences;
-  prompt_tokens += earlier.prompt_tokens;
-  padded_prompt_tokens += earlier.padded_prompt_tokens;
-  generated_tokens += earlier.generated_tokens;
-  decode_tokens += earlier.decode_tokens;
+  prefill_positions_ += other.prefill_positions_;
+  prefill_seconds += other.prefill_seconds;
+  decode_seconds += other.decode_seconds;
+  passes += other.passes;
+  decode_passes += other.decode_passes;
+  refilled_batches += other.refilled_batches;
+  sequences += other.sequences;
+  prompt_tokens += other.prompt_tokens;
+  padded_prompt_tokens += other.padded_prompt_tokens;
+  generated_tokens += other.generated_tokens;
+  decode_tokens += other.decode_tokens;
   for (Tier tier : {Tier::Gpu, Tier::Cpu, Tier::Disk}) {
-    peak_bytes[tier] = std::max(peak_bytes[tier], earlier.peak_bytes[tier]);
-    budgets[tier] = std::max(budgets[tier], earlier.budgets[tier]);
+    peak_bytes[tier] = std::max(peak_bytes[tier], other.peak_bytes[tier]);
+    budgets[tier] = std::max(budgets[tier], other.budgets[tier]);
   }
 }
 

@@ -58,10 +58,14 @@ class Engine {
   // Convenience: results in request order.
   std::vector<SequenceResult> generate(const std::vector<SequenceRequest>& requests);
 
-  // The requests (indices) of the block `generate(requests)` would run first: a job
-  // run as this block, then the rest, runs every sequence in the same gpu batch shape
-  // (a re-planned job measures its first block so).
-  std::vector<size_t> first_block(const std::vector<SequenceRequest>& requests) const;
+  // A job run in parts (a re-planned job, src/cli/first_block_replan.h): the blocks
+  // `generate(requests)` runs, in order (indices into `requests`), and the run of some
+  // of them exactly as the whole job's run would make them: the same gpu batches (the
+  // runner of a job of `job_sequences`), so that each part computes every row as the
+  // whole job would.
+  std::vector<std::vector<size_t>> blocks(const std::vector<SequenceRequest>& requests) const;
+  void generate_blocks(const std::vector<SequenceRequest>& requests, const std::vector<std::vector<size_t>>& blocks,
+                       size_t job_sequences, const ResultCallback& on_result, const TokenCallback& on_token = {});
 
   const Stats& stats() const { return stats_; }
   const MemoryPlan& memory_plan() const { return plan_; }
@@ -75,13 +79,11 @@ class Engine {
 
  private:
   std::vector<std::vector<size_t>> make_blocks(const std::vector<SequenceRequest>& requests) const;
-  std::vector<std::vector<size_t>> make_batches(const std::vector<SequenceRequest>& requests,
-                                                int64_t gpu_batch_size) const;
   // The runner for a job of `sequences` (a job smaller than a block runs at its own size).
   BlockRunner& runner_for(size_t sequences);
   PipelineStage pipeline_stage() const;
-  void run_job(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
-               const TokenCallback& on_token);
+  void run_job(const std::vector<SequenceRequest>& requests, const std::vector<std::vector<size_t>>& blocks,
+               size_t job_sequences, const ResultCallback& on_result, const TokenCallback& on_token);
 
   model::Spec spec_;
   Policy policy_;

@@ -80,9 +80,10 @@ class Stats {
   }
   std::string report() const;
   nlohmann::json to_json() const;
-  // Adds `earlier`'s times and counts to this one's (peaks: the larger), so that a job
-  // run by two engines one after the other reports as one (a re-planned job).
-  void absorb(const Stats& earlier);
+  // Adds `other`'s times and counts to this one's (peaks: the larger), so that a job
+  // run by two engines one after the other reports as one (a re-planned job). A Stats
+  // that absorbs device-timed tasks reports device times (absorb into a fresh Stats).
+  void absorb(const Stats& other);
 
  private:
   mutable std::mutex mutex_;
