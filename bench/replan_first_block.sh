@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The re-plan after a job's first block, measured against a plan that starts wrong.
 #
-#   bench/replan_first_block.sh [--build DIR] [--hw PROFILE] [--link-factor F] [-r ROUNDS] [-- GENERATE FLAGS...]
+#   bench/replan_first_block.sh [--build DIR] [--hw PROFILE] [--link-factor F] [-r ROUNDS] [--prompts N]
+#                               [-- GENERATE FLAGS...]
 #
 # PROFILE is this host's profile (default: `tiergen profile --quick`, measured once
 # here); the "wrong" profile is the same with its weight link F times too fast (default
@@ -12,12 +13,12 @@
 #   right           this host's profile's plan for every block (--no-replan)
 # and prints the wall seconds and generated tokens/s of each (median over rounds) with
 # the ratios to wrong-kept, and checks that the three results files are identical.
-# GENERATE FLAGS set the job (default: opt-125m dummy weights on --device cpu, 96
+# GENERATE FLAGS set the job (default: opt-125m dummy weights on --device cpu, N (96)
 # prompts of 32 token ids, 32 new tokens, gpu budget 350MiB, no CPU weight compute).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-build="$root/build" hw="" factor=100 rounds=2
+build="$root/build" hw="" factor=100 rounds=2 prompts=96
 job=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -25,7 +26,8 @@ while [ $# -gt 0 ]; do
     --hw) hw=$2; shift 2 ;;
     --link-factor) factor=$2; shift 2 ;;
     -r|--rounds) rounds=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --prompts) prompts=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; job=("$@"); break ;;
     *) echo "replan_first_block.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -46,11 +48,11 @@ hw["name"] = f"{hw.get('name', 'profile')} with a weight link {sys.argv[2]}x too
 json.dump(hw, open(sys.argv[3], "w"), indent=1)
 EOF
 if [ ${#job[@]} -eq 0 ]; then
-  python3 - "$work/prompts.jsonl" <<'EOF'
+  python3 - "$work/prompts.jsonl" "$prompts" <<'EOF'
 import json, random, sys
 r = random.Random(1)
 with open(sys.argv[1], "w") as f:
-    for i in range(96):
+    for i in range(int(sys.argv[2])):
         ids = [r.randrange(4, 50000) for _ in range(32)]
         f.write(json.dumps({"id": str(i), "prompt_token_ids": ids, "max_tokens": 32, "ignore_eos": True}) + "\n")
 EOF
