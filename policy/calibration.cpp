@@ -62,6 +62,17 @@ const std::vector<TermRule>& term_rules() {
          hw.mm_flops_decode *= f;
          hw.bmm_flops_decode *= f;
        }},
+      // The stand-in's "gpu" products are the CPU's products: its product rates scale.
+      {"cpu products", "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, gpu_flops.mm_decode, bmm_decode",
+       Task::Compute, [](const CalibrationRun&, const HardwareProfile& hw) { return hw.gpu_is_host; },
+       [](const CalibrationRun& r) { return r.compute_seconds - r.cpu_attention_seconds; },
+       [](HardwareProfile& hw, double f) {
+         for (auto& rate : hw.cpu_product_rates) rate.second *= f;
+         hw.cpu_gemv_bandwidth *= f;
+         hw.cpu_matmul_flops *= f;
+         hw.mm_flops_decode *= f;
+         hw.bmm_flops_decode *= f;
+       }},
   };
   return rules;
 }

@@ -16,6 +16,8 @@
 //   decode products Compute minus CpuAttention in decode (the runtime times CPU
 //                   attention inside the layer's compute) -> gpu_flops.mm_decode and
 //                   bmm_decode (a GPU host only: the stand-in's products are CPU rates)
+//   cpu products    the same seconds on the CPU stand-in -> cpu.product_rates,
+//                   cpu.gemv_bandwidth, cpu.matmul_flops and its gpu_flops decode rates
 // Each factor is the runs' summed predicted over summed measured seconds; the fit
 // repeats until the factors settle, since a rate also moves the thread shares and
 // max() terms around it.
@@ -51,7 +53,7 @@ struct CalibrationRun {
 CalibrationRun calibration_run_from_record(const nlohmann::json& record, const std::string& source);
 
 struct CalibrationTerm {
-  std::string name;    // "weight link", "cpu attention", "decode products"
+  std::string name;    // "weight link", "cpu attention", "decode products", "cpu products"
   std::string fields;  // the profile fields it scales
   int runs = 0;        // runs that priced it; 0: not fitted (factor 1)
   double measured_seconds = 0;

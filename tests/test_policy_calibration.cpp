@@ -82,6 +82,7 @@ TEST(Calibration, RecoversTheRatesThatProducedTheRuns) {
   EXPECT_EQ(term(fit, "cpu attention").runs, 2);
   EXPECT_EQ(term(fit, "decode products").runs, 3);
   for (const auto& t : fit.terms) {
+    if (t.runs == 0) continue;  // cpu products: a GPU host's decode products are not the CPU's
     EXPECT_NEAR(t.predicted_after / t.measured_seconds, 1.0, 1e-3) << t.name;
     EXPECT_GT(std::abs(t.predicted_before / t.measured_seconds - 1.0), 0.1) << t.name;
   }
@@ -103,13 +104,23 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   // Runs priced by the very profile: nothing moves.
   for (const auto& t : fit.terms) EXPECT_NEAR(t.factor, 1.0, 1e-6) << t.name;
 
-  // On the CPU stand-in the "gpu" products run at the CPU's measured rates: not scaled.
+  // On the CPU stand-in the "gpu" products run at the CPU's measured rates: the GPU
+  // term is not fitted, the CPU's product rates are.
   HardwareProfile stand_in = base;
   stand_in.gpu_is_host = true;
-  const Calibration host = calibrate(stand_in, {measured_under(base, "opt-13b", offloaded(24, 70))});
+  stand_in.cpu_product_rates = {{1, 20e9}, {16, 10e9}, {64, 3e9}};
+  HardwareProfile slower_products = stand_in;
+  for (auto& rate : slower_products.cpu_product_rates) rate.second *= 0.5;
+  slower_products.mm_flops_decode *= 0.5;
+  slower_products.bmm_flops_decode *= 0.5;
+  const Calibration host = calibrate(stand_in, {measured_under(slower_products, "opt-13b", offloaded(24, 70))});
   EXPECT_EQ(term(host, "decode products").runs, 0);
-  EXPECT_EQ(host.profile.mm_flops_decode, stand_in.mm_flops_decode);
+  EXPECT_EQ(term(host, "cpu products").runs, 1);
+  EXPECT_NEAR(term(host, "cpu products").factor, 0.5, 0.005);
+  EXPECT_NEAR(host.profile.cpu_product_rates[1].second, 5e9, 5e7);
   EXPECT_NE(calibration_table(host).find("not fitted"), std::string::npos);
+  // On a GPU host the CPU's products are not the decode's: not fitted.
+  EXPECT_EQ(term(fit, "cpu products").runs, 0);
 
   // Decode products held at the weight-read floor (FLOP rates far above it): no FLOP
   // rate moves their prediction, so the term is left unfitted rather than compounded.
@@ -141,7 +152,9 @@ TEST(Calibration, TheGpuWindowsRunsMatchTermByTermAndStayWithinTheirBands) {
     runs.push_back(calibration_run_from_record(records.back(), name));
   }
   const Calibration fit = calibrate(measured, runs);
+  EXPECT_EQ(term(fit, "cpu products").runs, 0);  // a GPU host's decode products are the GPU's
   for (const auto& t : fit.terms) {
+    if (t.name == "cpu products") continue;
     ASSERT_EQ(t.runs, 2) << t.name;
     EXPECT_NEAR(t.predicted_after / t.measured_seconds, 1.0, 0.01) << t.name;
   }

@@ -161,7 +161,7 @@ void setup_profile_command(CLI::App& app) {
       ->capture_default_str()->check(positive());
   cmd->add_option("--calibrate-from", options->calibrate_from,
                   "Measure nothing: rescale the profile's decode rates (weight link, CPU attention, GPU decode "
-                  "products) until the cost model predicts these `tiergen bench --json` records' per-task seconds")
+                  "products, or the CPU's products on a host standing in for the GPU) until the cost model predicts these `tiergen bench --json` records' per-task seconds")
       ->check(CLI::ExistingFile);
   cmd->add_option("--hw", options->hw, "With --calibrate-from: the profile to rescale (a file or a built-in name; "
                   "default: this host's cached profile, else the built-in default)");
