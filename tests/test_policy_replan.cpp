@@ -17,8 +17,18 @@ namespace {
 
 constexpr uint64_t kGiB = uint64_t(1) << 30;
 
+HardwareProfile with_link_times(HardwareProfile hw, double factor) {
+  hw.cpu_to_gpu *= factor;
+  return hw;
+}
+
+// OPT-30B at 16 GiB of GPU memory on the h100-spr profile (`truth`), planned on the same
+// profile with a weight link 10x too fast (`wrong`), CPU weight compute left out so that
+// the weight link prices every streamed weight.
 struct Job {
   model::Spec spec = model::resolve_spec("opt-30b");
+  HardwareProfile truth = *builtin_profile("h100-spr");
+  HardwareProfile wrong = with_link_times(truth, 10);
   runtime::Workload workload{512, 32, 1024};
   runtime::Budgets budgets{16 * kGiB, 200 * kGiB, 0};
   SearchOptions options;
@@ -43,17 +53,16 @@ struct Job {
     r.compute_seconds = seconds(Task::Compute) + r.cpu_attention_seconds;
     return r;
   }
+  // The re-plan of `current`, searched on the wrong link, after a first block on the true one.
+  ReplanInput wrong_link_input(const runtime::Policy& current) const {
+    return {current, workload, wrong, first_block(truth, current)};
+  }
   ReplanDecision replan(const runtime::Policy& current, const HardwareProfile& planned_on,
                         const HardwareProfile& truth, ReplanScope scope = ReplanScope::AnyPlan) const {
     ReplanInput in{current, workload, planned_on, first_block(truth, current), scope};
     return replan_after_first_block(in, [&](const HardwareProfile& hw) { return search(hw); });
   }
 };
-
-HardwareProfile with_link_times(HardwareProfile hw, double factor) {
-  hw.cpu_to_gpu *= factor;
-  return hw;
-}
 
 double factor_of(const ReplanDecision& d, const std::string& term) {
   for (const CalibrationTerm& t : d.calibration.terms) {
@@ -64,8 +73,8 @@ double factor_of(const ReplanDecision& d, const std::string& term) {
 
 TEST(Replan, ALinkSlowerThanProfiledReplansToThePlanOfTheTrueLink) {
   const Job job;
-  const HardwareProfile truth = *builtin_profile("h100-spr");
-  const HardwareProfile wrong = with_link_times(truth, 10);
+  const HardwareProfile& truth = job.truth;
+  const HardwareProfile& wrong = job.wrong;
   const runtime::Policy current = job.search(wrong);
   ASSERT_GT(current.w_cpu_percent, 0) << "the plan on a fast link streams weights: " << current.describe();
   const runtime::Policy right = job.search(truth);
@@ -86,10 +95,8 @@ TEST(Replan, ALinkSlowerThanProfiledReplansToThePlanOfTheTrueLink) {
 // A new plan must save more than placing the weights again costs.
 TEST(Replan, AWinSmallerThanTheRebuildKeepsThePlan) {
   const Job job;
-  const HardwareProfile truth = *builtin_profile("h100-spr");
-  const HardwareProfile wrong = with_link_times(truth, 10);
-  const runtime::Policy current = job.search(wrong);
-  ReplanInput in{current, job.workload, wrong, job.first_block(truth, current)};
+  const runtime::Policy current = job.search(job.wrong);
+  ReplanInput in = job.wrong_link_input(current);
   in.remaining_tokens = 1000.0 * 32;
   const auto search = [&](const HardwareProfile& hw) { return job.search(hw); };
   in.rebuild_seconds = 1;
@@ -105,7 +112,7 @@ TEST(Replan, AWinSmallerThanTheRebuildKeepsThePlan) {
 
 TEST(Replan, AFirstBlockMeasuredAsPredictedKeepsThePlan) {
   const Job job;
-  const HardwareProfile truth = *builtin_profile("h100-spr");
+  const HardwareProfile& truth = job.truth;
   const runtime::Policy current = job.search(truth);
   const ReplanDecision d = job.replan(current, truth, truth);
   EXPECT_FALSE(d.replanned) << d.reason;
@@ -115,8 +122,8 @@ TEST(Replan, AFirstBlockMeasuredAsPredictedKeepsThePlan) {
 
 TEST(Replan, WhereProductsFollowTheirBatchOnlyTheHomesMayMove) {
   const Job job;
-  const HardwareProfile truth = *builtin_profile("h100-spr");
-  const HardwareProfile wrong = with_link_times(truth, 10);
+  const HardwareProfile& truth = job.truth;
+  const HardwareProfile& wrong = job.wrong;
   const runtime::Policy current = job.search(wrong);
   ASSERT_NE(replan_forbidden_change(current, job.search(truth), ReplanScope::PlacementOnly), "");
   const ReplanDecision d = job.replan(current, wrong, truth, ReplanScope::PlacementOnly);
@@ -163,11 +170,9 @@ TEST(Replan, ForbiddenChangesAreNamed) {
 
 TEST(Replan, NothingToFitOrNothingThatFitsKeepsThePlan) {
   const Job job;
-  const HardwareProfile truth = *builtin_profile("h100-spr");
-  const HardwareProfile wrong = with_link_times(truth, 10);
-  const runtime::Policy current = job.search(wrong);
+  const runtime::Policy current = job.search(job.wrong);
 
-  ReplanInput no_decode{current, job.workload, wrong, job.first_block(truth, current)};
+  ReplanInput no_decode = job.wrong_link_input(current);
   no_decode.first_block.decode_layer_runs = 0;
   no_decode.first_block.weight_load_seconds = no_decode.first_block.cpu_attention_seconds =
       no_decode.first_block.compute_seconds = 0;
@@ -181,7 +186,7 @@ TEST(Replan, NothingToFitOrNothingThatFitsKeepsThePlan) {
   EXPECT_EQ(searches, 0);
   EXPECT_NE(d.reason.find("measured no decode task"), std::string::npos) << d.reason;
 
-  ReplanInput measured{current, job.workload, wrong, job.first_block(truth, current)};
+  const ReplanInput measured = job.wrong_link_input(current);
   d = replan_after_first_block(measured, [](const HardwareProfile&) -> runtime::Policy {
     throw InfeasibleError("nothing fits");
   });
