@@ -6,7 +6,8 @@
 #
 # PROFILE is this host's profile (default: `tiergen profile --quick`, measured once
 # here); the "wrong" profile is the same with its weight link F times too fast (default
-# 100), so that the plan searched on it streams weights it should not. Each round runs,
+# 100: bandwidth.cpu_to_gpu and cpu_to_gpu_cache), so that the plan searched on it
+# streams weights it should not. Each round runs,
 # interleaved, the same job three ways:
 #   wrong-kept      the wrong profile's plan for every block (--no-replan)
 #   wrong-replanned the wrong profile's plan for the first block, then the re-plan
@@ -14,7 +15,8 @@
 # and prints the wall seconds and generated tokens/s of each (median over rounds) with
 # the ratios to wrong-kept, and checks that the three results files are identical.
 # GENERATE FLAGS set the job (default: opt-125m dummy weights on --device cpu, N (96)
-# prompts of 32 token ids, 32 new tokens, gpu budget 350MiB, no CPU weight compute).
+# prompts of 32 token ids, 32 new tokens, gpu budget 350MiB, no CPU weight compute;
+# --prompts applies to that default job only).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -37,7 +39,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tiergen-replan.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 if [ -z "$hw" ]; then
   hw="$work/host.json"
-  "$tiergen" profile --quick --out "$hw" 2>/dev/null
+  "$tiergen" profile --quick --out "$hw" 2>"$work/profile.log" ||
+    { cat "$work/profile.log" >&2; echo "replan_first_block.sh: tiergen profile failed" >&2; exit 1; }
 fi
 python3 - "$hw" "$factor" "$work/wrong.json" <<'EOF'
 import json, sys
@@ -66,7 +69,8 @@ run() {  # name profile flags...
   local start end
   start=$(date +%s.%N)
   "$tiergen" generate "${job[@]}" --hw "$profile" -o "$work/$name.jsonl" --overwrite -q \
-    --stats-json "$work/$name.stats.json" "$@" 2>"$work/$name.log"
+    --stats-json "$work/$name.stats.json" "$@" 2>"$work/$name.log" ||
+    { tail -20 "$work/$name.log" >&2; echo "replan_first_block.sh: the $name run failed" >&2; exit 1; }
   end=$(date +%s.%N)
   python3 - "$work/$name.stats.json" "$start" "$end" "$name" >>"$work/rows.txt" <<'EOF'
 import json, sys
@@ -83,7 +87,8 @@ for ((round = 1; round <= rounds; ++round)); do
   cmp -s "$work/wrong-kept.jsonl" "$work/wrong-replanned.jsonl" && cmp -s "$work/wrong-kept.jsonl" "$work/right.jsonl" ||
     { echo "replan_first_block.sh: the three runs' results differ (round $round)" >&2; exit 1; }
 done
-grep -h -E "re-planned|plan kept|policy for the remaining" "$work/wrong-replanned.log" | sed 's/^\[[^]]*\] \[info\] //'
+{ grep -h -E "re-planned|plan kept|policy for the remaining" "$work/wrong-replanned.log" ||
+    echo "(no re-plan: a job of one block, or a given policy)"; } | sed 's/^\[[^]]*\] \[info\] //'
 python3 - "$work/rows.txt" <<'EOF'
 import statistics, sys
 rows = {}

@@ -30,7 +30,12 @@ struct TermRule {
   std::function<bool(const CalibrationRun&, const HardwareProfile&)> eligible;
   std::function<double(const CalibrationRun&)> measured;
   std::function<void(HardwareProfile&, double)> scale;
+  // Whether the term is one of this kind of profile's (null: every profile's).
+  bool (*applies)(const HardwareProfile&) = nullptr;
 };
+
+bool gpu_is_a_gpu(const HardwareProfile& hw) { return !hw.gpu_is_host; }
+bool gpu_is_the_host(const HardwareProfile& hw) { return hw.gpu_is_host; }
 
 bool weights_streamed_from_cpu(const runtime::Policy& p) {
   const double on_disk = 100 - p.w_gpu_percent - p.w_cpu_percent;
@@ -61,9 +66,11 @@ const std::vector<TermRule>& term_rules() {
        [](HardwareProfile& hw, double f) {
          hw.mm_flops_decode *= f;
          hw.bmm_flops_decode *= f;
-       }},
+       },
+       gpu_is_a_gpu},
       // The stand-in's "gpu" products are the CPU's products: its product rates scale.
-      {"cpu products", "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, gpu_flops.mm_decode, bmm_decode",
+      {"cpu products",
+       "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, gpu_flops.mm_decode, gpu_flops.bmm_decode",
        Task::Compute, [](const CalibrationRun&, const HardwareProfile& hw) { return hw.gpu_is_host; },
        [](const CalibrationRun& r) { return r.compute_seconds - r.cpu_attention_seconds; },
        [](HardwareProfile& hw, double f) {
@@ -72,7 +79,8 @@ const std::vector<TermRule>& term_rules() {
          hw.cpu_matmul_flops *= f;
          hw.mm_flops_decode *= f;
          hw.bmm_flops_decode *= f;
-       }},
+       },
+       gpu_is_the_host},
   };
   return rules;
 }
@@ -150,6 +158,7 @@ Calibration calibrate(const HardwareProfile& base, const std::vector<Calibration
   for (size_t i = 0; i < term_rules().size(); ++i) {
     const TermRule& rule = term_rules()[i];
     CalibrationTerm term{rule.name, rule.fields};
+    term.applies = rule.applies == nullptr || rule.applies(base);
     for (const CalibrationRun& r : runs) {
       if (!rule.eligible(r, base) || rule.measured(r) <= 0) continue;
       admitted[i].push_back(&r);
@@ -196,6 +205,11 @@ std::string calibration_table(const Calibration& c) {
   std::string out = fmt::format("{:<16}{:>5}{:>14}{:>14}{:>14}{:>9}  {}\n", "decode term", "runs", "measured s",
                                 "predicted s", "after fit s", "factor", "scales");
   for (const CalibrationTerm& t : c.terms) {
+    if (!t.applies) {
+      out += fmt::format("{:<16}{:>5}  not this profile's term (its decode products are {})\n", t.name, 0,
+                         c.profile.gpu_is_host ? "the CPU's" : "the GPU's");
+      continue;
+    }
     if (t.runs == 0) {
       out += fmt::format("{:<16}{:>5}  not fitted: no run priced it alone  ({})\n", t.name, 0, t.fields);
       continue;

@@ -61,6 +61,7 @@ struct CalibrationTerm {
   double predicted_after = 0;   // under the calibrated one
   double factor = 1;            // calibrated rate / base rate
   bool identifiable = true;     // false: the rate did not move these runs' prediction (left as it was)
+  bool applies = true;          // false: not a term of this kind of profile (GPU host or CPU stand-in)
 };
 
 struct Calibration {

@@ -52,6 +52,20 @@ std::string replan_forbidden_change(const runtime::Policy& a, const runtime::Pol
       a.cpu_weight_compute_layer_percent != b.cpu_weight_compute_layer_percent) {
     return "where the weights' products run";
   }
+  // Attention runs per tier of the cache (a kernel for each part), so a new split of
+  // the cache moves rows between attention calls.
+  if (a.cache_gpu_percent != b.cache_gpu_percent || a.cache_cpu_percent != b.cache_cpu_percent) {
+    return "the KV cache's split between tiers";
+  }
+  // Weights multiplied where they live: a new split moves products between devices.
+  if ((a.cpu_weight_compute_prefill || a.cpu_weight_compute_decode) &&
+      (a.w_gpu_percent != b.w_gpu_percent || a.w_cpu_percent != b.w_cpu_percent)) {
+    return "the split of weights multiplied where they live";
+  }
+  // Products split between threads may sum in another order (a GEMM's, not ours).
+  if (a.threads.compute_intra_op != b.threads.compute_intra_op) {
+    return fmt::format("the compute threads {} -> {}", a.threads.compute_intra_op, b.threads.compute_intra_op);
+  }
   return "";
 }
 

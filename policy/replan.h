@@ -12,8 +12,10 @@
 // A re-plan must not change a single output token or score. Where every row's numbers
 // are independent of the rows around it (the CPU's batch-invariant products on exact
 // weights) any plan may follow; elsewhere (CUDA, --cpu-gemm, compressed tensors) only
-// the tensors' homes may move: the same block shape, the same attention and product
-// locations and the same compression, so that every product sees the same rows.
+// homes that no computation follows may move: the weights' (unless multiplied where they
+// live) and the activations'. The block shape, the KV cache's split (attention runs per
+// tier), attention and product locations, compute threads and compression stay, so that
+// every product and attention call sees the same rows.
 #include <functional>
 #include <string>
 
@@ -25,7 +27,7 @@ namespace tiergen::policy {
 
 enum class ReplanScope {
   AnyPlan,        // rows are batch-invariant: block shape and compute locations may change
-  PlacementOnly,  // only the weights', KV cache's and activations' percentages may change
+  PlacementOnly,  // only the homes of weights no product follows there, and of activations
 };
 const char* replan_scope_name(ReplanScope scope);
 

@@ -118,9 +118,14 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   EXPECT_EQ(term(host, "cpu products").runs, 1);
   EXPECT_NEAR(term(host, "cpu products").factor, 0.5, 0.005);
   EXPECT_NEAR(host.profile.cpu_product_rates[1].second, 5e9, 5e7);
-  EXPECT_NE(calibration_table(host).find("not fitted"), std::string::npos);
+  EXPECT_FALSE(term(host, "decode products").applies);
+  EXPECT_NE(calibration_table(host).find("not this profile's term (its decode products are the CPU's)"),
+            std::string::npos) << calibration_table(host);
   // On a GPU host the CPU's products are not the decode's: not fitted.
   EXPECT_EQ(term(fit, "cpu products").runs, 0);
+  EXPECT_FALSE(term(fit, "cpu products").applies);
+  EXPECT_NE(calibration_table(fit).find("not this profile's term (its decode products are the GPU's)"),
+            std::string::npos) << calibration_table(fit);
 
   // Decode products held at the weight-read floor (FLOP rates far above it): no FLOP
   // rate moves their prediction, so the term is left unfitted rather than compounded.

@@ -141,9 +141,26 @@ TEST(Replan, ForbiddenChangesAreNamed) {
   runtime::Policy homes = a;
   homes.w_gpu_percent = 20;
   homes.w_cpu_percent = 80;
-  homes.cache_gpu_percent = 0;
-  homes.cache_cpu_percent = 100;
+  homes.act_gpu_percent = 0;
+  homes.act_cpu_percent = 100;
   EXPECT_EQ(replan_forbidden_change(a, homes, ReplanScope::PlacementOnly), "");
+  // Attention runs per tier of the cache; products of weights at home where they live.
+  runtime::Policy cache = a;
+  cache.cache_gpu_percent = 0;
+  cache.cache_cpu_percent = 100;
+  EXPECT_EQ(replan_forbidden_change(a, cache, ReplanScope::PlacementOnly), "the KV cache's split between tiers");
+  EXPECT_EQ(replan_forbidden_change(a, cache, ReplanScope::AnyPlan), "");
+  runtime::Policy at_home = a;
+  at_home.cpu_weight_compute_prefill = at_home.cpu_weight_compute_decode = true;
+  runtime::Policy at_home_moved = at_home;
+  at_home_moved.w_gpu_percent = 20;
+  at_home_moved.w_cpu_percent = 80;
+  EXPECT_EQ(replan_forbidden_change(at_home, at_home_moved, ReplanScope::PlacementOnly),
+            "the split of weights multiplied where they live");
+  runtime::Policy threads = a;
+  threads.threads.compute_intra_op = 3;
+  EXPECT_EQ(replan_forbidden_change(a, threads, ReplanScope::PlacementOnly), "the compute threads 0 -> 3");
+  EXPECT_EQ(replan_forbidden_change(a, threads, ReplanScope::AnyPlan), "");
   runtime::Policy shape = homes;
   shape.gpu_batch_size = 16;
   EXPECT_EQ(replan_forbidden_change(a, shape, ReplanScope::PlacementOnly), "the gpu batch size 8 -> 16");

@@ -319,6 +319,7 @@ runtime::Policy search_policy_again(const EngineFlags& f, const model::Spec& spe
   }
   runtime::Policy p = policy::search_policy(spec, workload, options.budgets, hw, search).policy;
   refine_by_flags(f, p);
+  if (placement_only) p.threads = current.threads;  // a GEMM's sums may follow its threads
   return p;
 }
 

@@ -89,8 +89,9 @@ runtime::Policy make_policy(const EngineFlags& flags, int64_t default_batch_size
                             UnplacedDefault unplaced, std::optional<policy::HardwareProfile>* planned_on = nullptr);
 // make_policy's search again, on another profile (a re-plan after a job's first block,
 // policy/replan.h), with the same options and flag refinements and the lossy choices of
-// `current`; `placement_only`: with `current`'s block shape, and CPU attention and CPU
-// weight compute only where `current` has them.
+// `current`; `placement_only`: with `current`'s block shape and compute threads, and CPU
+// attention and CPU weight compute only where `current` has them (replan.h says what
+// else must stay; a plan that moves it is refused there).
 runtime::Policy search_policy_again(const EngineFlags& flags, const model::Spec& spec,
                                     const runtime::Workload& workload, const runtime::EngineOptions& options,
                                     const policy::HardwareProfile& hw, const runtime::Policy& current,

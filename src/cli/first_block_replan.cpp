@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "kernels/cpu/small_matmul.h"
+#include "tiergen/common/error.h"
 
 namespace tiergen::cli {
 
@@ -20,7 +21,8 @@ policy::ReplanScope replan_scope(const runtime::DeviceContext& device, const run
 bool job_replans(bool placement_searched, bool no_replan, size_t sequences, const runtime::Policy& policy,
                  policy::ReplanScope scope) {
   if (!placement_searched || no_replan || sequences <= static_cast<size_t>(policy.block_size())) return false;
-  return scope == policy::ReplanScope::AnyPlan || !policy.cpu_weight_compute_decode;
+  return scope == policy::ReplanScope::AnyPlan ||
+         policy.cpu_weight_compute_prefill == policy.cpu_weight_compute_decode;
 }
 
 policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::Policy& policy,
@@ -66,7 +68,21 @@ void run_part(runtime::Engine& engine, const std::vector<runtime::SequenceReques
   engine.generate(subset, [&](size_t k, const runtime::SequenceResult& r) { on_result(part[k], r); }, mapped_token);
 }
 
-policy::ReplanDecision decide(const ReplanContext& c, const std::vector<runtime::SequenceRequest>& requests,
+// --trace holds the new plan's blocks; the first plan's block goes beside it, with
+// ".first-block" before the extension. Never fails the job: a trace is not a result.
+void write_first_block_trace(const runtime::Engine& engine, const std::string& trace_path) {
+  const std::filesystem::path trace(trace_path);
+  const std::filesystem::path first =
+      trace.parent_path() / (trace.stem().string() + ".first-block" + trace.extension().string());
+  try {
+    engine.write_trace(first.string());
+    spdlog::info("trace of the first block's tasks (the first plan): {}", first.string());
+  } catch (const std::exception& e) {
+    spdlog::warn("the first block's trace could not be written to {}: {}", first.string(), e.what());
+  }
+}
+
+policy::ReplanDecision decide_replan(const ReplanContext& c, const std::vector<runtime::SequenceRequest>& requests,
                               const std::vector<size_t>& first, const std::vector<size_t>& rest,
                               const runtime::Policy& current, const runtime::Stats& first_block_stats) {
   std::vector<runtime::SequenceRequest> first_requests;
@@ -100,7 +116,7 @@ ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::
   for (const auto& block : rest_blocks) rest.insert(rest.end(), block.begin(), block.end());
   engine->generate_blocks(requests, {blocks.front()}, requests.size(), on_result, on_token);
   try {
-    job.decision = decide(c, requests, blocks.front(), rest, policy, engine->stats());
+    job.decision = decide_replan(c, requests, blocks.front(), rest, policy, engine->stats());
   } catch (const std::exception& e) {
     job.decision = {};
     job.decision.policy = policy;
@@ -111,13 +127,7 @@ ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::
     job.first_plan_stats = std::make_unique<runtime::Stats>();
     job.first_plan_stats->absorb(engine->stats());
     job.sequences_on_last_plan = rest.size();
-    if (!c.flags.trace.empty()) {  // --trace then holds the new plan's blocks
-      const std::filesystem::path trace(c.flags.trace);
-      const std::filesystem::path first_trace =
-          trace.parent_path() / (trace.stem().string() + ".first-block" + trace.extension().string());
-      engine->write_trace(first_trace.string());
-      spdlog::info("trace of the first block's tasks (the first plan): {}", first_trace.string());
-    }
+    if (!c.flags.trace.empty()) write_first_block_trace(*engine, c.flags.trace);
     engine.reset();  // its weights' memory goes before the new placement takes any
     try {
       engine.emplace(c.spec, c.weights, job.decision.policy, c.options, c.max_workload);
@@ -128,7 +138,13 @@ ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::
       job.decision.replanned = false;
       job.decision.policy = policy;
       job.decision.reason = fmt::format("plan kept: the re-planned engine could not be built: {}", e.what());
-      engine.emplace(c.spec, c.weights, policy, c.options, c.max_workload);
+      try {
+        engine.emplace(c.spec, c.weights, policy, c.options, c.max_workload);
+      } catch (const std::exception& again) {
+        throw Error(fmt::format("after the first block, the engine could not be built again for the first plan "
+                                "either: {}; the finished results are kept: rerun the job with --resume",
+                                again.what()));
+      }
     }
   }
   const bool same_block_shape = policy.gpu_batch_size == job.first_plan.gpu_batch_size &&

@@ -27,8 +27,10 @@ policy::ReplanScope replan_scope(const runtime::DeviceContext& device, const run
 // Whether a job re-plans: its plan was searched (not given), it runs in one process,
 // it has more than one block, --no-replan is not set, and running its first block on
 // its own computes every row as the whole job would. Where products follow their batch
-// that excludes CPU weight compute in decode: a block that refills gpu batches beside
-// another's decode multiplies the loaded weights instead (block_runner.h).
+// that excludes CPU weight compute in one phase only: run whole, the job refills the
+// first block's finished gpu batches while its other batches decode, and such a mixed
+// pass takes the prefill's weights for both (block_runner.h), loaded or at home; run
+// alone, the first block's decode would take the decode's.
 bool job_replans(bool placement_searched, bool no_replan, size_t sequences, const runtime::Policy& policy,
                  policy::ReplanScope scope);
 
@@ -56,6 +58,7 @@ struct ReplanContext {
 struct ReplannedJob {
   policy::ReplanDecision decision;
   runtime::Policy first_plan;
+  // The first engine's stats outlive it (Stats holds a mutex: neither copied nor moved).
   std::unique_ptr<runtime::Stats> first_plan_stats;  // null: one engine ran every block
   size_t sequences_on_last_plan = 0;
 };

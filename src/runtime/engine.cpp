@@ -110,7 +110,7 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
 
 Engine::~Engine() = default;
 
-std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceRequest>& requests) const {
+std::vector<std::vector<size_t>> Engine::blocks(const std::vector<SequenceRequest>& requests) const {
   const size_t block_size = static_cast<size_t>(policy_.block_size());
   const size_t window = block_size * static_cast<size_t>(std::max<int64_t>(1, options_.length_window_blocks));
   std::vector<std::vector<size_t>> blocks;
@@ -134,10 +134,6 @@ std::vector<std::vector<size_t>> Engine::make_blocks(const std::vector<SequenceR
     }
   }
   return blocks;
-}
-
-std::vector<std::vector<size_t>> Engine::blocks(const std::vector<SequenceRequest>& requests) const {
-  return make_blocks(requests);
 }
 
 PipelineStage Engine::pipeline_stage() const { return PipelineStage{stage_.layers, options_.link.get()}; }
@@ -179,7 +175,7 @@ std::vector<std::vector<size_t>> gpu_batches_of(const std::vector<std::vector<si
 
 void Engine::generate(const std::vector<SequenceRequest>& requests, const ResultCallback& on_result,
                       const TokenCallback& on_token) {
-  generate_blocks(requests, make_blocks(requests), requests.size(), on_result, on_token);
+  generate_blocks(requests, blocks(requests), requests.size(), on_result, on_token);
 }
 
 void Engine::generate_blocks(const std::vector<SequenceRequest>& requests,

@@ -59,10 +59,11 @@ class Engine {
   std::vector<SequenceResult> generate(const std::vector<SequenceRequest>& requests);
 
   // A job run in parts (a re-planned job, src/cli/first_block_replan.h): the blocks
-  // `generate(requests)` runs, in order (indices into `requests`), and the run of some
-  // of them exactly as the whole job's run would make them: the same gpu batches (the
-  // runner of a job of `job_sequences`), so that each part computes every row as the
-  // whole job would.
+  // `generate(requests)` runs, in order (indices into `requests`; prompts sorted by
+  // length within windows of blocks), and the run of some of them in the whole job's
+  // gpu batches (the runner of a job of `job_sequences`). A part does not refill its
+  // batches from the next part, so where a mixed refill pass computes differently
+  // (first_block_replan.h: job_replans) the caller must not split the job.
   std::vector<std::vector<size_t>> blocks(const std::vector<SequenceRequest>& requests) const;
   void generate_blocks(const std::vector<SequenceRequest>& requests, const std::vector<std::vector<size_t>>& blocks,
                        size_t job_sequences, const ResultCallback& on_result, const TokenCallback& on_token = {});
@@ -78,7 +79,6 @@ class Engine {
   void clear_trace();
 
  private:
-  std::vector<std::vector<size_t>> make_blocks(const std::vector<SequenceRequest>& requests) const;
   // The runner for a job of `sequences` (a job smaller than a block runs at its own size).
   BlockRunner& runner_for(size_t sequences);
   PipelineStage pipeline_stage() const;
