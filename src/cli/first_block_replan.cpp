@@ -82,9 +82,10 @@ void write_first_block_trace(const runtime::Engine& engine, const std::string& t
   }
 }
 
+// The decision after the first block (`first`), for the remaining requests (`rest`).
 policy::ReplanDecision decide_replan(const ReplanContext& c, const std::vector<runtime::SequenceRequest>& requests,
-                              const std::vector<size_t>& first, const std::vector<size_t>& rest,
-                              const runtime::Policy& current, const runtime::Stats& first_block_stats) {
+                                     const std::vector<size_t>& first, const std::vector<size_t>& rest,
+                                     const runtime::Policy& current, const runtime::Stats& first_block_stats) {
   std::vector<runtime::SequenceRequest> first_requests;
   for (const size_t i : first) first_requests.push_back(requests[i]);
   policy::ReplanInput in;
