@@ -43,7 +43,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 echo "== running tests (ASAN_OPTIONS=$ASAN_OPTIONS UBSAN_OPTIONS=$UBSAN_OPTIONS)"
 status=0
-SHARD_JOBS=$jobs bash "$root/tests/run_gtest_shards.sh" "$build/tiergen_tests" "${filter:-*}" || status=$?
+SHARD_JOBS=$jobs bash "$root/tests/run_gtest_shards.sh" "$build/tiergen_tests" "${filter:-$asan_gtest_filter}" || status=$?
 end=$(date +%s)
 echo "== run_asan: build $((built - start)) s, tests $((end - built)) s, exit $status"
 exit $status

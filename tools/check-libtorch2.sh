@@ -42,9 +42,11 @@ if [ "${TIERGEN_TRIXIE_ASAN:-0}" = 1 ]; then
   source "$repo/tests/asan_settings.sh"
   build_type=("${asan_cmake_args[@]}")
   test_env=("ASAN_OPTIONS=$asan_options" "UBSAN_OPTIONS=$ubsan_options" OMP_NUM_THREADS=1)
+  gtest_filter=$asan_gtest_filter
 else
   build_type=(-DCMAKE_BUILD_TYPE=Release)
   test_env=()
+  gtest_filter='*'
 fi
 # Called as `build_and_test || status=$?`, where set -e does not apply inside: each
 # step returns on failure itself, so that a failing step is never hidden by the next.
@@ -54,8 +56,8 @@ build_and_test() {
     -DTIERGEN_BUILD_FUZZERS=OFF -DTIERGEN_BUILD_BENCHES=OFF ${TIERGEN_CMAKE_ARGS:-} >/dev/null || return
   trixie_time build trixie_run "$root" cmake --build /build -j"$(nproc)" || return
   # The GoogleTest suite as one process per core, then the script tests (as run-tests.sh).
-  trixie_time gtest trixie_run "$root" env "${test_env[@]}" SHARD_LOG_DIR=/build \
-    bash -c 'cd /build && bash /src/tiergen/tests/run_gtest_shards.sh /build/tiergen_tests' || return
+  trixie_time gtest trixie_run "$root" env "${test_env[@]}" SHARD_LOG_DIR=/build GTEST_SUITE_FILTER="$gtest_filter" \
+    bash -c 'cd /build && bash /src/tiergen/tests/run_gtest_shards.sh /build/tiergen_tests "$GTEST_SUITE_FILTER"' || return
   trixie_time ctest trixie_run "$root" ctest --test-dir /build --output-on-failure -j"$(nproc)" --timeout 300 -LE 'gtest|isa_levels'
 }
 status=0
