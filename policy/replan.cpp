@@ -91,7 +91,6 @@ ReplanDecision replan_after_first_block(const ReplanInput& in,
   }
   d.searched_throughput = total_throughput(searched, in, hw);
   d.band = plan_class_band(plan_class(searched));
-  d.searched_description = searched.describe();
   const std::string priced = fmt::format(
       "fitted to the first block ({}), the current plan is priced at {:.3f} tok/s and the best searched plan at "
       "{:.3f} tok/s ({:.2f}x; its class '{}' is trusted to +-{:.0f}%)",

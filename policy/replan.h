@@ -51,7 +51,6 @@ struct ReplanDecision {
   double current_throughput = 0;     // the current plan, priced on the calibrated profile
   double searched_throughput = 0;    // the plan searched on it (0: none searched)
   double band = 0;                   // the searched plan's class band
-  std::string searched_description;  // Policy::describe() of the searched plan
   std::string reason;                // one line for the log: what changed and why, or why not
 };
 
