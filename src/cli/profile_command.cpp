@@ -151,7 +151,9 @@ void setup_profile_command(CLI::App& app) {
                 "~/.cache/tiergen/hw-profile.json)");
   cmd->add_option("--offload-dir", options->profiler.offload_dir, "Directory for the disk test file")
       ->check(CLI::ExistingDirectory);
-  cmd->add_flag("--quick", options->profiler.quick, "Small problems and few repetitions (about 10 s)");
+  cmd->add_flag("--quick", options->profiler.quick,
+                "Small problems and few repetitions (seconds; longer where the last-level cache is hundreds of MB, "
+                "as each memory probe spans 4x it)");
   cmd->add_flag("--link", options->link, "Measure the links between the ranks of a pipeline job instead (launched as "
                 "`generate` is: --world-size/--rank/--dist-init, torchrun or mpirun); rank 0 writes the slowest hop "
                 "into the profile given by --out or --cache, which must exist");
