@@ -128,6 +128,23 @@ double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_r
   return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate);
 }
 
+// One weight layer's products on the CPU over its weights at home, one of `rows` rows
+// doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
+// `compressed_dense` the dense bytes of the part stored compressed. Compressed weights
+// are multiplied in place for few rows (their stored bytes read at the few-row rate);
+// for more rows, through a dense copy made once per layer load.
+double cpu_products_at_home(const Terms& t, double rows, double flops, double stored, double dense,
+                            double compressed_dense) {
+  const double gpu_batches = double(t.policy.num_gpu_batches);
+  if (!t.policy.compress_weight.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops);
+  // The portable limit: bf16 activations on AVX-512 BF16 keep twice the rows in place
+  // (kernels::quantized_in_place_max_rows), which this prices as a dense copy.
+  if (rows <= double(kernels::kQuantizedInPlaceMaxRows)) {
+    return gpu_batches * std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate());
+  }
+  return compressed_dense / t.hw.cpu_dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops);
+}
+
 // The layer's matmuls for the whole block on the CPU, over weights as they live at
 // home: one product of gpu_batch_size x `tokens` rows per gpu batch. Compressed weights
 // are multiplied in place for few rows (their stored bytes read at the few-row rate);
@@ -136,15 +153,8 @@ double cpu_matmul_seconds(const Terms& t, double tokens) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
   const double rows = double(t.policy.gpu_batch_size) * tokens;
   const double flops = t.bls * tokens * t.sizes.linear_flops_per_token() / gpu_batches;
-  const runtime::CompressionConfig& compress = t.policy.compress_weight;
-  if (!compress.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, t.w, flops);
-  // The portable limit: bf16 activations on AVX-512 BF16 keep twice the rows in place
-  // (kernels::quantized_in_place_max_rows), which this prices as a dense copy.
-  if (rows <= double(kernels::kQuantizedInPlaceMaxRows)) {
-    return gpu_batches * std::max(flops / t.hw.cpu_matmul_rate(), t.w / t.hw.cpu_gemv_rate());
-  }
-  return t.sizes.layer_compressed_dense_bytes(compress) / t.hw.cpu_dequantize +
-         gpu_batches * t.hw.cpu_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops);
+  return cpu_products_at_home(t, rows, flops, t.w, t.sizes.layer_weight_dense_bytes(),
+                              t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight));
 }
 
 // The share of the layers whose host-resident weights are multiplied at home in this
@@ -294,13 +304,29 @@ PhaseModel build_decode(const Terms& t) {
 PhaseModel build_edges(const Terms& t, bool prefill) {
   PhaseModel phase = empty_phase(t, 2);
   const runtime::CompressionConfig& compress = t.policy.compress_weight;
-  add_weight_terms(t, t.sizes.edge_weight_bytes(compress), t.sizes.edge_compressed_dense_bytes(compress), 0, phase);
+  // With CPU weight compute in this phase, at any share of the decoder layers, the
+  // runtime looks the embedding up and multiplies the head where they live
+  // (runtime::weight_multiplied_at_home): the host part of both never crosses.
+  const double at_home = at_home_share(t.policy, prefill) > 0 ? 1.0 : 0.0;
+  add_weight_terms(t, t.sizes.edge_weight_bytes(compress), t.sizes.edge_compressed_dense_bytes(compress), at_home,
+                   phase);
   add_activation_terms(t, prefill ? t.s : 1,
                        prefill ? t.hw.cpu_to_disk_hidden_prefill : t.hw.cpu_to_disk_decode, phase);
   const double rows = double(t.policy.gpu_batch_size);
   const double flops = rows * t.sizes.head_flops_per_token();
-  const double per_batch = t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode);
-  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(double(t.policy.num_gpu_batches) * per_batch));
+  const double on_device = double(t.policy.num_gpu_batches) *
+                           t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode);
+  if (at_home <= 0) {
+    phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_device));
+    return phase;
+  }
+  // The head's product; the embedding's lookup reads a few rows of its table.
+  const double on_cpu = cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress),
+                                             t.sizes.head_dense_bytes(), t.sizes.head_compressed_dense_bytes(compress));
+  const double crossing = t.bls * (t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
+                                   t.sizes.logits_bytes_per_token() / t.hw.cpu_to_gpu);
+  phase.add(Lane::Compute, Task::Compute, RT::Compute,
+            Linear::sum(on_device, {kWg}) + Linear::sum(on_cpu + crossing, {kWc, kWn}));
   return phase;
 }
 

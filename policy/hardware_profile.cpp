@@ -197,11 +197,8 @@ double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, do
 double HardwareProfile::device_product_seconds(double rows, double weight_bytes, double flops,
                                                double flops_rate) const {
   const auto& timed = cpu_product_rates;
-  if (gpu_is_host && !timed.empty() && rows <= double(timed.back().first)) {
-    return cpu_product_seconds(rows, weight_bytes, flops);
-  }
+  if (gpu_is_host && !timed.empty()) return cpu_product_seconds(rows, weight_bytes, flops);
   const double read_rate = !gpu_is_host            ? gpu_memory_bandwidth
-                           : !timed.empty()         ? timed.back().second
                            : cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth
                                                     : gpu_memory_bandwidth;
   return std::max(flops / flops_rate, weight_bytes / read_rate);

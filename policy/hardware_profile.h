@@ -113,9 +113,11 @@ struct HardwareProfile {
   // dense weights doing `flops` at `flops_rate`: never faster than reading the weights
   // (the roofline of decode's few rows). A host standing in for the GPU multiplies with
   // the same kernels over the same memory as a CPU weight-compute product, so it is
-  // priced as one (cpu_product_seconds within the timed rows; beyond them, never faster
-  // per byte than the most rows timed; without the table, its few-row rate), not by its
-  // memcpy rate, gpu_memory_bandwidth, which would price the same product differently.
+  // priced as one at every row count (cpu_product_seconds: prefill's many rows at the
+  // many-row rate the profile timed through the runtime's product, not LibTorch's GEMM
+  // rate `flops_rate`, which the batch-invariant kernels do not reach: 3.9x apart on a
+  // 2-core Xeon with AMX); without the table, its few-row rate, not its memcpy rate,
+  // gpu_memory_bandwidth, which would price the same product differently.
   double device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate) const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;

@@ -29,6 +29,7 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
   query_dim_ = spec.num_heads * spec.head_dim;
   kv_dim_ = spec.kv_dim();
   hidden_row_ = std::max(spec.hidden_size, spec.word_embed_proj_dim);
+  vocab_size_ = spec.vocab_size;
 }
 
 double ModelSizes::stored(const model::WeightLayer& layer, const runtime::CompressionConfig& compress) const {

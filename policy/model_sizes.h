@@ -36,9 +36,16 @@ class ModelSizes {
   // decoder layer every token): bytes at home, and dense bytes of their compressed tensors.
   double edge_weight_bytes(const runtime::CompressionConfig& compress) const;
   double edge_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
+  // The head's layer alone: bytes at home, and dense bytes of its compressed tensors.
+  double head_weight_bytes(const runtime::CompressionConfig& compress) const { return stored(head_, compress); }
+  double head_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {
+    return compressed_dense(head_, compress);
+  }
   // The head's product for one token: FLOPs, and the dense bytes of its matrix.
   double head_flops_per_token() const { return head_flops_; }
   double head_dense_bytes() const { return head_flops_ / 2.0 * dtype_bytes_; }
+  // One position's logits: what a head multiplied on the CPU sends back to the device.
+  double logits_bytes_per_token() const { return double(vocab_size_) * dtype_bytes_; }
   // Dense bytes of the decoder layer's tensors that are stored compressed.
   double layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
 
@@ -73,7 +80,7 @@ class ModelSizes {
   double linear_flops_ = 0;
   double head_flops_ = 0;
   double linear_inputs_ = 0, linear_outputs_ = 0;
-  int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0;
+  int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0, vocab_size_ = 0;
 };
 
 }  // namespace tiergen::policy

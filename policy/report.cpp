@@ -278,8 +278,12 @@ nlohmann::json report_json(const SearchResult& result, const ReportContext& c) {
             {"guardrail_best_throughput", result.guardrail_best_throughput},
             {"guardrails_fitted", result.guardrails_fitted},
             {"margin", result.guardrail_margin}}},
-          {"plan_class", {{"name", plan_class_name(plan_class(result.policy))},
-                          {"band", plan_class_band(plan_class(result.policy))}}}};
+          {"plan_class", plan_class_json(result.policy)}};
+}
+
+nlohmann::json plan_class_json(const runtime::Policy& policy) {
+  const PlanClass plan = plan_class(policy);
+  return {{"name", plan_class_name(plan)}, {"band", plan_class_band(plan)}};
 }
 
 }  // namespace tiergen::policy

@@ -27,5 +27,7 @@ std::string format_report(const SearchResult& result, const ReportContext& conte
 //  "workload": {"prompt_len", "gen_len", "num_sequences"}, "exact": bool, "budgets": {"gpu", "cpu", "disk"} (bytes),
 //  "hardware_profile": path}. `generate` and `bench` read the "policy" part.
 nlohmann::json report_json(const SearchResult& result, const ReportContext& context);
+// {"name", "band"}: the policy's plan class and its error band (plan_class.h).
+nlohmann::json plan_class_json(const runtime::Policy& policy);
 
 }  // namespace tiergen::policy

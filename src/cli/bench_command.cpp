@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 
+#include "policy/report.h"
 #include "src/cli/number_checks.h"
 #include "src/cli/bench_report.h"
 #include "src/cli/command.h"
@@ -344,6 +345,7 @@ void run_bench(BenchFlags& f) {
         {"runs", runs_json},
         {"policy", runtime::policy_to_json(policy)},
         {"policy_description", policy.describe()},
+        {"plan_class", policy::plan_class_json(policy)},
         {"exact", policy.exact()},
         {"prediction", predicted ? policy::prediction_to_json(*predicted) : nlohmann::json()},
         {"predicted_vs_measured", predicted ? predicted_vs_measured_json(*predicted, measured, scale)

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The planner against a sweep of hand policies on the CPU stand-in (--device cpu): for
+# each model shape and job shape, `tiergen bench` runs `--policy auto` and then every
+# policy of a grid on the same job (same prompts, same budgets, one profile), one after
+# another in one run of this script; bench/planner_sweep.py then reports auto's measured
+# throughput over the best policy's for each (model, job), and per plan class the
+# predicted/measured ratios against the class's error band.
+#
+#   bench/planner_sweep.sh [-o OUTDIR] [--models LIST] [--jobs LIST] [--hw PROFILE]
+#                          [-r REPS] [--warmup N] [--grid FILE] [--dry-run]
+#
+# --models: comma-separated MODEL@GPU_BUDGET (a preset or a model directory; the gpu
+#   tier's budget, below the model so that placement matters). --jobs: comma-separated
+#   PROMPT_LEN:GEN_LEN:PROMPTS. --hw: the profile every run plans and predicts with
+#   (default: `tiergen profile`, measured once into OUTDIR/profile.json). The grid has
+#   one exact policy per line ("name|flags"); lossy ones are left out because auto
+#   never compresses unless asked. Dummy weights: throughput only.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out="$root/bench/out/planner-sweep-$(date +%Y%m%d-%H%M%S)"
+models="opt-125m@400MiB,$root/bench/suites/llama-sweep-768@320MiB,opt-350m@720MiB"
+jobs="96:4:32,32:16:32,8:32:32"
+hw="" reps=1 warmup=1 grid="" dry=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    -o|--out) out=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --hw) hw=$2; shift 2 ;;
+    -r|--repetitions) reps=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --grid) grid=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "planner_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+tiergen=${TIERGEN:-$root/build/tiergen}
+
+# Every policy multiplies on the CPU standing in for the GPU; they differ in where the
+# weights, cache and activations live (copies between the tiers are real memcpys and
+# disk reads), in where attention and weight products run, and in the block's shape.
+default_grid() {
+  cat <<'GRID'
+host-4x1|--percent 0 100 0 100 0 100 --gpu-batch-size 4 --num-gpu-batches 1
+host-8x4|--percent 0 100 0 100 0 100 --gpu-batch-size 8 --num-gpu-batches 4
+host-16x2|--percent 0 100 0 100 0 100 --gpu-batch-size 16 --num-gpu-batches 2
+host-32x1|--percent 0 100 0 100 0 100 --gpu-batch-size 32 --num-gpu-batches 1
+host-8x4-cpuattn|--percent 0 100 0 100 0 100 --gpu-batch-size 8 --num-gpu-batches 4 --cpu-attention
+host-32x1-cpuattn|--percent 0 100 0 100 0 100 --gpu-batch-size 32 --num-gpu-batches 1 --cpu-attention
+host-2x16-cwc|--percent 0 100 0 100 0 100 --gpu-batch-size 2 --num-gpu-batches 16 --cpu-attention --cpu-weight-compute all
+host-4x2-cwc|--percent 0 100 0 100 0 100 --gpu-batch-size 4 --num-gpu-batches 2 --cpu-attention --cpu-weight-compute all
+host-8x4-cwc|--percent 0 100 0 100 0 100 --gpu-batch-size 8 --num-gpu-batches 4 --cpu-attention --cpu-weight-compute all
+host-16x1-cwc|--percent 0 100 0 100 0 100 --gpu-batch-size 16 --num-gpu-batches 1 --cpu-attention --cpu-weight-compute all
+host-32x1-cwc|--percent 0 100 0 100 0 100 --gpu-batch-size 32 --num-gpu-batches 1 --cpu-attention --cpu-weight-compute all
+host-16x2-cwc-decode|--percent 0 100 0 100 0 100 --gpu-batch-size 16 --num-gpu-batches 2 --cpu-attention --cpu-weight-compute decode
+host-8x4-cwc-overlap-off|--percent 0 100 0 100 0 100 --gpu-batch-size 8 --num-gpu-batches 4 --cpu-attention --cpu-weight-compute all --overlap off
+w30-8x4-cpuattn|--percent 30 70 0 100 0 100 --gpu-batch-size 8 --num-gpu-batches 4 --cpu-attention
+w30-act-gpu-32x1-cpuattn|--percent 30 70 0 100 100 0 --gpu-batch-size 32 --num-gpu-batches 1 --cpu-attention
+w30-16x2-cwc|--percent 30 70 0 100 0 100 --gpu-batch-size 16 --num-gpu-batches 2 --cpu-attention --cpu-weight-compute all
+w30-kv-gpu-8x2|--percent 30 70 100 0 100 0 --gpu-batch-size 8 --num-gpu-batches 2
+kv-gpu-16x2|--percent 0 100 100 0 100 0 --gpu-batch-size 16 --num-gpu-batches 2
+wdisk30-8x4-cwc|--percent 0 70 0 100 0 100 --gpu-batch-size 8 --num-gpu-batches 4 --cpu-attention --cpu-weight-compute all
+wdisk30-32x1-cpuattn|--percent 0 70 0 100 0 100 --gpu-batch-size 32 --num-gpu-batches 1 --cpu-attention
+kvdisk50-8x4-cpuattn|--percent 0 100 0 50 0 100 --gpu-batch-size 8 --num-gpu-batches 4 --cpu-attention
+GRID
+}
+
+IFS=, read -r -a model_list <<< "$models"
+IFS=, read -r -a job_list <<< "$jobs"
+offload=$(mktemp -d "${TMPDIR:-/tmp}/tiergen-planner-sweep.XXXXXX")
+trap 'rm -rf "$offload"' EXIT
+mkdir -p "$out"
+if [ -z "$hw" ]; then
+  hw="$out/profile.json"
+  if [ $dry -eq 1 ]; then echo "$tiergen profile --out $hw --offload-dir $offload"
+  else "$tiergen" profile --out "$hw" --offload-dir "$offload" 2> "$out/profile.log"; fi
+fi
+
+# One bench run; its record goes to DIR/NAME.json, its log beside it. A policy that does
+# not fit the budgets (or fails) is noted in DIR/failed.txt and the sweep goes on.
+run_one() {
+  local dir=$1 name=$2; shift 2
+  local cmd=("$tiergen" bench "$@" --hw "$hw" -r "$reps" --warmup "$warmup" --offload-dir "$offload/disk" -q
+             --json "$dir/$name.json")
+  if [ $dry -eq 1 ]; then echo "${cmd[*]}"; return 0; fi
+  if ! "${cmd[@]}" > "$dir/$name.log" 2>&1; then
+    echo "$name: $(grep -m1 -E '\[error\]|error:' "$dir/$name.log" || tail -1 "$dir/$name.log")" >> "$dir/failed.txt"
+    rm -f "$dir/$name.json"
+  fi
+}
+
+for model_budget in "${model_list[@]}"; do
+  model=${model_budget%@*} budget=${model_budget##*@}
+  for job in "${job_list[@]}"; do
+    IFS=: read -r prompt_len gen_len prompts <<< "$job"
+    dir="$out/$(basename "$model")/s${prompt_len}-n${gen_len}-p${prompts}"
+    mkdir -p "$dir"
+    base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
+          --gpu-mem "$budget")
+    echo "== $(basename "$model") (gpu $budget), s=$prompt_len n=$gen_len prompts=$prompts" >&2
+    run_one "$dir" auto "${base[@]}" --policy auto
+    while IFS= read -r line; do
+      [ -n "$line" ] && [ "${line#\#}" = "$line" ] || continue
+      name=${line%%|*}
+      eval "flags=(${line#*|})"
+      run_one "$dir" "$name" "${base[@]}" "${flags[@]}"
+    done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
+  done
+done
+[ $dry -eq 1 ] || python3 "$here/planner_sweep.py" "$out"
