@@ -4,10 +4,10 @@
     planner_sweep.py OUTDIR          # writes OUTDIR/sweep.csv, prints the markdown tables
 
 OUTDIR/<model>/<job>/ holds one `tiergen bench --json` record per policy (auto.json is
-`--policy auto`) and failed.txt (policies that did not fit or failed). Printed:
+`--policy auto`, auto-lp.json `--policy auto --no-guardrails`) and failed.txt (policies that did not fit or failed). Printed:
 - per (model, job): the best grid policy measured, auto's measured throughput and plan,
   auto over the best (the target: at least 0.95);
-- per plan class: how many runs' predicted total throughput fell within the class's
+- per plan class: how many grid runs' predicted total throughput fell within the class's
   error band of the measured one (relative error = predicted / measured - 1).
 
 Only the Python standard library: the suites run on a bare Debian box.
@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_records  # noqa: E402
 
 TARGET = 0.95
+SEARCHED = ("auto", "auto-lp")  # the searched runs; the rest are the grid's policies
 
 
 def cases(outdir):
@@ -66,19 +67,22 @@ def write_csv(outdir, all_cases):
 
 def auto_table(all_cases):
     lines = ["| model | job (s:n:prompts) | policies run / failed | best policy | best tok/s | "
-             "auto's plan | auto tok/s | auto / best | auto predicted / measured |",
-             "|---|---|--:|---|--:|---|--:|--:|--:|"]
+             "auto's plan | auto tok/s | auto / best | auto predicted / measured | auto-lp / best |",
+             "|---|---|--:|---|--:|---|--:|--:|--:|--:|"]
     met = total = 0
     for model, job, records, failed in all_cases:
-        grid = {n: r for n, r in records.items() if n != "auto"}
+        grid = {n: r for n, r in records.items() if n not in SEARCHED}
+        grid_failed = [f for f in failed if f.split(":", 1)[0] not in SEARCHED]
         auto = records.get("auto")
+        lp = records.get("auto-lp")
         if not grid:
             continue
         best_name = max(grid, key=lambda n: grid[n]["total_throughput"])
         best = grid[best_name]["total_throughput"]
         if auto is None:
-            lines.append(f"| {model} | {job} | {len(grid)} / {len(failed)} | {best_name} | {best:.1f} | "
-                         f"(auto failed) | - | - | - |")
+            lines.append(f"| {model} | {job} | {len(grid)} / {len(grid_failed)} | {best_name} | {best:.1f} | "
+                         f"(auto failed) | - | - | - | "
+                         f"{(lp['total_throughput'] / best) if lp else float('nan'):.2f} |")
             total += 1
             continue
         ratio = auto["total_throughput"] / best
@@ -86,9 +90,10 @@ def auto_table(all_cases):
         total += 1
         met += ratio >= TARGET
         plan = f"{auto['gpu_batch_size']}x{auto['num_gpu_batches']}: {auto.get('policy_description', '')}"
-        lines.append(f"| {model} | {job} | {len(grid)} / {len(failed)} | {best_name} | {best:.1f} | {plan} | "
+        lines.append(f"| {model} | {job} | {len(grid)} / {len(grid_failed)} | {best_name} | {best:.1f} | {plan} | "
                      f"{auto['total_throughput']:.1f} | {ratio:.2f} | "
-                     f"{(predicted / auto['total_throughput']) if predicted else float('nan'):.2f} |")
+                     f"{(predicted / auto['total_throughput']) if predicted else float('nan'):.2f} | "
+                     f"{(lp['total_throughput'] / best) if lp else float('nan'):.2f} |")
     lines.append("")
     lines.append(f"auto at least {TARGET}x the best policy: {met} of {total} cases")
     return "\n".join(lines)
@@ -96,8 +101,12 @@ def auto_table(all_cases):
 
 def class_table(all_cases):
     by_class = {}
+    # The grid's runs only: auto's plan is often one of them, and counting it twice
+    # would weigh its class.
     for _, _, records, _ in all_cases:
-        for r in records.values():
+        for name, r in records.items():
+            if name in SEARCHED:
+                continue
             predicted = predicted_total(r)
             plan_class = r.get("plan_class") or {}
             if not predicted or "name" not in plan_class:

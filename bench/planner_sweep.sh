@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The planner against a sweep of hand policies on the CPU stand-in (--device cpu): for
-# each model shape and job shape, `tiergen bench` runs `--policy auto` and then every
-# policy of a grid on the same job (same prompts, same budgets, one profile), one after
+# each model shape and job shape, `tiergen bench` runs `--policy auto` (and, to show what
+# its margin rule does, `--policy auto --no-guardrails`: auto-lp) and then every policy
+# of a grid on the same job (same prompts, same budgets, one profile), one after
 # another in one run of this script; bench/planner_sweep.py then reports auto's measured
 # throughput over the best policy's for each (model, job), and per plan class the
 # predicted/measured ratios against the class's error band.
@@ -13,13 +14,14 @@
 #   tier's budget, below the model so that placement matters). --jobs: comma-separated
 #   PROMPT_LEN:GEN_LEN:PROMPTS. --hw: the profile every run plans and predicts with
 #   (default: `tiergen profile`, measured once into OUTDIR/profile.json). The grid has
-#   one exact policy per line ("name|flags"); lossy ones are left out because auto
-#   never compresses unless asked. Dummy weights: throughput only.
+#   one exact policy per line ("name|flags", the flags read as shell words: a grid file
+#   is trusted like a script); lossy ones are left out because auto never compresses
+#   unless asked. Dummy weights: throughput only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 out="$root/bench/out/planner-sweep-$(date +%Y%m%d-%H%M%S)"
-models="opt-125m@400MiB,$root/bench/suites/llama-sweep-768@320MiB,opt-350m@720MiB"
+models="opt-125m@560MiB,$root/bench/suites/llama-sweep-768@400MiB,opt-350m@800MiB"
 jobs="96:4:32,32:16:32,8:32:32"
 hw="" reps=1 warmup=1 grid="" dry=0
 while [ $# -gt 0 ]; do
@@ -32,11 +34,12 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --grid) grid=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "planner_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 tiergen=${TIERGEN:-$root/build/tiergen}
+[ -z "$grid" ] || [ -r "$grid" ] || { echo "planner_sweep.sh: cannot read the grid $grid" >&2; exit 2; }
 
 # Every policy multiplies on the CPU standing in for the GPU; they differ in where the
 # weights, cache and activations live (copies between the tiers are real memcpys and
@@ -85,7 +88,7 @@ run_one() {
   local cmd=("$tiergen" bench "$@" --hw "$hw" -r "$reps" --warmup "$warmup" --offload-dir "$offload/disk" -q
              --json "$dir/$name.json")
   if [ $dry -eq 1 ]; then echo "${cmd[*]}"; return 0; fi
-  if ! "${cmd[@]}" > "$dir/$name.log" 2>&1; then
+  if ! "${cmd[@]}" < /dev/null > "$dir/$name.log" 2>&1; then
     echo "$name: $(grep -m1 -E '\[error\]|error:' "$dir/$name.log" || tail -1 "$dir/$name.log")" >> "$dir/failed.txt"
     rm -f "$dir/$name.json"
   fi
@@ -101,11 +104,13 @@ for model_budget in "${model_list[@]}"; do
           --gpu-mem "$budget")
     echo "== $(basename "$model") (gpu $budget), s=$prompt_len n=$gen_len prompts=$prompts" >&2
     run_one "$dir" auto "${base[@]}" --policy auto
+    # The LP's own plan, not weighed against the guardrails: what the margin rule costs or saves.
+    run_one "$dir" auto-lp "${base[@]}" --policy auto --no-guardrails
     while IFS= read -r line; do
       [ -n "$line" ] && [ "${line#\#}" = "$line" ] || continue
       name=${line%%|*}
       eval "flags=(${line#*|})"
-      run_one "$dir" "$name" "${base[@]}" "${flags[@]}"
+      run_one "$dir" "$name" "${base[@]}" ${flags[@]+"${flags[@]}"}
     done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
   done
 done

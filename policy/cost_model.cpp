@@ -320,10 +320,13 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
     phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_device));
     return phase;
   }
-  // The head's product; the embedding's lookup reads a few rows of its table.
+  // The head's product; the embedding's lookup reads a few rows of its tables, and
+  // those rows of every position go to the device.
   const double on_cpu = cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress),
                                              t.sizes.head_dense_bytes(), t.sizes.head_compressed_dense_bytes(compress));
-  const double crossing = t.bls * (t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
+  const double positions = prefill ? t.s : 1;
+  const double crossing = t.bls * (positions * t.sizes.embedding_output_bytes_per_token() / t.hw.cpu_to_gpu +
+                                   t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
                                    t.sizes.logits_bytes_per_token() / t.hw.cpu_to_gpu);
   phase.add(Lane::Compute, Task::Compute, RT::Compute,
             Linear::sum(on_device, {kWg}) + Linear::sum(on_cpu + crossing, {kWc, kWn}));

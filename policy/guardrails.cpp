@@ -45,6 +45,10 @@ std::vector<runtime::Policy> guardrail_policies(const GuardrailShape& s) {
           p.act_cpu_percent = homes.act_on_cpu ? 100 : 0;
           p.cpu_cache_compute = homes.cache_on_cpu && s.allow_cpu_attention;
           out.push_back(p);
+          if (s.host_weights_multiplied_at_home && p.w_cpu_percent > 0) {
+            p.cpu_weight_compute_prefill = p.cpu_weight_compute_decode = true;
+            out.push_back(p);
+          }
         }
       }
     }

@@ -9,7 +9,12 @@
 // gpu and cpu in steps of 10%, the KV cache and the activations together whole on the
 // gpu or whole on the cpu, CPU attention exactly where the cache is on the cpu, no compression, no
 // weights multiplied on the CPU, and activations off the GPU only with two or more gpu
-// batches (where the runtime overlaps their copies). The search takes its LP plan only
+// batches (where the runtime overlaps their copies). On a host standing in for the GPU
+// (--device cpu) each policy with weights on the cpu tier comes also with them
+// multiplied where they live: there the device's products are the CPU's own kernels
+// over the same memory, so that variant is the same policy less a copy within host
+// memory, and the copies, which take the compute's cores, were what separated the
+// family from the best hand policies of the CPU sweep (bench/RESULTS.md). The search takes its LP plan only
 // when that plan is predicted faster than the best guardrail that fits the full budgets
 // by more than SearchOptions::guardrail_margin (by default its plan class's band,
 // plan_class.h).
@@ -26,6 +31,7 @@ struct GuardrailShape {
   int64_t num_gpu_batches = 0;           // > 0: only this many (a pipeline's stages)
   int64_t num_sequences = 0;             // the job's sequences (0: unknown), bounds a block
   bool allow_cpu_attention = true;
+  bool host_weights_multiplied_at_home = false;  // a stand-in's variants (above)
 };
 
 // Every guardrail policy for these shapes; memory is not checked here.

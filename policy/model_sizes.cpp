@@ -30,6 +30,9 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
   kv_dim_ = spec.kv_dim();
   hidden_row_ = std::max(spec.hidden_size, spec.word_embed_proj_dim);
   vocab_size_ = spec.vocab_size;
+  for (const auto& t : embedding_.tensors) {
+    if (t.shape.size() == 2) embedding_row_elements_ += double(t.shape[1]);
+  }
 }
 
 double ModelSizes::stored(const model::WeightLayer& layer, const runtime::CompressionConfig& compress) const {

@@ -44,6 +44,9 @@ class ModelSizes {
   // The head's product for one token: FLOPs, and the dense bytes of its matrix.
   double head_flops_per_token() const { return head_flops_; }
   double head_dense_bytes() const { return head_flops_ / 2.0 * dtype_bytes_; }
+  // What one position's embedding looked up on the CPU sends to the device: a row of
+  // each of its tables (OPT: tokens and positions; a projection's input width too).
+  double embedding_output_bytes_per_token() const { return embedding_row_elements_ * dtype_bytes_; }
   // One position's logits: what a head multiplied on the CPU sends back to the device.
   double logits_bytes_per_token() const { return double(vocab_size_) * dtype_bytes_; }
   // Dense bytes of the decoder layer's tensors that are stored compressed.
@@ -81,6 +84,7 @@ class ModelSizes {
   double head_flops_ = 0;
   double linear_inputs_ = 0, linear_outputs_ = 0;
   int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0, vocab_size_ = 0;
+  double embedding_row_elements_ = 0;
 };
 
 }  // namespace tiergen::policy

@@ -197,6 +197,7 @@ std::vector<SearchResult> price_guardrails(const model::Spec& spec, const ModelS
   shape.num_gpu_batches = o.num_gpu_batches;
   shape.num_sequences = workload.num_sequences;
   shape.allow_cpu_attention = o.allow_cpu_attention;
+  shape.host_weights_multiplied_at_home = hw.gpu_is_host && o.allow_cpu_weight_compute && hw.prices_cpu_matmuls();
   std::vector<SearchResult> out;
   for (const runtime::Policy& p : guardrail_policies(shape)) {
     SearchResult r;

@@ -255,6 +255,83 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
               -(4 * (sizes.linear_input_bytes_per_token() + sizes.linear_output_bytes_per_token())) / 15e9, 1e-9);
 }
 
+// A stand-in too small for the weights: the search never pays a copy within host
+// memory for weights it may multiply where they live (the guardrails' variants), which
+// in the CPU sweep ran 1.27x faster than the FlexGen-shaped plan chosen before
+// (opt-125m, 32 prompts of 32 tokens, 16 new, a 560 MiB gpu tier).
+TEST(CpuStandIn, HostWeightsAreMultipliedWhereTheyLiveNotCopied) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{32, 16, 32};
+  const runtime::Budgets b{parse_bytes("560MiB"), parse_bytes("14GiB"), parse_bytes("64GiB")};
+  HardwareProfile timed = stand_in();
+  timed.cpu_product_rates = {{1, 25e9}, {4, 12e9}, {16, 9e9}, {64, 3e9}};
+  timed.cpu_matmul_flops = 5e10;
+  SearchOptions o;
+  o.dtype_bytes = 4;
+  const auto chosen = search_policy(spec, w, b, timed, o);
+  ASSERT_GT(chosen.policy.w_cpu_percent, 0) << chosen.policy.describe();
+  EXPECT_TRUE(chosen.policy.cpu_weight_compute_decode && chosen.policy.cpu_weight_compute_prefill)
+      << chosen.policy.describe() << " chosen by " << chosen.chosen_by;
+  o.allow_cpu_weight_compute = false;  // --cpu-weight-compute off, or a re-plan that keeps it off
+  const auto copied = search_policy(spec, w, b, timed, o);
+  EXPECT_FALSE(copied.policy.cpu_weight_compute_decode || copied.policy.cpu_weight_compute_prefill);
+  EXPECT_GT(chosen.prediction.total_throughput, copied.prediction.total_throughput);
+}
+
+// A prefill-sized product on the stand-in runs the runtime's own product over many
+// rows (the batch-invariant kernels), at the many-row rate the profile timed through
+// it, not at LibTorch's GEMM rate: the two were 3.9x apart on a 2-core Xeon, and
+// pricing the GEMM's made every plan's prefill look 2.7x faster than it ran.
+TEST(CpuStandIn, ItsManyRowProductsRunAtTheProfilesManyRowRateNotTheGemms) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{128, 4, 4};
+  const runtime::Policy resident = test::make_policy(4, 1, {100, 0, 100, 0, 100, 0}, false);
+  HardwareProfile timed = stand_in();
+  timed.cpu_product_rates = {{1, 25e9}, {4, 12e9}, {16, 9e9}, {64, 3e9}};
+  timed.cpu_matmul_flops = 5e10;
+  HardwareProfile faster_gemm = timed;
+  faster_gemm.mm_flops_prefill *= 2;
+  EXPECT_DOUBLE_EQ(task(predict(spec, resident, w, timed, 4).prefill, Task::Compute),
+                   task(predict(spec, resident, w, faster_gemm, 4).prefill, Task::Compute));
+  HardwareProfile slower_kernel = timed;
+  slower_kernel.cpu_matmul_flops /= 2;
+  const ModelSizes sizes(spec, 4);
+  const double flops = 4 * 128 * sizes.linear_flops_per_token();  // one gpu batch of 4 prompts
+  EXPECT_NEAR(task(predict(spec, resident, w, slower_kernel, 4).prefill, Task::Compute) -
+                  task(predict(spec, resident, w, timed, 4).prefill, Task::Compute),
+              flops / 2.5e10 - flops / 5e10, 1e-9);
+}
+
+// The runtime looks the embedding up and multiplies the head where they live whenever
+// a phase computes weights at home (runtime::weight_multiplied_at_home): the model
+// prices no load of either over the link in that phase, and the head's product on the
+// CPU with its input and logits crossing.
+TEST(CpuWeightComputeModel, TheEmbeddingAndHeadAreMultipliedWhereTheyLive) {
+  const auto spec = model::resolve_spec("opt-6.7b");
+  const runtime::Workload w{256, 16};
+  const auto hw = t4_with_cpu_rates(1e12, 50e9);
+  const runtime::Policy loaded = weights_on_cpu(16, 2, 0);
+  runtime::Policy at_home = loaded;
+  at_home.cpu_weight_compute_decode = true;
+  const Prediction a = predict(spec, loaded, w, hw), b = predict(spec, at_home, w, hw);
+  EXPECT_GT(task(a.decode_edges, Task::WeightLoad), 0);
+  EXPECT_EQ(task(b.decode_edges, Task::WeightLoad), 0) << "the head does not cross in decode";
+  EXPECT_DOUBLE_EQ(task(a.prefill_edges, Task::WeightLoad), task(b.prefill_edges, Task::WeightLoad))
+      << "prefill still loads it";
+  const ModelSizes sizes(spec, 2);
+  const double rows = 16, flops = rows * sizes.head_flops_per_token();
+  const double on_cpu = 2 * std::max(flops / hw.cpu_matmul_flops, sizes.head_weight_bytes({}) / hw.cpu_gemv_bandwidth);
+  const double crossing = 32 * (sizes.embedding_output_bytes_per_token() / hw.cpu_to_gpu +
+                                sizes.hidden_bytes_per_token() / hw.gpu_to_cpu_hidden +
+                                sizes.logits_bytes_per_token() / hw.cpu_to_gpu);
+  EXPECT_EQ(sizes.embedding_output_bytes_per_token(), 2 * 4096 * 2) << "OPT: a token's row and a position's";
+  EXPECT_NEAR(task(b.decode_edges, Task::Compute), on_cpu + crossing, 1e-9);
+  // A share of the layers at home takes the head home too (the outer layers go with any share).
+  runtime::Policy some_layers = at_home;
+  some_layers.cpu_weight_compute_layer_percent = 25;
+  EXPECT_EQ(task(predict(spec, some_layers, w, hw).decode_edges, Task::WeightLoad), 0);
+}
+
 TEST(CpuWeightComputeModel, HalfTheLayersAtHomeHalveTheLoadAndShareTheProduct) {
   const auto spec = model::resolve_spec("opt-30b");
   const auto hw = t4_with_cpu_rates(1e12, 50e9);

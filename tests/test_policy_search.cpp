@@ -216,6 +216,30 @@ TEST(PolicyGuardrails, AreFlexGenShapedPolicies) {
   for (const auto& p : guardrail_policies(shape)) EXPECT_FALSE(p.cpu_cache_compute);
   shape.num_gpu_batches = 3;  // a pipeline's stages fix the gpu batches
   for (const auto& p : guardrail_policies(shape)) EXPECT_EQ(p.num_gpu_batches, 3);
+  for (const auto& p : policies) EXPECT_FALSE(p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode);
+}
+
+// On a host standing in for the GPU, each guardrail with weights on the cpu tier comes
+// twice: as FlexGen runs it, and with those weights multiplied where they live.
+TEST(PolicyGuardrails, OnAStandInHostWeightsAreAlsoMultipliedWhereTheyLive) {
+  GuardrailShape shape;
+  shape.gpu_batch_sizes = {8, 32};
+  shape.num_sequences = 32;
+  const auto flexgen = guardrail_policies(shape);
+  shape.host_weights_multiplied_at_home = true;
+  const auto stand_in = guardrail_policies(shape);
+  size_t with_host_weights = 0, at_home = 0;
+  for (const auto& p : flexgen) with_host_weights += p.w_cpu_percent > 0;
+  for (const auto& p : stand_in) {
+    if (!p.cpu_weight_compute_decode) continue;
+    ++at_home;
+    EXPECT_TRUE(p.cpu_weight_compute_prefill) << p.describe();
+    EXPECT_GT(p.w_cpu_percent, 0) << p.describe();
+    EXPECT_EQ(p.cpu_weight_compute_layer_percent, 100) << p.describe();
+  }
+  EXPECT_GT(with_host_weights, 0u);
+  EXPECT_EQ(at_home, with_host_weights);
+  EXPECT_EQ(stand_in.size(), flexgen.size() + with_host_weights);
 }
 
 // The LP plans within 0.8 of each budget; a guardrail is checked against the full

@@ -84,6 +84,9 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
                 "What --policy auto may choose: off (never compress: outputs stay exact), auto (4-bit compression "
                 "where the cost model predicts a gain; tokens may change) or on")
       ->check(CLI::IsMember({"off", "auto", "on"}))->capture_default_str();
+  c->add_flag("--no-guardrails", f.no_guardrails,
+              "A searched plan is the LP's own, not weighed against the FlexGen-shaped guardrail policies (to compare; "
+              "as `tiergen policy --no-guardrails`)");
   c->add_flag("--compress-weight", f.compress_weight, "Group-wise quantize weights");
   c->add_flag("--compress-cache", f.compress_cache, "Group-wise quantize the KV cache");
   c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
@@ -240,6 +243,7 @@ policy::SearchOptions search_options(const EngineFlags& f, const runtime::Engine
   search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
   // A block shape given by flags is the one planned for (not forced over another plan).
   plan_for_block_shape(f.gpu_batch_size, f.num_gpu_batches, search);
+  search.guardrails = !f.no_guardrails;
   return search;
 }
 
@@ -273,6 +277,8 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
            "--compress {} applies to --policy auto (add --policy auto to let the search compress); otherwise use "
            "--compress-weight/--compress-cache",
            f.compress);
+  TG_CHECK(!f.no_guardrails || placement_is_searched(f, unplaced),
+           "--no-guardrails applies to a searched plan (--policy auto); this run's policy is given");
   if (placement_is_searched(f, unplaced)) {
     const policy::SearchOptions search = search_options(f, options);
     const policy::HardwareProfile hw = profile_for_planning(f.hw);

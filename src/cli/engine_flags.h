@@ -42,6 +42,7 @@ struct EngineFlags {
   double attn_sparsity = 1.0;         // FlexGen's; only 1 (exact attention) is supported
   int verbose = -1;                   // FlexGen's --verbose N; -1: not given
   std::string compress = "off";  // what --policy auto may choose: off, auto or on
+  bool no_guardrails = false;     // a searched plan is the LP's, not weighed against the guardrails
   bool compress_weight = false, compress_cache = false;
   int compress_bits = 4, compress_group_size = 64;
   // A pipeline of one process per stage (tiergen/dist/launch.h).
