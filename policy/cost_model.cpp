@@ -146,9 +146,7 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
 }
 
 // The layer's matmuls for the whole block on the CPU, over weights as they live at
-// home: one product of gpu_batch_size x `tokens` rows per gpu batch. Compressed weights
-// are multiplied in place for few rows (their stored bytes read at the few-row rate);
-// for more rows, through a dense copy made once per layer load.
+// home: one product of gpu_batch_size x `tokens` rows per gpu batch (cpu_products_at_home).
 double cpu_matmul_seconds(const Terms& t, double tokens) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
   const double rows = double(t.policy.gpu_batch_size) * tokens;
