@@ -77,6 +77,12 @@ const std::vector<TermRule>& term_rules() {
          for (auto& rate : hw.cpu_product_rates) rate.second *= f;
          hw.cpu_gemv_bandwidth *= f;
          hw.cpu_matmul_flops *= f;
+         // Every dtype's table alike: the runs' dtypes price theirs (predicted_decode).
+         for (auto& table : hw.cpu_product_tables) {
+           for (auto& rate : table.rates) rate.second *= f;
+           table.gemv_bandwidth *= f;
+           table.matmul_flops *= f;
+         }
          hw.mm_flops_decode *= f;
          hw.bmm_flops_decode *= f;
        },
@@ -89,7 +95,7 @@ const std::vector<TermRule>& term_rules() {
 double predicted_decode(const std::vector<const CalibrationRun*>& runs, Task task, const HardwareProfile& hw) {
   double seconds = 0;
   for (const CalibrationRun* r : runs) {
-    const Prediction p = predict(r->spec, r->policy, r->workload, hw, r->dtype_bytes);
+    const Prediction p = predict(r->spec, r->policy, r->workload, hw.with_cpu_products_of(r->dtype), r->dtype_bytes);
     seconds += p.decode.tasks[static_cast<int>(task)] * r->decode_layer_runs;
   }
   return seconds;
@@ -133,6 +139,7 @@ CalibrationRun calibration_run_from_record(const nlohmann::json& record, const s
     const std::string dtype = record.value("dtype", "float16");
     TG_CHECK(dtype == "float16" || dtype == "bfloat16" || dtype == "float32", "{}: unknown dtype '{}'", source, dtype);
     run.dtype_bytes = dtype == "float32" ? 4 : 2;
+    run.dtype = dtype;
     const int64_t prompts = record.at("num_prompts").get<int64_t>();
     const int64_t reps = record.at("repetitions").get<int64_t>();
     TG_CHECK(prompts > 0 && reps > 0 && run.workload.gen_len > 1,

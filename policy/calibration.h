@@ -41,7 +41,8 @@ struct CalibrationRun {
   model::Spec spec;
   runtime::Policy policy;
   runtime::Workload workload;
-  int dtype_bytes = 2;           // the run's compute dtype
+  int dtype_bytes = 2;           // the run's compute dtype, in bytes
+  std::string dtype = "float16";  // and by name: its CPU products are priced in it
   double decode_layer_runs = 0;  // decoder-layer executions in decode: layers x blocks x reps x (gen - 1)
   double weight_load_seconds = 0;
   double cpu_attention_seconds = 0;

@@ -144,18 +144,141 @@ void read_small_row_limit(HardwareProfile& p, const json& cpu, const std::string
   }
 }
 
+std::vector<std::pair<int64_t, double>> rates_at(const json& r, const std::string& name, const std::string& source);
+
 void read_product_rates(HardwareProfile& p, const json& cpu, const std::string& source) {
-  if (!cpu.contains("product_rates")) return;
-  const json& r = cpu.at("product_rates");
-  TG_CHECK(r.is_array(), "{}: hardware profile field 'cpu.product_rates' must be a list of [rows, bytes/s]", source);
-  for (const auto& entry : r) {
-    TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
-             "{}: hardware profile field 'cpu.product_rates' must hold [rows, bytes/s] pairs", source);
-    p.cpu_product_rates.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
-  }
+  if (cpu.contains("product_rates")) p.cpu_product_rates = rates_at(cpu.at("product_rates"), "cpu.product_rates", source);
 }
 
+std::vector<std::pair<int64_t, double>> rates_at(const json& r, const std::string& name, const std::string& source) {
+  TG_CHECK(r.is_array(), "{}: hardware profile field '{}' must be a list of [rows, bytes/s]", source, name);
+  std::vector<std::pair<int64_t, double>> rates;
+  for (const auto& entry : r) {
+    TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
+             "{}: hardware profile field '{}' must hold [rows, bytes/s] pairs", source, name);
+    rates.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
+  }
+  return rates;
+}
+
+json rates_json(const std::vector<std::pair<int64_t, double>>& rates) {
+  json out = json::array();
+  for (const auto& [rows, rate] : rates) out.push_back({rows, rate});
+  return out;
+}
+
+CpuProductTable product_table_from_json(const json& t, const std::string& name, const std::string& source) {
+  TG_CHECK(t.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
+  check_keys(t, {"dtype", "kernel_path", "rates", "matmul_flops", "gemv_bandwidth", "small_matmul_max_rows"},
+             name + ".", source);
+  CpuProductTable table;
+  TG_CHECK(t.contains("dtype") && t.at("dtype").is_string(), "{}: hardware profile field '{}.dtype' must be a string",
+           source, name);
+  table.dtype = t.at("dtype").get<std::string>();
+  if (t.contains("kernel_path")) {
+    TG_CHECK(t.at("kernel_path").is_string(), "{}: hardware profile field '{}.kernel_path' must be a string", source,
+             name);
+    table.kernel_path = t.at("kernel_path").get<std::string>();
+  }
+  if (t.contains("rates")) table.rates = rates_at(t.at("rates"), name + ".rates", source);
+  const auto rate = [&](const char* key) {
+    if (!t.contains(key)) return 0.0;
+    TG_CHECK(t.at(key).is_number() && t.at(key).get<double>() > 0,
+             "{}: hardware profile field '{}.{}' must be a positive number", source, name, key);
+    return t.at(key).get<double>();
+  };
+  table.matmul_flops = rate("matmul_flops");
+  table.gemv_bandwidth = rate("gemv_bandwidth");
+  if (t.contains("small_matmul_max_rows")) {
+    const json& r = t.at("small_matmul_max_rows");
+    TG_CHECK(r.is_number_integer() && (!r.is_number_unsigned() || r.get<uint64_t>() <= uint64_t(INT64_MAX)),
+             "{}: hardware profile field '{}.small_matmul_max_rows' must be a row count", source, name);
+    table.small_matmul_max_rows = r.get<int64_t>();
+  }
+  return table;
+}
+
+json product_table_json(const CpuProductTable& t) {
+  json j = {{"dtype", t.dtype}};
+  if (!t.kernel_path.empty()) j["kernel_path"] = t.kernel_path;
+  if (!t.rates.empty()) j["rates"] = rates_json(t.rates);
+  if (t.matmul_flops > 0) j["matmul_flops"] = t.matmul_flops;
+  if (t.gemv_bandwidth > 0) j["gemv_bandwidth"] = t.gemv_bandwidth;
+  if (t.small_matmul_max_rows != 0) j["small_matmul_max_rows"] = t.small_matmul_max_rows;
+  return j;
+}
+
+// The per-dtype tables; a profile written before them, with one dtype named, gets that
+// one as its table.
+void read_product_tables(HardwareProfile& p, const json& cpu, const std::string& source) {
+  if (cpu.contains("product_tables")) {
+    const json& tables = cpu.at("product_tables");
+    TG_CHECK(tables.is_array(), "{}: hardware profile field 'cpu.product_tables' must be a list", source);
+    for (size_t i = 0; i < tables.size(); ++i) {
+      p.cpu_product_tables.push_back(
+          product_table_from_json(tables[i], fmt::format("cpu.product_tables[{}]", i), source));
+    }
+    return;
+  }
+  if (p.cpu_product_dtype.empty()) return;
+  p.cpu_product_tables.push_back({p.cpu_product_dtype, "", p.cpu_product_rates, p.cpu_matmul_flops,
+                                  p.cpu_gemv_bandwidth, p.cpu_small_matmul_max_rows});
+}
+
+void validate_product_table(const CpuProductTable& t, const std::string& where) {
+  TG_CHECK(compat::is_dtype_name(t.dtype),
+           "{}: hardware profile field 'cpu.product_tables' has a table of dtype '{}': float32, float16 or bfloat16",
+           where, t.dtype);
+  for (size_t i = 0; i < t.rates.size(); ++i) {
+    TG_CHECK(t.rates[i].first >= 1 && t.rates[i].second > 0 && (i == 0 || t.rates[i].first > t.rates[i - 1].first),
+             "{}: hardware profile field 'cpu.product_tables' ({}) needs ascending row counts (at least 1) and "
+             "positive rates",
+             where, t.dtype);
+  }
+  TG_CHECK(t.matmul_flops >= 0 && t.gemv_bandwidth >= 0 && t.small_matmul_max_rows >= 0,
+           "{}: hardware profile field 'cpu.product_tables' ({}) has a negative rate or row count", where, t.dtype);
+}
+
+// The order tables are kept in: float32, float16, bfloat16.
+int dtype_rank(const std::string& dtype) { return dtype == "float32" ? 0 : dtype == "float16" ? 1 : 2; }
+
 }  // namespace
+
+bool operator==(const CpuProductTable& a, const CpuProductTable& b) {
+  return a.dtype == b.dtype && a.kernel_path == b.kernel_path && a.rates == b.rates &&
+         a.matmul_flops == b.matmul_flops && a.gemv_bandwidth == b.gemv_bandwidth &&
+         a.small_matmul_max_rows == b.small_matmul_max_rows;
+}
+
+const CpuProductTable* HardwareProfile::cpu_product_table(const std::string& dtype) const {
+  for (const auto& t : cpu_product_tables) {
+    if (t.dtype == dtype) return &t;
+  }
+  return nullptr;
+}
+
+HardwareProfile HardwareProfile::with_cpu_products_of(const std::string& dtype) const {
+  HardwareProfile p = *this;
+  if (!times_cpu_products_per_dtype()) return p;
+  const CpuProductTable* table = cpu_product_table(dtype);
+  const CpuProductTable none{dtype};
+  const CpuProductTable& t = table ? *table : none;
+  p.cpu_product_dtype = table ? t.dtype : "";
+  p.cpu_product_rates = t.rates;
+  p.cpu_matmul_flops = t.matmul_flops;
+  p.cpu_gemv_bandwidth = t.gemv_bandwidth;
+  p.cpu_small_matmul_max_rows = t.small_matmul_max_rows;
+  return p;
+}
+
+void HardwareProfile::add_cpu_product_table(const CpuProductTable& table) {
+  auto& tables = cpu_product_tables;
+  tables.erase(std::remove_if(tables.begin(), tables.end(), [&](const auto& t) { return t.dtype == table.dtype; }),
+               tables.end());
+  const auto at = std::find_if(tables.begin(), tables.end(),
+                               [&](const auto& t) { return dtype_rank(t.dtype) > dtype_rank(table.dtype); });
+  tables.insert(at, table);
+}
 
 double HardwareProfile::thread_speedup(int threads) const {
   if (cpu_thread_scaling.empty() || threads <= 0) return 1.0;
@@ -237,6 +360,12 @@ void HardwareProfile::validate(const std::string& where) const {
            "{}: hardware profile field 'cpu.small_matmul_max_rows' needs 'cpu.product_dtype', the dtype it was "
            "measured in",
            where);
+  std::set<std::string> dtypes;
+  for (const auto& t : cpu_product_tables) {
+    validate_product_table(t, where);
+    TG_CHECK(dtypes.insert(t.dtype).second, "{}: hardware profile field 'cpu.product_tables' has two {} tables", where,
+             t.dtype);
+  }
   for (size_t i = 0; i < cpu_thread_scaling.size(); ++i) {
     const auto& [threads, speedup] = cpu_thread_scaling[i];
     TG_CHECK(threads >= 1 && speedup > 0 && (i == 0 || threads > cpu_thread_scaling[i - 1].first),
@@ -261,6 +390,9 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.product_dtype", "dtype of the host weights in cpu.product_rates (optional)"},
                 {"cpu.small_matmul_max_rows",
                  "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights (optional)"},
+                {"cpu.product_tables",
+                 "per dtype timed: the fields above for host weights of that dtype, and the kernel path the "
+                 "products took (optional; a plan in a dtype without a table prices no CPU products)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
                 {"schedule.step_seconds",
@@ -277,10 +409,11 @@ json profile_to_json(const HardwareProfile& p) {
   for (const auto& [key, value] : optional_cpu_fields(p)) {
     if (*value > 0) j["cpu"][key] = *value;
   }
-  if (!p.cpu_product_rates.empty()) {
-    json rates = json::array();
-    for (const auto& [rows, rate] : p.cpu_product_rates) rates.push_back({rows, rate});
-    j["cpu"]["product_rates"] = rates;
+  if (!p.cpu_product_rates.empty()) j["cpu"]["product_rates"] = rates_json(p.cpu_product_rates);
+  if (p.times_cpu_products_per_dtype()) {
+    json tables = json::array();
+    for (const auto& t : p.cpu_product_tables) tables.push_back(product_table_json(t));
+    j["cpu"]["product_tables"] = tables;
   }
   if (!p.cpu_product_dtype.empty()) j["cpu"]["product_dtype"] = p.cpu_product_dtype;
   if (p.cpu_small_matmul_max_rows != 0) j["cpu"]["small_matmul_max_rows"] = p.cpu_small_matmul_max_rows;
@@ -312,7 +445,8 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
       if (std::string(groups[g]) == f.group) known[g].insert(f.key);
     }
   }
-  known[2].insert({"threads", "thread_scaling", "product_rates", "product_dtype", "small_matmul_max_rows"});
+  known[2].insert(
+      {"threads", "thread_scaling", "product_rates", "product_dtype", "small_matmul_max_rows", "product_tables"});
   for (const auto& [key, value] : optional_cpu_fields(p)) {
     known[2].insert(key);
     if (j.at("cpu").contains(key)) *value = number_at(j.at("cpu"), std::string("cpu.") + key, source);
@@ -321,6 +455,7 @@ HardwareProfile profile_from_json(const json& j, const std::string& source) {
   read_thread_scaling(p, j.at("cpu"), source);
   read_product_rates(p, j.at("cpu"), source);
   read_small_row_limit(p, j.at("cpu"), source);
+  read_product_tables(p, j.at("cpu"), source);
   read_stage_link(p, j, source);
   read_schedule_costs(p, j, source);
   read_capacities(p, j, source);

@@ -13,6 +13,20 @@
 
 namespace tiergen::policy {
 
+// The CPU's products over host weights of one dtype, as `tiergen profile` times them
+// through the runtime's product: the fields HardwareProfile prices CPU products with
+// (cpu_product_rates, cpu_matmul_flops, cpu_gemv_bandwidth, cpu_small_matmul_max_rows),
+// kept per dtype, and the kernel path they took on the CPU that timed them.
+struct CpuProductTable {
+  std::string dtype;        // "float32", "float16" or "bfloat16"
+  std::string kernel_path;  // model::linear_product_paths: "small_matmul (amx) at every row count"
+  std::vector<std::pair<int64_t, double>> rates;  // (rows, bytes of weight per second), ascending rows
+  double matmul_flops = 0;                        // the many-row rate
+  double gemv_bandwidth = 0;                      // the few-row rate (4 rows)
+  int64_t small_matmul_max_rows = 0;              // 0: not measured
+};
+bool operator==(const CpuProductTable& a, const CpuProductTable& b);
+
 struct HardwareProfile {
   std::string name;
   std::string source;      // where the numbers come from, which ones are estimates
@@ -70,6 +84,10 @@ struct HardwareProfile {
   // search writes it into its plans (runtime::Policy::small_matmul), priced with it.
   std::string cpu_product_dtype;
   int64_t cpu_small_matmul_max_rows = 0;
+  // Every dtype the profile timed, one table each (a profile from before tables: the
+  // one above, when it names its dtype). The fields above are the table the cost model
+  // prices with: with_cpu_products_of() puts the job's dtype there.
+  std::vector<CpuProductTable> cpu_product_tables;
 
   // Optional (0: not measured): the link between consecutive pipeline stages, as
   // `tiergen profile --link` measures it over the job's transport (its slowest hop).
@@ -121,6 +139,20 @@ struct HardwareProfile {
   double device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate) const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;
+
+  // The table of `dtype`, or nullptr when the profile did not time it.
+  const CpuProductTable* cpu_product_table(const std::string& dtype) const;
+  // Whether the profile timed its CPU products per dtype (a measured profile) rather
+  // than giving rates for no dtype in particular (a hand-written one, where the rates,
+  // when present, are estimates and price every dtype alike).
+  bool times_cpu_products_per_dtype() const { return !cpu_product_tables.empty(); }
+  // A copy that prices CPU products in `dtype`: its table in the fields above; where the
+  // profile timed other dtypes only, those fields cleared, so that nothing is priced on
+  // a path the run will not take (CPU weight compute is then not planned, and a stand-in's
+  // products fall back on its LibTorch matmul rates); a profile without tables unchanged.
+  HardwareProfile with_cpu_products_of(const std::string& dtype) const;
+  // Adds (or replaces) `table`, in the order float32, float16, bfloat16.
+  void add_cpu_product_table(const CpuProductTable& table);
 };
 
 nlohmann::json profile_to_json(const HardwareProfile& profile);

@@ -383,37 +383,38 @@ double product_seconds(SmallRowLimitSearch& search, int64_t rows, int reps, cons
   return runtime;
 }
 
-// The CPU's own products over host-resident weights in `dtype`, the dtype the weights
-// live in (fp16 on a GPU host), through the runtime's product (model::linear_product):
+// The CPU's own products over host-resident weights in `dtype` (the dtypes a plan's
+// host weights can live in), through the runtime's product (model::linear_product):
 // decode-sized products of each of product_row_counts() rows over a weight larger than
 // the caches, as bytes of weight per second (4 rows: the few-row rate), with the
 // small-row limit for `dtype` measured on the way (SmallRowLimitSearch); and a
-// prefill-sized one (256 rows with --quick over 64 MiB of it, else 1024 over all) as FLOP/s.
-// Left at 0 and empty (not priced: the search then never computes on the CPU) where
-// this LibTorch cannot multiply in that dtype on the CPU.
-void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
+// prefill-sized one (256 rows with --quick over 64 MiB of it, else 1024 over all) as
+// FLOP/s; and the kernel path those products took (model::linear_product_paths).
+// Without rates (not priced: the search then never computes on the CPU in `dtype`)
+// where this LibTorch cannot multiply in that dtype on the CPU.
+CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
+  CpuProductTable table;
+  table.dtype = compat::dtype_name(dtype);
   const auto opts = at::TensorOptions().dtype(dtype);
   const int64_t k = 4096, elem = int64_t(at::elementSize(dtype));
   const int64_t n = int64_t(beyond_caches(quick ? (64ull << 20) : (256ull << 20))) / (k * elem);
   SmallRowLimitSearch search = start_small_row_limit_search(kernel_elem_type(dtype));
   try {
     const at::Tensor weight = repeated_randn({n, k}, dtype);
+    auto& timed = table.rates;
     const auto time_rows = [&](int64_t rows) {
       const at::Tensor x = at::randn({rows, k}, opts);
       const double seconds =
           product_seconds(search, rows, reps, [&] { (void)model::linear_product(x, weight); }, record);
-      const std::string name = fmt::format("cpu matmul, {} row{}", rows, rows == 1 ? "" : "s");
+      const std::string name = fmt::format("cpu matmul {}, {} row{}", table.dtype, rows, rows == 1 ? "" : "s");
       const double rate = record(name, double(weight.nbytes()) / seconds, "B/s");
-      const auto at = std::lower_bound(p.cpu_product_rates.begin(), p.cpu_product_rates.end(),
-                                       std::pair<int64_t, double>{rows, 0.0});
-      p.cpu_product_rates.insert(at, {rows, rate});
-      if (rows == 4) p.cpu_gemv_bandwidth = rate;
+      timed.insert(std::lower_bound(timed.begin(), timed.end(), std::pair<int64_t, double>{rows, 0.0}), {rows, rate});
+      if (rows == 4) table.gemv_bandwidth = rate;
     };
     for (int64_t rows : product_row_counts(quick)) time_rows(rows);
     // The rows just past a raised limit run on the GEMM: timed (the search closed), so
     // that the table does not price them between the kernel's rate and the GEMM's.
     search.open = false;
-    const auto& timed = p.cpu_product_rates;
     // (Only a raised limit is finite here: the default one may be "every row count".)
     if (search.limit > search.default_limit) {
       const int64_t past = search.limit + 1;
@@ -428,19 +429,31 @@ void cpu_matmul_rates(HardwareProfile& p, at::ScalarType dtype, bool quick, int 
     const at::Tensor many_row_weight = weight.narrow(0, 0, many_rows_n);
     const at::Tensor a = at::randn({rows, k}, opts);
     const kernels::SmallMatmulMaxRowsScope scope(search.limit);
-    p.cpu_matmul_flops = record("cpu many-row matmul",
+    table.matmul_flops = record(fmt::format("cpu many-row matmul {}", table.dtype),
                                 2.0 * double(rows * many_row_weight.size(0) * k) / median_seconds(reps, [&] {
                                   (void)model::linear_product(a, many_row_weight);
                                 }),
                                 "FLOP/s");
-    p.cpu_product_dtype = compat::dtype_name(dtype);
-    p.cpu_small_matmul_max_rows = search.profile_value();
+    table.kernel_path = model::linear_product_paths(dtype);
+    table.small_matmul_max_rows = search.profile_value();
   } catch (const c10::Error& e) {
-    p.cpu_gemv_bandwidth = p.cpu_matmul_flops = 0;
-    p.cpu_product_rates.clear();
-    spdlog::warn("profiler: this LibTorch cannot multiply {} on the CPU ({}); CPU compute of weights is not priced",
-                 c10::toString(dtype), e.what_without_backtrace());
+    table = CpuProductTable{table.dtype};
+    spdlog::warn("profiler: this LibTorch cannot multiply {} on the CPU ({}); CPU products in {} are not priced",
+                 table.dtype, e.what_without_backtrace(), table.dtype);
   }
+  return table;
+}
+
+// The dtypes host weights can live in: a plan's compute dtype.
+std::vector<std::string> all_product_dtypes() { return {"float32", "float16", "bfloat16"}; }
+
+// Puts `table` in the fields the cost model prices CPU products with.
+void price_cpu_products_with(HardwareProfile& p, const CpuProductTable& table) {
+  p.cpu_product_dtype = table.rates.empty() ? "" : table.dtype;
+  p.cpu_product_rates = table.rates;
+  p.cpu_matmul_flops = table.matmul_flops;
+  p.cpu_gemv_bandwidth = table.gemv_bandwidth;
+  p.cpu_small_matmul_max_rows = table.rates.empty() ? 0 : table.small_matmul_max_rows;
 }
 
 uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
@@ -460,6 +473,13 @@ std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>
     }
   }
   return "";
+}
+
+CpuProductTable measure_cpu_products(const std::string& dtype, bool quick, std::vector<Measurement>* measurements) {
+  const Recorder record{measurements};
+  const ComputeThreadsScope restore_threads;
+  set_compute_threads();
+  return cpu_product_table(compat::parse_dtype(dtype), quick, quick ? 3 : 9, record);
 }
 
 HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>* measurements) {
@@ -527,7 +547,14 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
     p.cpu_thread_scaling = plausible_thread_scaling(attention, scaling_threads, o.quick, record);
   }
   compression_rates(p, o.quick, record);
-  cpu_matmul_rates(p, p.gpu_is_host ? at::kFloat : at::kHalf, o.quick, reps, record);
+  // Every dtype host weights can live in (the compute dtype), each through the kernel
+  // path its products take on this CPU; the default compute dtype's table priced.
+  const at::ScalarType primary = p.gpu_is_host ? at::kFloat : at::kHalf;
+  for (const std::string& dtype : o.product_dtypes.empty() ? all_product_dtypes() : o.product_dtypes) {
+    const CpuProductTable table = cpu_product_table(compat::parse_dtype(dtype), o.quick, reps, record);
+    if (!table.rates.empty()) p.add_cpu_product_table(table);
+    if (dtype == compat::dtype_name(primary)) price_cpu_products_with(p, table);
+  }
   // Through the real runner on the compute device: the schedule's fixed cost per step,
   // and the rate its weight loads reach (its own copies from its own homes, while it
   // works), which is the host-to-device rate runs get, not an idle copy's.
@@ -568,9 +595,10 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "; schedule.step_seconds through the real block runner on a model whose layers do almost no work"
              "; bandwidth.cpu_to_gpu and cpu_to_gpu_cache the rate the runner's own weight loads from the cpu tier "
              "reached (hidden size 1024, every weight streamed each token), not an idle copy's"
-             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates (cpu.product_rates by rows of one "
-             "product, over a weight at least 4x the last-level cache) in the dtype host weights live in "
-             "(fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
+             "; matmul rates in fp32 on the CPU, fp16 on CUDA; cpu matmul rates (product_rates by rows of one "
+             "product, over a weight at least 4x the last-level cache) per dtype of host weights in "
+             "cpu.product_tables, with the kernel path each took; the cpu fields outside them are the default "
+             "compute dtype's (fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
              "attention kernel over an fp16 cache at least 4x the last-level cache; cache-slice link rates equal the "
              "bulk rates" +
              fmt::format("; CPU kernels timed on {} compute threads (every usable core unless OMP_NUM_THREADS says "

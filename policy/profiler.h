@@ -20,6 +20,9 @@ struct ProfilerOptions {
   // Threads the thread scaling is measured up to; 0 = every core. Tests pass 1: on a
   // machine another process is using, a 2-thread run is rightly refused as implausible.
   int max_threads = 0;
+  // The dtypes whose CPU products are timed (HardwareProfile::cpu_product_tables);
+  // empty: float32, float16 and bfloat16.
+  std::vector<std::string> product_dtypes;
 };
 
 // One measured number: its median over `runs` timed repetitions and how far the
@@ -38,6 +41,13 @@ struct Measurement {
 // a profile built on them would steer every plan wrong. `measurements`, when given,
 // receives every number with its spread.
 HardwareProfile measure_host(const ProfilerOptions& options, std::vector<Measurement>* measurements = nullptr);
+
+// The CPU's products over host weights in `dtype` ("float32", "float16", "bfloat16"),
+// timed as measure_host times them (on every compute thread, through the kernel path a
+// run takes now): for a profile that lacks the dtype a job computes in. Rates empty
+// when this LibTorch cannot multiply in `dtype` on the CPU.
+CpuProductTable measure_cpu_products(const std::string& dtype, bool quick,
+                                     std::vector<Measurement>* measurements = nullptr);
 
 // The plausibility rule above for a thread-scaling table; "" when plausible, else why not.
 std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>& scaling);

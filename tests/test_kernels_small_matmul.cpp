@@ -377,6 +377,37 @@ TEST(LinearProduct, ManyRowBf16ProductsWidenWhereTheCpuLacksNativeBf16) {
   EXPECT_EQ(cpu_has_native_bf16_products(), cpu_isa_in_use() >= CpuIsa::Avx512Bf16);
 }
 
+// The path linear_product names for each dtype is the one it takes on this CPU, within
+// TIERGEN_CPU_ISA (tests/run_isa_levels.sh runs this at every level): the kernel
+// small_matmul picks, the row limit, and above it the widened or LibTorch product.
+TEST(LinearProduct, NamesThePathItTakesForEachDtypeOnThisCpu) {
+  const CpuIsa in_use = cpu_isa_in_use();
+  const std::string level = in_use >= CpuIsa::Avx2 ? "avx2" : "portable";
+  const std::string bf16_kernel = in_use >= CpuIsa::Amx          ? "amx"
+                                  : in_use >= CpuIsa::Avx512Bf16 ? "avx512-bf16"
+                                                                 : level;
+  EXPECT_EQ(small_matmul_kernel_name(ElemType::BF16, ElemType::BF16), bf16_kernel);
+  EXPECT_EQ(small_matmul_kernel_name(ElemType::F32, ElemType::BF16), level) << "fp32 x: no bf16 pair kernel";
+  // Batch-invariant (the default): every row count on the kernel.
+  EXPECT_EQ(model::linear_product_paths(at::kBFloat16), "small_matmul (" + bf16_kernel + ") at every row count");
+  EXPECT_EQ(model::linear_product_paths(at::kFloat), "small_matmul (" + level + ") at every row count");
+  EXPECT_EQ(model::linear_product_path(at::kFloat, 4096), "small_matmul (" + level + ")");
+  // With a limit, the many-row side: widened where bf16 products are not native.
+  MaxRowsScope rows(16);
+  const std::string bf16_above = cpu_has_native_bf16_products() ? "LibTorch GEMM (bfloat16)"
+                                                                : "fp32 GEMM over widened bf16 tiles";
+  EXPECT_EQ(model::linear_product_paths(at::kBFloat16),
+            "small_matmul (" + bf16_kernel + ") up to 16 rows, " + bf16_above + " above");
+  EXPECT_EQ(model::linear_product_path(at::kBFloat16, 17), bf16_above);
+  EXPECT_EQ(model::linear_product_path(at::kBFloat16, 16), "small_matmul (" + bf16_kernel + ")");
+  EXPECT_EQ(model::linear_product_path(at::kFloat, 17), "LibTorch GEMM (float32)");
+  // What the names claim is what runs: a widened product where named so.
+  const at::Tensor w = at::randn({8, 64}).to(at::kBFloat16), x = at::randn({17, 64}).to(at::kBFloat16);
+  EXPECT_EQ(model::uses_widened_product(x, w), bf16_above == "fp32 GEMM over widened bf16 tiles");
+  MaxRowsScope none(0);
+  EXPECT_EQ(model::linear_product_paths(at::kFloat), "LibTorch GEMM (float32) at every row count");
+}
+
 // TIERGEN_CPU_ISA caps the level for the process (tests/run_isa_levels.sh runs the
 // kernel suites once per level): the level in use is the lower of the cap and what the
 // CPU supports, and enabling a kernel never goes above it.

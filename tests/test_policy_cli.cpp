@@ -372,6 +372,54 @@ TEST_F(PolicyCli, CpuWeightComputeKeepsTheResultsAndIsSearchedWherePriced) {
   EXPECT_NE(plain.out.find("matmuls       gpu"), std::string::npos) << plain.out;
 }
 
+// A plan is priced at the CPU products of its own dtype. This host's cached profile,
+// which timed float32 only, gains bfloat16's when a bfloat16 job plans (timed once, then
+// read back), and names the kernel path they took; a profile the user named is never
+// rewritten: a dtype it did not time is priced without CPU products, and the run says so.
+TEST_F(PolicyCli, AJobsDtypeIsTimedIntoThisHostsProfileOrNamedAsUntimed) {
+  nlohmann::json timed_fp32 = nlohmann::json::parse(slurp(TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json"));
+  timed_fp32["gpu_is_host"] = true;
+  timed_fp32["cpu"]["product_dtype"] = "float32";
+  timed_fp32["cpu"]["product_rates"] = {{1, 2e10}, {64, 3e9}};
+  timed_fp32["cpu"]["matmul_flops"] = 8e10;
+  timed_fp32["cpu"]["gemv_bandwidth"] = 1.8e10;
+  const fs::path cached = dir() / "dtype-cache" / "tiergen" / "hw-profile.json";
+  fs::create_directories(cached.parent_path());
+  std::ofstream(cached) << timed_fp32.dump();
+  const std::vector<std::string> job = {kTiergen, "policy", "--model", model_dir(), "--device", "cpu",
+                                        "--dtype", "bfloat16", "-s", "8", "-n", "4"};
+  const Result first = run(job, dir(), "dtype-cache");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("this host's profile did not time bfloat16 CPU products: timing them"), std::string::npos)
+      << first.err;
+  const nlohmann::json after = nlohmann::json::parse(slurp(cached));
+  const nlohmann::json& tables = after["cpu"]["product_tables"];
+  ASSERT_EQ(tables.size(), 2u) << after.dump();
+  EXPECT_EQ(tables[0]["dtype"], "float32");
+  EXPECT_EQ(tables[0]["rates"], timed_fp32["cpu"]["product_rates"]) << "the float32 table kept";
+  EXPECT_EQ(tables[1]["dtype"], "bfloat16");
+  EXPECT_EQ(tables[1]["kernel_path"].get<std::string>().rfind("small_matmul (", 0), 0u) << tables[1].dump();
+  EXPECT_GE(tables[1]["rates"].size(), 6u);
+  const Result again = run(job, dir(), "dtype-cache");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("timing them"), std::string::npos) << again.err;
+
+  const fs::path named = dir() / "timed-fp32.json";
+  std::ofstream(named) << timed_fp32.dump();
+  std::vector<std::string> with_hw = job;
+  with_hw.insert(with_hw.end(), {"--hw", named.string()});
+  const Result untimed = run(with_hw, dir(), "dtype-cache");
+  ASSERT_EQ(untimed.code, 0) << untimed.err;
+  EXPECT_NE(untimed.err.find("did not time CPU products in bfloat16: no CPU products are priced in bfloat16"),
+            std::string::npos)
+      << untimed.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(named)), timed_fp32) << "a named profile is not rewritten";
+  with_hw[7] = "float32";
+  const Result fp32 = run(with_hw, dir(), "dtype-cache");
+  ASSERT_EQ(fp32.code, 0) << fp32.err;
+  EXPECT_EQ(fp32.err.find("did not time"), std::string::npos) << fp32.err;
+}
+
 // For a range of gpu budgets around what the tiny model needs in float32, `policy
 // --device cpu` (the dry run) and `generate --policy auto` (the real run) agree.
 TEST_F(PolicyCli, PolicyAndGenerateAgreeOnFeasibility) {

@@ -23,6 +23,7 @@
 #include "tiergen/common/error.h"
 #include "tiergen/common/kernel_elem_type.h"
 #include "tiergen/common/torch_compat.h"
+#include "tiergen/model/linear.h"
 #include "tests/support/temp_dir.h"
 
 namespace tiergen::policy {
@@ -247,6 +248,35 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
     if (limit > default_limit) expected.insert(std::upper_bound(expected.begin(), expected.end(), limit), limit + 1);
   }
   EXPECT_EQ(rows, expected) << "both sides of the small-row limit";
+  // Every dtype a plan computes in is timed through the path its products take on this
+  // CPU, and the profile names that path; the fields above are the default dtype's.
+  for (const at::ScalarType type : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    const CpuProductTable* table = measured.cpu_product_table(compat::dtype_name(type));
+    if (table == nullptr) {
+      // Only where this LibTorch cannot multiply in it on the CPU (fp16 above the
+      // small-row limit in 1.13, on a CPU with native fp16 products).
+      EXPECT_EQ(type, at::kHalf) << compat::dtype_name(type) << " was not timed";
+      continue;
+    }
+    {
+      // (As a plan carrying the measured limit runs them.)
+      const kernels::SmallMatmulMaxRowsScope as_planned(table->small_matmul_max_rows > 0 ? table->small_matmul_max_rows
+                                                                                         : -1);
+      EXPECT_EQ(table->kernel_path, model::linear_product_paths(type));
+    }
+    EXPECT_GE(table->rates.size(), expected.size());
+    EXPECT_GT(table->matmul_flops, 0);
+    EXPECT_GT(table->gemv_bandwidth, 0);
+    const auto named = std::find_if(measurements.begin(), measurements.end(), [&](const Measurement& m) {
+      return m.name == fmt::format("cpu matmul {}, 1 row", compat::dtype_name(type));
+    });
+    ASSERT_NE(named, measurements.end());
+    EXPECT_EQ(table->rates.front().second, named->value);
+  }
+  const CpuProductTable* priced = measured.cpu_product_table(compat::dtype_name(dtype));
+  ASSERT_NE(priced, nullptr);
+  EXPECT_EQ(priced->rates, measured.cpu_product_rates);
+  EXPECT_EQ(measured.with_cpu_products_of(compat::dtype_name(dtype)).cpu_product_rates, measured.cpu_product_rates);
   const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
   save_profile(measured, path);
   EXPECT_EQ(profile_to_json(load_profile(path)).dump(), profile_to_json(measured).dump());
@@ -265,6 +295,7 @@ TEST(PolicyProfile, CpuKernelsAreTimedOnTheThreadsRunsUse) {
   options.offload_dir = ::testing::TempDir();
   options.quick = true;
   options.max_threads = 1;
+  options.product_dtypes = {"float32"};
   const HardwareProfile measured = measure_host(options);
   EXPECT_EQ(at::get_num_threads(), 1) << "the caller's thread count is restored";
   EXPECT_NE(measured.source.find(fmt::format("CPU kernels timed on {} compute threads", usable_cores())),

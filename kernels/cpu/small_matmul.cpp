@@ -58,17 +58,20 @@ float weight_at(const SmallMatmulArgs& a, int64_t row, int64_t p) { return load_
 
 enum class Kernel { Portable, Avx2, Avx512Bf16, Amx };
 
-Kernel pick_kernel(const SmallMatmulArgs& a) {
+Kernel pick_kernel(ElemType x_type, ElemType w_type) {
 #if defined(__x86_64__)
   // AMX falls back on the AVX-512 BF16 kernel for a last chunk of few W rows.
-  if (a.x_type == ElemType::BF16 && a.w_type == ElemType::BF16 && use_avx512_bf16_kernels()) {
+  if (x_type == ElemType::BF16 && w_type == ElemType::BF16 && use_avx512_bf16_kernels()) {
     return use_amx_kernels() ? Kernel::Amx : Kernel::Avx512Bf16;
   }
   if (use_avx2_kernels()) return Kernel::Avx2;
 #endif
-  (void)a;
+  (void)x_type;
+  (void)w_type;
   return Kernel::Portable;
 }
+
+Kernel pick_kernel(const SmallMatmulArgs& a) { return pick_kernel(a.x_type, a.w_type); }
 
 std::vector<float> bf16_rows_to_f32(const SmallMatmulArgs& a, int64_t row_stride) {
   std::vector<float> out(size_t(a.rows * a.k));
@@ -143,6 +146,16 @@ void small_matmul(const SmallMatmulArgs& a) {
       default: return detail::small_matmul_columns_portable(a, s, j0, j1);
     }
   });
+}
+
+const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type) {
+  switch (pick_kernel(x_type, w_type)) {
+    case Kernel::Amx: return "amx";
+    case Kernel::Avx512Bf16: return "avx512-bf16";
+    case Kernel::Avx2: return "avx2";
+    case Kernel::Portable: return "portable";
+  }
+  return "portable";
 }
 
 int64_t small_matmul_max_rows(ElemType w_type) {

@@ -40,6 +40,10 @@ struct SmallMatmulArgs {
 // Computes y = x W^T (+ bias). Throws tiergen::Error on inconsistent arguments.
 void small_matmul(const SmallMatmulArgs& args);
 
+// The kernel small_matmul() runs for x of `x_type` and weights of `w_type` on this CPU,
+// within TIERGEN_CPU_ISA: "amx", "avx512-bf16" (bf16 pairs only), "avx2" or "portable".
+const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type);
+
 // Batch invariance, the default: callers route products of every row count to
 // small_matmul(), whose sums do not depend on the row count, so a row's result does not
 // depend on how many rows share its product (a sequence's scores are the same under any

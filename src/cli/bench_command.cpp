@@ -262,7 +262,7 @@ void run_bench(BenchFlags& f) {
   // The runs are done: a missing or unusable profile only drops the prediction. The
   // prediction is of one process running the whole model (`tiergen policy --stages N`
   // predicts a pipeline).
-  const auto profile = link ? std::optional<policy::HardwareProfile>() : profile_for_prediction(f.engine.hw);
+  const auto profile = link ? std::optional<policy::HardwareProfile>() : profile_for_prediction(f.engine.hw, compat::dtype_name(options.device.dtype));
   std::optional<policy::Prediction> predicted;
   if (profile) predicted = policy::predict(spec, policy, workload, *profile, dtype_bytes);
   // Each run executes its prompts' blocks (a partial last one priced as a whole block).

@@ -281,7 +281,7 @@ runtime::Policy make_policy(const EngineFlags& f, int64_t default_batch_size, co
            "--no-guardrails applies to a searched plan (--policy auto); this run's policy is given");
   if (placement_is_searched(f, unplaced)) {
     const policy::SearchOptions search = search_options(f, options);
-    const policy::HardwareProfile hw = profile_for_planning(f.hw);
+    const policy::HardwareProfile hw = profile_for_planning(f.hw, compat::dtype_name(options.device.dtype));
     if (planned_on) *planned_on = hw;
     p = options.link ? search_this_stage(spec, workload, options.budgets, hw, search, *options.link).policy
                      : policy::search_policy(spec, workload, options.budgets, hw, search).policy;

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/torch_compat.h"
 
 namespace tiergen::cli {
 
@@ -27,12 +28,13 @@ bool job_replans(bool placement_searched, bool no_replan, size_t sequences, cons
 
 policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::Policy& policy,
                                        const runtime::Stats& stats, const std::vector<runtime::SequenceRequest>& block,
-                                       int dtype_bytes) {
+                                       const std::string& dtype) {
   policy::CalibrationRun run;
   run.source = "the job's first block";
   run.spec = spec;
   run.policy = policy;
-  run.dtype_bytes = dtype_bytes;
+  run.dtype = dtype;
+  run.dtype_bytes = dtype == "float32" ? 4 : 2;
   double prompt_tokens = 0;
   int64_t longest_generation = 1;
   for (const auto& r : block) {
@@ -92,7 +94,8 @@ policy::ReplanDecision decide_replan(const ReplanContext& c, const std::vector<r
   in.current = current;
   in.remaining = {c.max_workload.prompt_len, c.max_workload.gen_len, static_cast<int64_t>(rest.size())};
   in.profile = c.planned_on;
-  in.first_block = first_block_run(c.spec, current, first_block_stats, first_requests, c.options.device.dtype_bytes());
+  in.first_block = first_block_run(c.spec, current, first_block_stats, first_requests,
+                                   compat::dtype_name(c.options.device.dtype));
   in.scope = replan_scope(c.options.device, current);
   for (const size_t i : rest) in.remaining_tokens += static_cast<double>(requests[i].max_new_tokens);
   in.rebuild_seconds = c.placement_seconds;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -40,7 +41,7 @@ bool job_replans(bool placement_searched, bool no_replan, size_t sequences, cons
 // to a full block where sequences ended early (the cost model prices full blocks).
 policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::Policy& policy,
                                        const runtime::Stats& stats, const std::vector<runtime::SequenceRequest>& block,
-                                       int dtype_bytes);
+                                       const std::string& dtype);
 
 // What the job needs to re-plan beyond its requests and engine.
 struct ReplanContext {

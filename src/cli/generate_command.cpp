@@ -461,7 +461,8 @@ void run_generate(GenerateFlags& f) {
     // the results: a profile of this host is used only when one is cached.
     const bool report = f.report || spdlog::get_level() <= spdlog::level::debug;
     const bool wants_prediction = !link && (report || (!f.stats_json.empty() && writes_results));
-    const auto profile = wants_prediction ? profile_for_prediction(f.engine.hw, /*may_measure=*/false)
+    const auto profile = wants_prediction ? profile_for_prediction(f.engine.hw, compat::dtype_name(options.device.dtype),
+                                                                   /*may_measure=*/false)
                                           : std::optional<policy::HardwareProfile>();
     std::optional<policy::Prediction> predicted;
     if (profile) predicted = policy::predict(spec, *policy, max_workload, *profile, options.device.dtype_bytes());

@@ -14,9 +14,17 @@ namespace tiergen::cli {
 
 namespace {
 
-// Measures a quick profile of this host and caches it; nullopt (after a warning) when
-// the measurement is refused or the cache cannot be written.
-std::optional<policy::HardwareProfile> measure_and_cache() {
+// Written next to the target and renamed: a concurrent reader never sees half a file.
+void save_atomically(const policy::HardwareProfile& profile, const std::string& path) {
+  const std::string partial = path + ".partial-" + std::to_string(::getpid());
+  policy::save_profile(profile, partial);
+  std::filesystem::rename(partial, path);
+}
+
+// Measures a quick profile of this host, its CPU products in `dtype` (the job's; others
+// are timed into it when a job needs them), and caches it; nullopt (after a warning)
+// when the measurement is refused or the cache cannot be written.
+std::optional<policy::HardwareProfile> measure_and_cache(const std::string& dtype) {
   const std::string path = policy::cached_profile_path();
   if (path.empty()) {
     spdlog::warn("no hardware profile of this host and nowhere to cache one ($XDG_CACHE_HOME and $HOME unset)");
@@ -28,14 +36,12 @@ std::optional<policy::HardwareProfile> measure_and_cache() {
     policy::ProfilerOptions options;
     options.offload_dir = std::filesystem::temp_directory_path().string();
     options.quick = true;
+    options.product_dtypes = {dtype};
     // Timed as default runs multiply (batch-invariant), whatever this run's --cpu-gemm:
     // the cached profile serves every later run.
     const kernels::SmallMatmulEveryRowCountScope as_default_runs(true);
     policy::HardwareProfile profile = policy::measure_host(options);
-    // Written next to the target and renamed: a concurrent reader never sees half a file.
-    const std::string partial = path + ".partial-" + std::to_string(::getpid());
-    policy::save_profile(profile, partial);
-    std::filesystem::rename(partial, path);
+    save_atomically(profile, path);
     profile.path = path;
     return profile;
   } catch (const std::exception& e) {
@@ -44,26 +50,57 @@ std::optional<policy::HardwareProfile> measure_and_cache() {
   }
 }
 
-}  // namespace
-
-policy::HardwareProfile profile_for_planning(const std::string& hw_option) {
-  policy::ResolvedProfile resolved = policy::resolve_profile_with_origin(hw_option);
-  if (resolved.describes_this_host()) return resolved.profile;
-  if (auto measured = measure_and_cache()) return *measured;
-  spdlog::warn("planning with the built-in profile ({}), which describes another machine; run `tiergen profile "
-               "--cache` for plans that fit this one", resolved.profile.name);
-  return resolved.profile;
+// This host's cached profile, which timed other dtypes' CPU products than `dtype`,
+// gains `dtype`'s: timed now (quick) and saved into the cache. False (after a warning)
+// when that fails.
+bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::string& dtype) {
+  spdlog::info("this host's profile did not time {} CPU products: timing them (a few seconds, once) into {}", dtype,
+               profile.path);
+  try {
+    const kernels::SmallMatmulEveryRowCountScope as_default_runs(true);
+    const policy::CpuProductTable table = policy::measure_cpu_products(dtype, /*quick=*/true);
+    if (table.rates.empty()) return false;
+    profile.add_cpu_product_table(table);
+    save_atomically(profile, profile.path);
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::warn("timing {} CPU products failed: {}", dtype, e.what());
+    return false;
+  }
 }
 
-std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option, bool may_measure) {
+}  // namespace
+
+policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, const std::string& dtype) {
+  policy::HardwareProfile& profile = resolved.profile;
+  const bool lacks = profile.times_cpu_products_per_dtype() && profile.cpu_product_table(dtype) == nullptr;
+  if (lacks && !(resolved.origin == policy::ProfileOrigin::HostCache && add_products_to_host_cache(profile, dtype))) {
+    spdlog::warn("hardware profile {} did not time CPU products in {}: no CPU products are priced in {} (computing "
+                 "weights on the CPU is not planned{}); `tiergen profile` times every dtype",
+                 profile.path, dtype, dtype, profile.gpu_is_host ? ", and the host's products are priced at its matmul rates" : "");
+  }
+  return profile.with_cpu_products_of(dtype);
+}
+
+policy::HardwareProfile profile_for_planning(const std::string& hw_option, const std::string& dtype) {
+  policy::ResolvedProfile resolved = policy::resolve_profile_with_origin(hw_option);
+  if (resolved.describes_this_host()) return profile_priced_in(resolved, dtype);
+  if (auto measured = measure_and_cache(dtype)) return measured->with_cpu_products_of(dtype);
+  spdlog::warn("planning with the built-in profile ({}), which describes another machine; run `tiergen profile "
+               "--cache` for plans that fit this one", resolved.profile.name);
+  return resolved.profile.with_cpu_products_of(dtype);
+}
+
+std::optional<policy::HardwareProfile> profile_for_prediction(const std::string& hw_option, const std::string& dtype,
+                                                              bool may_measure) {
   try {
     policy::ResolvedProfile resolved = policy::resolve_profile_with_origin(hw_option);
-    if (resolved.describes_this_host()) return resolved.profile;
+    if (resolved.describes_this_host()) return profile_priced_in(resolved, dtype);
     if (!may_measure) {
       spdlog::info("predicted vs measured: skipped (no hardware profile of this host; `tiergen profile --cache` makes one)");
       return std::nullopt;
     }
-    if (auto measured = measure_and_cache()) return measured;
+    if (auto measured = measure_and_cache(dtype)) return measured->with_cpu_products_of(dtype);
     spdlog::info("predicted vs measured: skipped (no hardware profile of this host; `tiergen profile --cache` makes one)");
   } catch (const std::exception& e) {
     spdlog::info("predicted vs measured: skipped ({})", e.what());

@@ -18,6 +18,7 @@
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
 #include "src/cli/host_profile.h"
+#include "tiergen/common/torch_compat.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "tiergen/io/prompts.h"
@@ -134,12 +135,16 @@ Target target_of(const PolicyOptions& o) {
     const runtime::DeviceContext device = make_device(flags);
     t.dtype_bytes = device.dtype_bytes();
     t.budgets = make_budgets(flags, device);
-    t.hw = profile_for_planning(o.hw);
+    t.hw = profile_for_planning(o.hw, compat::dtype_name(device.dtype));
     return t;
   }
   // No device: a plan for the profile's machine, with its capacities as default budgets.
   t.dtype_bytes = dtype_bytes_of(o.dtype);
-  t.hw = policy::resolve_profile(o.hw);
+  const policy::ResolvedProfile resolved = policy::resolve_profile_with_origin(o.hw);
+  // The dtype `generate` on that machine would compute in (--dtype auto: fp32 on a CPU
+  // stand-in, fp16 on a GPU).
+  const std::string dtype = o.dtype != "auto" ? o.dtype : resolved.profile.gpu_is_host ? "float32" : "float16";
+  t.hw = profile_priced_in(resolved, dtype);
   if (t.hw.gpu_is_host) {
     // A plan for a profile measured without a GPU is a plan for the CPU stand-in: say
     // so, since a user asking for a GPU plan here would otherwise read it as one.

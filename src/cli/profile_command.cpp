@@ -12,6 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/cpu_features.h"
 #include "policy/calibration.h"
 #include "policy/profiler.h"
 #include "src/cli/number_checks.h"
@@ -109,6 +110,21 @@ policy::HardwareProfile calibrated_profile(const ProfileOptions& o) {
   return fit.profile;
 }
 
+// Which kernel path the CPU's products take in each dtype timed, and their rates at
+// one row, at the largest row count timed and with many rows.
+std::string cpu_product_paths(const policy::HardwareProfile& p) {
+  std::string out = fmt::format("CPU products over host weights (kernel level {}):\n",
+                                kernels::cpu_isa_name(kernels::cpu_isa_in_use()));
+  for (const policy::CpuProductTable& t : p.cpu_product_tables) {
+    if (t.rates.empty()) continue;  // (measure_host keeps only tables with rates)
+    out += fmt::format("  {:<9} {}: 1 row {:.1f} GB/s, {} rows {:.1f} GB/s, many rows {:.1f} GFLOP/s\n", t.dtype,
+                       t.kernel_path, t.rates.front().second / 1e9, t.rates.back().first, t.rates.back().second / 1e9,
+                       t.matmul_flops / 1e9);
+  }
+  if (p.cpu_product_tables.empty()) out += "  none: this LibTorch multiplies none of float32, float16, bfloat16 on the CPU\n";
+  return out;
+}
+
 void run_profile(const ProfileOptions& o) {
   TG_CHECK(!(o.cache && !o.out.empty()), "profile: give --out FILE or --cache, not both");
   TG_CHECK(o.hw.empty() || !o.calibrate_from.empty(), "profile --hw names the profile that --calibrate-from rescales");
@@ -123,7 +139,7 @@ void run_profile(const ProfileOptions& o) {
   if (o.calibrate_from.empty()) {
     std::vector<policy::Measurement> measurements;
     profile = policy::measure_host(o.profiler, &measurements);
-    std::cerr << measurements_table(measurements) << std::flush;
+    std::cerr << measurements_table(measurements) << cpu_product_paths(profile) << std::flush;
   } else {
     profile = calibrated_profile(o);
   }

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
@@ -10,6 +11,7 @@
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/error.h"
 #include "tiergen/common/kernel_elem_type.h"
+#include "tiergen/common/torch_compat.h"
 
 namespace tiergen::model {
 
@@ -27,6 +29,19 @@ bool uses_widened_product(const at::Tensor& x, const at::Tensor& weight) {
 }
 
 namespace {
+
+// The path above small_matmul's rows: widened on CPUs without native bf16 products (as
+// uses_widened_product decides), else LibTorch's GEMM in the dtype.
+std::string many_row_path(at::ScalarType dtype) {
+  if (dtype == at::kBFloat16 && !kernels::cpu_has_native_bf16_products()) return "fp32 GEMM over widened bf16 tiles";
+  return fmt::format("LibTorch GEMM ({})", compat::dtype_name(dtype));
+}
+
+std::string small_row_path(at::ScalarType dtype) {
+  const kernels::ElemType w_type = kernel_elem_type(dtype);
+  const kernels::ElemType x_type = dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
+  return fmt::format("small_matmul ({})", kernels::small_matmul_kernel_name(x_type, w_type));
+}
 
 // Rows of x per small_matmul() call: W is read once per block, and x's fp32 copy and
 // the fp32 result stay a block's (fp16 weights take every row count on CPUs without
@@ -46,6 +61,19 @@ const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype
 }
 
 }  // namespace
+
+std::string linear_product_path(at::ScalarType dtype, int64_t rows) {
+  return rows <= kernels::small_matmul_max_rows(kernel_elem_type(dtype)) ? small_row_path(dtype)
+                                                                         : many_row_path(dtype);
+}
+
+std::string linear_product_paths(at::ScalarType dtype) {
+  const int64_t limit = kernels::small_matmul_max_rows(kernel_elem_type(dtype));
+  if (limit == std::numeric_limits<int64_t>::max()) return small_row_path(dtype) + " at every row count";
+  if (limit == 0) return many_row_path(dtype) + " at every row count";
+  return fmt::format("{} up to {} row{}, {} above", small_row_path(dtype), limit, limit == 1 ? "" : "s",
+                     many_row_path(dtype));
+}
 
 at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (uses_widened_product(x, weight)) return widened_linear_product(x, weight, bias);

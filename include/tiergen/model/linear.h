@@ -6,6 +6,8 @@
 // to fp32 tile by tile (widened_linear_product); everything else is at::linear.
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "tiergen/model/layer_weights.h"
 
 namespace tiergen::model {
@@ -20,6 +22,15 @@ bool uses_small_matmul(const at::Tensor& x, const at::Tensor& weight);
 // product with a bf16 weight, more rows than small_matmul takes, on a CPU without native
 // bf16 products (kernels::cpu_has_native_bf16_products, within TIERGEN_CPU_ISA).
 bool uses_widened_product(const at::Tensor& x, const at::Tensor& weight);
+
+// What linear_product() runs on this CPU for a product of `rows` rows whose x and W are
+// both `dtype` (the kernel dispatch as it stands: TIERGEN_CPU_ISA, the small-row limit,
+// batch invariance): "small_matmul (amx)", "small_matmul (avx2)", "fp32 GEMM over widened
+// bf16 tiles", "LibTorch GEMM (bfloat16)". And over every row count at once, e.g.
+// "small_matmul (avx2) up to 16 rows, LibTorch GEMM (float32) above", for `tiergen
+// profile` to say which path the products it times take.
+std::string linear_product_path(at::ScalarType dtype, int64_t rows);
+std::string linear_product_paths(at::ScalarType dtype);
 
 // x W^T + b with W's rows widened to fp32 a tile at a time (widened_tile_rows(in) rows,
 // 4 MiB of fp32 each) and multiplied by x in fp32 with LibTorch's fp32 GEMM: fp32

@@ -1,0 +1,135 @@
+// The CPU's products timed per dtype (HardwareProfile::cpu_product_tables): the tables
+// round-trip, a profile from before them keeps its one dtype, malformed ones are
+// refused; a job is priced at its own dtype's rates, and never at another dtype's: a
+// profile that did not time the job's dtype prices no CPU products in it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "policy/cost_model.h"
+#include "policy/search.h"
+#include "tiergen/common/bytes.h"
+#include "tiergen/common/error.h"
+#include "tiergen/model/presets.h"
+#include "tests/support/tiny_model.h"
+
+namespace tiergen::policy {
+namespace {
+
+CpuProductTable table(const std::string& dtype, double scale) {
+  return {dtype, "small_matmul (avx2) at every row count", {{1, 20e9 * scale}, {16, 9e9 * scale}, {64, 3e9 * scale}},
+          8e10 * scale, 18e9 * scale, 0};
+}
+
+// The host standing in for the GPU, as a 2-core machine measured it, with tables for
+// float32 and bfloat16 whose many-row rates are 9x apart (AMX against fp32 FMA on a
+// Xeon: 769 against 86 GFLOP/s).
+HardwareProfile stand_in_with_tables() {
+  HardwareProfile p = *builtin_profile("t4-flexgen");
+  p.gpu_is_host = true;
+  p.cpu_to_gpu = p.cpu_to_gpu_cache = p.gpu_to_cpu_cache = p.gpu_to_cpu_hidden = 15e9;
+  p.gpu_memory_bandwidth = p.cpu_memory_bandwidth = 15e9;
+  p.add_cpu_product_table(table("bfloat16", 1));
+  CpuProductTable fp32 = table("float32", 1);
+  fp32.matmul_flops /= 9;
+  p.add_cpu_product_table(fp32);
+  return p.with_cpu_products_of("float32");
+}
+
+TEST(CpuProductTables, EachDtypeRoundTripsAndAProfileFromBeforeKeepsItsOne) {
+  const HardwareProfile p = stand_in_with_tables();
+  ASSERT_EQ(p.cpu_product_tables.size(), 2u);
+  EXPECT_EQ(p.cpu_product_tables[0].dtype, "float32") << "kept in the order float32, float16, bfloat16";
+  const HardwareProfile back = profile_from_json(profile_to_json(p), "p.json");
+  EXPECT_EQ(back.cpu_product_tables, p.cpu_product_tables);
+  EXPECT_EQ(back.cpu_product_dtype, "float32");
+  EXPECT_EQ(back.cpu_product_rates, p.cpu_product_rates);
+
+  // A measured profile written before the tables: its one dtype becomes its table.
+  nlohmann::json old = profile_to_json(p);
+  old["cpu"].erase("product_tables");
+  const HardwareProfile legacy = profile_from_json(old, "old.json");
+  ASSERT_EQ(legacy.cpu_product_tables.size(), 1u);
+  EXPECT_EQ(legacy.cpu_product_tables[0].dtype, "float32");
+  EXPECT_EQ(legacy.cpu_product_tables[0].rates, p.cpu_product_rates);
+  EXPECT_EQ(legacy.cpu_product_tables[0].matmul_flops, p.cpu_matmul_flops);
+  // A hand-written one (no dtype named) has no tables: its rates price every dtype.
+  old["cpu"].erase("product_dtype");
+  EXPECT_FALSE(profile_from_json(old, "hand.json").times_cpu_products_per_dtype());
+
+  const auto refused = [&](nlohmann::json tables, const std::string& message) {
+    nlohmann::json j = profile_to_json(p);
+    j["cpu"]["product_tables"] = tables;
+    try {
+      profile_from_json(j, "bad.json");
+      ADD_FAILURE() << "accepted " << tables.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  const nlohmann::json one = profile_to_json(p)["cpu"]["product_tables"][0];
+  refused(nlohmann::json::array({one, one}), "bad.json: hardware profile field 'cpu.product_tables' has two float32");
+  nlohmann::json int8 = one;
+  int8["dtype"] = "int8";
+  refused(nlohmann::json::array({int8}), "has a table of dtype 'int8'");
+  nlohmann::json descending = one;
+  descending["rates"] = {{16, 1e9}, {4, 1e9}};
+  refused(nlohmann::json::array({descending}), "needs ascending row counts");
+  nlohmann::json unknown = one;
+  unknown["rate"] = 1;
+  refused(nlohmann::json::array({unknown}), "unknown hardware profile field 'cpu.product_tables[0].rate'");
+  refused(nlohmann::json::object(), "'cpu.product_tables' must be a list");
+}
+
+// A bf16 job on the stand-in is priced at the bf16 table: its prefill products at the
+// bf16 many-row rate, 9x the fp32 table's here, which priced every bf16 job before.
+TEST(CpuProductTables, AJobIsPricedAtItsOwnDtypesRates) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{128, 4, 4};
+  const runtime::Policy resident = test::make_policy(4, 1, {100, 0, 100, 0, 100, 0}, false);
+  const HardwareProfile p = stand_in_with_tables();
+  const HardwareProfile bf16 = p.with_cpu_products_of("bfloat16");
+  EXPECT_EQ(bf16.cpu_product_dtype, "bfloat16");
+  EXPECT_EQ(bf16.cpu_matmul_flops, 8e10);
+  EXPECT_EQ(bf16.cpu_product_tables, p.cpu_product_tables) << "the tables themselves unchanged";
+  const ModelSizes sizes(spec, 2);
+  const double flops = 4 * 128 * sizes.linear_flops_per_token();  // one gpu batch of 4 prompts
+  const auto prefill_compute = [&](const HardwareProfile& hw) {
+    return predict(spec, resident, w, hw, 2).prefill.tasks[static_cast<int>(Task::Compute)];
+  };
+  EXPECT_NEAR(prefill_compute(p) - prefill_compute(bf16), flops / (8e10 / 9) - flops / 8e10, 1e-9);
+}
+
+// The guard against pricing one dtype's path at another's: on a host whose profile
+// timed float32 only, a bfloat16 job's search does not compute weights on the CPU at
+// float32's rates (where float32's would have it do so), and a profile without tables
+// is left as it is.
+TEST(CpuProductTables, AnUntimedDtypeIsNotPricedAtAnotherDtypesRates) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const runtime::Workload w{512, 32};
+  const runtime::Budgets b{parse_bytes("16GiB"), parse_bytes("208GiB"), parse_bytes("1536GiB")};
+  HardwareProfile gpu_host = *builtin_profile("t4-flexgen");
+  gpu_host.add_cpu_product_table({"float16", "small_matmul (avx2) at every row count", {{1, 200e9}, {64, 200e9}},
+                                  5e12, 200e9, 0});
+  SearchOptions o;
+  o.guardrails = false;  // the LP's pricing (guardrails never multiply weights at home)
+  const auto timed = search_policy(spec, w, b, gpu_host.with_cpu_products_of("float16"), o);
+  EXPECT_TRUE(timed.policy.cpu_weight_compute_decode) << timed.policy.describe();
+
+  const HardwareProfile untimed = gpu_host.with_cpu_products_of("bfloat16");
+  EXPECT_FALSE(untimed.prices_cpu_matmuls());
+  EXPECT_EQ(untimed.cpu_product_dtype, "");
+  const auto chosen = search_policy(spec, w, b, untimed, o);
+  EXPECT_FALSE(chosen.policy.cpu_weight_compute_decode || chosen.policy.cpu_weight_compute_prefill)
+      << chosen.policy.describe();
+
+  HardwareProfile hand_written = *builtin_profile("t4-flexgen");
+  hand_written.cpu_matmul_flops = 5e12;
+  hand_written.cpu_gemv_bandwidth = 200e9;
+  const HardwareProfile same = hand_written.with_cpu_products_of("bfloat16");
+  EXPECT_EQ(same.cpu_matmul_flops, 5e12);
+  EXPECT_TRUE(same.prices_cpu_matmuls());
+}
+
+}  // namespace
+}  // namespace tiergen::policy
