@@ -1,6 +1,7 @@
 #include "policy/cost_model.h"
 
 #include <algorithm>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/quantized_matmul.h"
@@ -117,17 +118,6 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
   return phase;
 }
 
-// The layer's matmuls for the whole block, one product of gpu_batch_size x `tokens`
-// rows per gpu batch on the compute device (HardwareProfile::device_product_seconds):
-// FLOPs over the matmul rate, never faster than reading the dense weights once per gpu
-// batch (the roofline of the small batches of decode).
-double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
-  const double gpu_batches = double(t.policy.num_gpu_batches);
-  const double rows = double(t.policy.gpu_batch_size) * tokens_per_sequence;
-  const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token() / gpu_batches;
-  return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate);
-}
-
 // One weight layer's products on the CPU over its weights at home, one of `rows` rows
 // doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
 // `compressed_dense` the dense bytes of the part stored compressed. Compressed weights
@@ -137,10 +127,15 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
                             double compressed_dense) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
   if (!t.policy.compress_weight.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops);
-  // The portable limit: bf16 activations on AVX-512 BF16 keep twice the rows in place
-  // (kernels::quantized_in_place_max_rows), which this prices as a dense copy.
-  if (rows <= double(kernels::kQuantizedInPlaceMaxRows)) {
-    return gpu_batches * std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate());
+  // The rows the runtime keeps in place (kernels::quantized_in_place_max_rows): more with
+  // bf16 activations (the dtype whose products the profile prices, cpu_product_dtype)
+  // where the AVX-512 BF16 or AMX kernel runs on this CPU; 8 elsewhere.
+  const bool bf16_activations = t.hw.cpu_product_dtype == "bfloat16";
+  const runtime::CompressionConfig& c = t.policy.compress_weight;
+  if (rows <= double(kernels::quantized_in_place_max_rows(bf16_activations, {c.bits, c.group_size}))) {
+    // As the profile timed these products, else estimated from the dense rates.
+    const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
+    return gpu_batches * timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate()));
   }
   return compressed_dense / t.hw.cpu_dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops);
 }
@@ -153,6 +148,20 @@ double cpu_matmul_seconds(const Terms& t, double tokens) {
   const double flops = t.bls * tokens * t.sizes.linear_flops_per_token() / gpu_batches;
   return cpu_products_at_home(t, rows, flops, t.w, t.sizes.layer_weight_dense_bytes(),
                               t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight));
+}
+
+// The layer's matmuls for the whole block, one product of gpu_batch_size x `tokens`
+// rows per gpu batch on the compute device (HardwareProfile::device_product_seconds):
+// FLOPs over the matmul rate, never faster than reading the dense weights once per gpu
+// batch (the roofline of the small batches of decode). A host standing in for the GPU
+// keeps compressed weights compressed wherever they live and multiplies them as it does
+// at home (cpu_matmul_seconds): in place for few rows, through a dense copy for more.
+double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
+  if (t.hw.gpu_is_host && t.policy.compress_weight.enabled) return cpu_matmul_seconds(t, tokens_per_sequence);
+  const double gpu_batches = double(t.policy.num_gpu_batches);
+  const double rows = double(t.policy.gpu_batch_size) * tokens_per_sequence;
+  const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token() / gpu_batches;
+  return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate);
 }
 
 // The share of the layers whose host-resident weights are multiplied at home in this
@@ -172,7 +181,8 @@ void add_weight_terms(const Terms& t, double bytes, double dense, double at_home
   phase.add(Lane::CpuToGpu, Task::WeightLoad, RT::LoadWeight,
             Linear::sum((1 - at_home) * bytes / t.hw.cpu_to_gpu, {kWc, kWn}));
   phase.add(Lane::DiskToCpu, Task::WeightLoad, RT::LoadWeight, Linear::sum(bytes / t.hw.disk_to_cpu, {kWn}));
-  if (t.policy.compress_weight.enabled) {
+  // (A host standing in for the GPU keeps them compressed: its products dequantize.)
+  if (t.policy.compress_weight.enabled && !t.hw.gpu_is_host) {
     const double seconds = dense / t.hw.gpu_dequantize;
     phase.add(Lane::Compute, Task::Dequantize, RT::LoadWeight,
               Linear::sum(seconds, {kWg}) + Linear::sum((1 - at_home) * seconds, {kWc, kWn}));
@@ -312,8 +322,13 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
                        prefill ? t.hw.cpu_to_disk_hidden_prefill : t.hw.cpu_to_disk_decode, phase);
   const double rows = double(t.policy.gpu_batch_size);
   const double flops = rows * t.sizes.head_flops_per_token();
-  const double on_device = double(t.policy.num_gpu_batches) *
-                           t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode);
+  // The stand-in multiplies a compressed head as it would at home (linear_seconds).
+  const double on_device =
+      t.hw.gpu_is_host && compress.enabled
+          ? cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
+                                 t.sizes.head_compressed_dense_bytes(compress))
+          : double(t.policy.num_gpu_batches) *
+                t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode);
   if (at_home <= 0) {
     phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_device));
     return phase;

@@ -169,7 +169,7 @@ json rates_json(const std::vector<std::pair<int64_t, double>>& rates) {
 
 CpuProductTable product_table_from_json(const json& t, const std::string& name, const std::string& source) {
   TG_CHECK(t.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
-  check_keys(t, {"dtype", "kernel_path", "rates", "matmul_flops", "gemv_bandwidth", "small_matmul_max_rows"},
+  check_keys(t, {"dtype", "kernel_path", "rates", "matmul_flops", "gemv_bandwidth", "small_matmul_max_rows", "quantized"},
              name + ".", source);
   CpuProductTable table;
   TG_CHECK(t.contains("dtype") && t.at("dtype").is_string(), "{}: hardware profile field '{}.dtype' must be a string",
@@ -189,6 +189,19 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
   };
   table.matmul_flops = rate("matmul_flops");
   table.gemv_bandwidth = rate("gemv_bandwidth");
+  if (t.contains("quantized")) {
+    const json& q = t.at("quantized");
+    TG_CHECK(q.is_array(), "{}: hardware profile field '{}.quantized' must be a list", source, name);
+    for (size_t i = 0; i < q.size(); ++i) {
+      const std::string where = fmt::format("{}.quantized[{}]", name, i);
+      TG_CHECK(q[i].is_object() && q[i].contains("bits") && q[i].at("bits").is_number_integer() &&
+                   q[i].contains("group_size") && q[i].at("group_size").is_number_integer() && q[i].contains("rates"),
+               "{}: hardware profile field '{}' needs integer 'bits' and 'group_size' and 'rates'", source, where);
+      check_keys(q[i], {"bits", "group_size", "rates"}, where + ".", source);
+      table.quantized.push_back({q[i].at("bits").get<int>(), q[i].at("group_size").get<int>(),
+                                 rates_at(q[i].at("rates"), where + ".rates", source)});
+    }
+  }
   if (t.contains("small_matmul_max_rows")) {
     const json& r = t.at("small_matmul_max_rows");
     TG_CHECK(r.is_number_integer() && (!r.is_number_unsigned() || r.get<uint64_t>() <= uint64_t(INT64_MAX)),
@@ -205,6 +218,12 @@ json product_table_json(const CpuProductTable& t) {
   if (t.matmul_flops > 0) j["matmul_flops"] = t.matmul_flops;
   if (t.gemv_bandwidth > 0) j["gemv_bandwidth"] = t.gemv_bandwidth;
   if (t.small_matmul_max_rows != 0) j["small_matmul_max_rows"] = t.small_matmul_max_rows;
+  if (!t.quantized.empty()) {
+    j["quantized"] = json::array();
+    for (const auto& q : t.quantized) {
+      j["quantized"].push_back({{"bits", q.bits}, {"group_size", q.group_size}, {"rates", rates_json(q.rates)}});
+    }
+  }
   return j;
 }
 
@@ -218,6 +237,9 @@ void read_product_tables(HardwareProfile& p, const json& cpu, const std::string&
       p.cpu_product_tables.push_back(
           product_table_from_json(tables[i], fmt::format("cpu.product_tables[{}]", i), source));
     }
+    if (const CpuProductTable* priced = p.cpu_product_table(p.cpu_product_dtype)) {
+      p.cpu_quantized_product_rates = priced->quantized;
+    }
     return;
   }
   if (p.cpu_product_dtype.empty()) return;
@@ -225,15 +247,23 @@ void read_product_tables(HardwareProfile& p, const json& cpu, const std::string&
                                   p.cpu_gemv_bandwidth, p.cpu_small_matmul_max_rows});
 }
 
+void validate_rates(const std::vector<std::pair<int64_t, double>>& rates, const std::string& what,
+                    const std::string& where) {
+  for (size_t i = 0; i < rates.size(); ++i) {
+    TG_CHECK(rates[i].first >= 1 && rates[i].second > 0 && (i == 0 || rates[i].first > rates[i - 1].first),
+             "{}: hardware profile field {} needs ascending row counts (at least 1) and positive rates", where, what);
+  }
+}
+
 void validate_product_table(const CpuProductTable& t, const std::string& where) {
   TG_CHECK(compat::is_dtype_name(t.dtype),
            "{}: hardware profile field 'cpu.product_tables' has a table of dtype '{}': float32, float16 or bfloat16",
            where, t.dtype);
-  for (size_t i = 0; i < t.rates.size(); ++i) {
-    TG_CHECK(t.rates[i].first >= 1 && t.rates[i].second > 0 && (i == 0 || t.rates[i].first > t.rates[i - 1].first),
-             "{}: hardware profile field 'cpu.product_tables' ({}) needs ascending row counts (at least 1) and "
-             "positive rates",
-             where, t.dtype);
+  validate_rates(t.rates, fmt::format("'cpu.product_tables' ({})", t.dtype), where);
+  for (const auto& q : t.quantized) {
+    TG_CHECK(q.bits == 4 || q.bits == 8, "{}: hardware profile field 'cpu.product_tables' ({}) has {}-bit rates: 4 or 8",
+             where, t.dtype, q.bits);
+    validate_rates(q.rates, fmt::format("'cpu.product_tables' ({}, {} bits)", t.dtype, q.bits), where);
   }
   TG_CHECK(t.matmul_flops >= 0 && t.gemv_bandwidth >= 0 && t.small_matmul_max_rows >= 0,
            "{}: hardware profile field 'cpu.product_tables' ({}) has a negative rate or row count", where, t.dtype);
@@ -244,10 +274,31 @@ int dtype_rank(const std::string& dtype) { return dtype == "float32" ? 0 : dtype
 
 }  // namespace
 
+bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b) {
+  return a.bits == b.bits && a.group_size == b.group_size && a.rates == b.rates;
+}
+
 bool operator==(const CpuProductTable& a, const CpuProductTable& b) {
   return a.dtype == b.dtype && a.kernel_path == b.kernel_path && a.rates == b.rates &&
          a.matmul_flops == b.matmul_flops && a.gemv_bandwidth == b.gemv_bandwidth &&
-         a.small_matmul_max_rows == b.small_matmul_max_rows;
+         a.small_matmul_max_rows == b.small_matmul_max_rows && a.quantized == b.quantized;
+}
+
+std::optional<double> HardwareProfile::cpu_quantized_product_seconds(int bits, double rows, double stored_bytes) const {
+  for (const auto& q : cpu_quantized_product_rates) {
+    if (q.bits != bits || q.rates.empty()) continue;
+    const auto& r = q.rates;
+    if (rows <= double(r.front().first)) return stored_bytes / r.front().second;
+    for (size_t i = 1; i < r.size(); ++i) {
+      if (rows <= double(r[i].first)) {
+        const double t = (rows - double(r[i - 1].first)) / double(r[i].first - r[i - 1].first);
+        return stored_bytes * ((1 - t) / r[i - 1].second + t / r[i].second);
+      }
+    }
+    // Beyond the largest count timed (the in-place limit): seconds grow with the rows.
+    return stored_bytes / r.back().second * rows / double(r.back().first);
+  }
+  return std::nullopt;
 }
 
 const CpuProductTable* HardwareProfile::cpu_product_table(const std::string& dtype) const {
@@ -261,13 +312,15 @@ HardwareProfile HardwareProfile::with_cpu_products_of(const std::string& dtype) 
   HardwareProfile p = *this;
   if (!times_cpu_products_per_dtype()) return p;
   const CpuProductTable* table = cpu_product_table(dtype);
-  const CpuProductTable none{dtype};
+  CpuProductTable none;
+  none.dtype = dtype;
   const CpuProductTable& t = table ? *table : none;
   p.cpu_product_dtype = table ? t.dtype : "";
   p.cpu_product_rates = t.rates;
   p.cpu_matmul_flops = t.matmul_flops;
   p.cpu_gemv_bandwidth = t.gemv_bandwidth;
   p.cpu_small_matmul_max_rows = t.small_matmul_max_rows;
+  p.cpu_quantized_product_rates = t.quantized;
   return p;
 }
 

@@ -13,6 +13,15 @@
 
 namespace tiergen::policy {
 
+// Products over compressed host weights read in place (model::quantized_linear_product
+// up to its in-place row limit): (rows, bytes of stored weight per second).
+struct QuantizedProductRates {
+  int bits = 4;
+  int group_size = 64;
+  std::vector<std::pair<int64_t, double>> rates;
+};
+bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b);
+
 // The CPU's products over host weights of one dtype, as `tiergen profile` times them
 // through the runtime's product: the fields HardwareProfile prices CPU products with
 // (cpu_product_rates, cpu_matmul_flops, cpu_gemv_bandwidth, cpu_small_matmul_max_rows),
@@ -24,6 +33,8 @@ struct CpuProductTable {
   double matmul_flops = 0;                        // the many-row rate
   double gemv_bandwidth = 0;                      // the few-row rate (4 rows)
   int64_t small_matmul_max_rows = 0;              // 0: not measured
+  // Compressed weights with activations of this dtype, multiplied in place (4 and 8 bits).
+  std::vector<QuantizedProductRates> quantized;
 };
 bool operator==(const CpuProductTable& a, const CpuProductTable& b);
 
@@ -88,6 +99,14 @@ struct HardwareProfile {
   // one above, when it names its dtype). The fields above are the table the cost model
   // prices with: with_cpu_products_of() puts the job's dtype there.
   std::vector<CpuProductTable> cpu_product_tables;
+  // The in-place products over compressed weights of the priced dtype (its table's
+  // `quantized`; not a field of the file outside the tables). Empty: estimated from the
+  // dense rates (cpu_product_seconds of the stored bytes).
+  std::vector<QuantizedProductRates> cpu_quantized_product_rates;
+  // Seconds of one in-place product of `rows` rows over `stored_bytes` of weights
+  // compressed to `bits`, from cpu_quantized_product_rates (interpolated in rows; beyond
+  // the largest count timed, at its rate), or nullopt when that format was not timed.
+  std::optional<double> cpu_quantized_product_seconds(int bits, double rows, double stored_bytes) const;
 
   // Optional (0: not measured): the link between consecutive pipeline stages, as
   // `tiergen profile --link` measures it over the job's transport (its slowest hop).

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/kernel_elem_type.h"
@@ -52,10 +53,9 @@ struct LastTiming {
 LastTiming last_timing;
 
 // Median seconds of `reps` runs (at least 3) of `fn` after one warm-up.
-double median_seconds(int reps, const std::function<void()>& fn, const std::function<void()>& sync = [] {}) {
+// The median of `reps` timed calls (at least 3), no warm-up.
+double timed_median(int reps, const std::function<void()>& fn, const std::function<void()>& sync = [] {}) {
   reps = std::max(reps, 3);
-  fn();
-  sync();
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
     const auto start = Clock::now();
@@ -67,6 +67,25 @@ double median_seconds(int reps, const std::function<void()>& fn, const std::func
   const double median = std::max(times[times.size() / 2], 1e-9);
   last_timing = {reps, (times.back() - times.front()) / median};
   return median;
+}
+
+double median_seconds(int reps, const std::function<void()>& fn, const std::function<void()>& sync = [] {}) {
+  fn();
+  sync();
+  return timed_median(reps, fn, sync);
+}
+
+// median_seconds() with fewer repetitions (not under 3) where `reps` of them would take
+// more than `budget` seconds, judged by the first (untimed) call: the CPU products are
+// timed in three dtypes at up to 128 rows over a weight 4x the last-level cache, a
+// second or more each on a 2-core guest, where nine repetitions made the full profile
+// take 9.4 minutes.
+double median_seconds_within(double budget, int reps, const std::function<void()>& fn) {
+  const auto start = Clock::now();
+  fn();
+  const double first = std::chrono::duration<double>(Clock::now() - start).count();
+  const int affordable = first > 0 ? int(budget / first) : reps;
+  return timed_median(std::clamp(affordable, 3, std::max(reps, 3)), fn);
 }
 
 // The median of samples measured elsewhere (the runner probes), with their spread for record().
@@ -329,6 +348,9 @@ std::vector<int64_t> product_row_counts(bool quick) {
 // 1.3x faster on it than on OpenBLAS's GEMM, 64 rows 0.93x; the default of 16 was
 // measured on an Intel host). Nothing is compared where the default has no limit, nor
 // under TIERGEN_SMALL_MATMUL_MAX_ROWS, whose limit every product is then timed with.
+// Seconds of timed repetitions one CPU product point may take (beyond 3 repetitions).
+constexpr double kProductSecondsPerPoint = 3.0;
+
 struct SmallRowLimitSearch {
   int64_t default_limit = 0;
   int64_t limit = 0;      // products are timed with it: the default, or the most rows the kernel won at
@@ -366,7 +388,7 @@ double product_seconds(SmallRowLimitSearch& search, int64_t rows, int reps, cons
                        const Recorder& record) {
   const auto timed = [&](int64_t limit) {
     const kernels::SmallMatmulMaxRowsScope scope(limit);
-    return median_seconds(reps, product);
+    return median_seconds_within(kProductSecondsPerPoint, reps, product);
   };
   const double runtime = timed(search.limit);
   if (!search.open || rows <= search.limit) return runtime;
@@ -383,13 +405,58 @@ double product_seconds(SmallRowLimitSearch& search, int64_t rows, int reps, cons
   return runtime;
 }
 
+// `weight` quantized as the weight store keeps a compressed weight on the host.
+model::QuantizedWeight quantized_weight(const at::Tensor& weight, kernels::QuantFormat format) {
+  const auto layout = kernels::quantized_layout(weight.size(0), weight.size(1), format);
+  model::QuantizedWeight q;
+  q.rows = weight.size(0);
+  q.cols = weight.size(1);
+  q.bits = format.bits;
+  q.group_size = format.group_size;
+  q.packed = at::empty({layout.rows, layout.packed_bytes_per_row}, at::kByte);
+  q.mins = at::empty({layout.rows, layout.groups_per_row}, at::kShort);
+  q.scales = at::empty({layout.rows, layout.groups_per_row}, at::kShort);
+  kernels::quantize(weight.data_ptr(), kernel_elem_type(weight.scalar_type()), layout.rows, layout.cols, format,
+                    q.packed.data_ptr<uint8_t>(), reinterpret_cast<uint16_t*>(q.mins.data_ptr<int16_t>()),
+                    reinterpret_cast<uint16_t*>(q.scales.data_ptr<int16_t>()));
+  return q;
+}
+
+// Products over `weight` compressed to 4 and 8 bits (groups of 64, the default), read in
+// place with activations of its dtype: at one row and at the runtime's in-place limit
+// for them (kernels::quantized_in_place_max_rows), as bytes of stored weight per second.
+// They are compute-bound on the levels' lookups, not on the bytes: on a 2-core Xeon
+// with AMX, 4-bit decode ran 1.8x bf16's, where the bytes alone say 3.5x.
+std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& weight, int reps, const Recorder& record) {
+  std::vector<QuantizedProductRates> out;
+  const std::string dtype = compat::dtype_name(weight.scalar_type());
+  for (const int bits : {4, 8}) {
+    const kernels::QuantFormat format{bits, 64};
+    const model::QuantizedWeight q = quantized_weight(weight, format);
+    const double stored = double(kernels::quantized_layout(q.rows, q.cols, format).total_bytes());
+    QuantizedProductRates rates{bits, format.group_size, {}};
+    const int64_t limit = kernels::quantized_in_place_max_rows(weight.scalar_type() == at::kBFloat16, format);
+    for (const int64_t rows : std::vector<int64_t>{1, limit}) {
+      const at::Tensor x = at::randn({rows, q.cols}).to(weight.scalar_type());
+      const double seconds = median_seconds_within(kProductSecondsPerPoint, reps,
+                                                   [&] { (void)model::quantized_linear_product(x, q); });
+      rates.rates.emplace_back(
+          rows, record(fmt::format("cpu {}-bit matmul {}, {} row{}", bits, dtype, rows, rows == 1 ? "" : "s"),
+                       stored / seconds, "B/s"));
+    }
+    out.push_back(rates);
+  }
+  return out;
+}
+
 // The CPU's own products over host-resident weights in `dtype` (the dtypes a plan's
 // host weights can live in), through the runtime's product (model::linear_product):
 // decode-sized products of each of product_row_counts() rows over a weight larger than
 // the caches, as bytes of weight per second (4 rows: the few-row rate), with the
 // small-row limit for `dtype` measured on the way (SmallRowLimitSearch); and a
-// prefill-sized one (256 rows with --quick over 64 MiB of it, else 1024 over all) as
-// FLOP/s; and the kernel path those products took (model::linear_product_paths).
+// prefill-sized one (256 rows over 64 MiB of it with --quick, else 1024 over 256 MiB)
+// as FLOP/s; the kernel path those products took (model::linear_product_paths); and the
+// in-place products over it compressed (quantized_product_rates).
 // Without rates (not priced: the search then never computes on the CPU in `dtype`)
 // where this LibTorch cannot multiply in that dtype on the CPU.
 CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
@@ -420,24 +487,29 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
       const int64_t past = search.limit + 1;
       if (std::none_of(timed.begin(), timed.end(), [&](const auto& r) { return r.first == past; })) time_rows(past);
     }
-    // The many-row rate over the same weight: a cache-resident one overstates it. The
-    // quick profile multiplies its first 64 MiB only: the product is compute-bound, and
-    // on a 2-core Xeon guest whose sysfs names a 480 MiB L3 (a 1.9 GB weight here), 256
-    // rows over 64 MiB ran 2.7% faster than over the whole weight, with 1/30 of the work.
+    // The many-row rate over the same weight: a cache-resident one overstates it. It
+    // multiplies its first 64 MiB (256 MiB without --quick) only: the product is
+    // compute-bound, and on a 2-core Xeon guest whose sysfs names a 480 MiB L3 (a 1.9 GB
+    // weight here), 256 rows over 64 MiB ran 2.7% faster than over the whole weight,
+    // with 1/30 of the work (the whole weight took 4 of the full profile's 9.4 minutes).
     const int64_t rows = quick ? 256 : 1024;
-    const int64_t many_rows_n = quick ? std::min(n, (int64_t(64) << 20) / (k * elem)) : n;
+    const int64_t many_rows_n = std::min(n, (int64_t(quick ? 64 : 256) << 20) / (k * elem));
     const at::Tensor many_row_weight = weight.narrow(0, 0, many_rows_n);
     const at::Tensor a = at::randn({rows, k}, opts);
     const kernels::SmallMatmulMaxRowsScope scope(search.limit);
     table.matmul_flops = record(fmt::format("cpu many-row matmul {}", table.dtype),
-                                2.0 * double(rows * many_row_weight.size(0) * k) / median_seconds(reps, [&] {
+                                2.0 * double(rows * many_row_weight.size(0) * k) /
+                                    median_seconds_within(kProductSecondsPerPoint, reps, [&] {
                                   (void)model::linear_product(a, many_row_weight);
                                 }),
                                 "FLOP/s");
     table.kernel_path = model::linear_product_paths(dtype);
+    table.quantized = quantized_product_rates(weight, reps, record);
     table.small_matmul_max_rows = search.profile_value();
   } catch (const c10::Error& e) {
-    table = CpuProductTable{table.dtype};
+    const std::string dtype_name = table.dtype;
+    table = CpuProductTable();
+    table.dtype = dtype_name;
     spdlog::warn("profiler: this LibTorch cannot multiply {} on the CPU ({}); CPU products in {} are not priced",
                  table.dtype, e.what_without_backtrace(), table.dtype);
   }
@@ -454,6 +526,7 @@ void price_cpu_products_with(HardwareProfile& p, const CpuProductTable& table) {
   p.cpu_matmul_flops = table.matmul_flops;
   p.cpu_gemv_bandwidth = table.gemv_bandwidth;
   p.cpu_small_matmul_max_rows = table.rates.empty() ? 0 : table.small_matmul_max_rows;
+  p.cpu_quantized_product_rates = table.quantized;
 }
 
 uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }

@@ -71,13 +71,15 @@ bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::str
 
 }  // namespace
 
-policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, const std::string& dtype) {
+policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, const std::string& dtype, bool may_time) {
   policy::HardwareProfile& profile = resolved.profile;
   const bool lacks = profile.times_cpu_products_per_dtype() && profile.cpu_product_table(dtype) == nullptr;
-  if (lacks && !(resolved.origin == policy::ProfileOrigin::HostCache && add_products_to_host_cache(profile, dtype))) {
+  const bool ours = resolved.origin == policy::ProfileOrigin::HostCache && may_time;
+  if (lacks && !(ours && add_products_to_host_cache(profile, dtype))) {
     spdlog::warn("hardware profile {} did not time CPU products in {}: no CPU products are priced in {} (computing "
                  "weights on the CPU is not planned{}); `tiergen profile` times every dtype",
-                 profile.path, dtype, dtype, profile.gpu_is_host ? ", and the host's products are priced at its matmul rates" : "");
+                 profile.path, dtype, dtype,
+                 profile.gpu_is_host ? ", and the host's own products are priced at its LibTorch matmul rates" : "");
   }
   return profile.with_cpu_products_of(dtype);
 }
@@ -95,7 +97,7 @@ std::optional<policy::HardwareProfile> profile_for_prediction(const std::string&
                                                               bool may_measure) {
   try {
     policy::ResolvedProfile resolved = policy::resolve_profile_with_origin(hw_option);
-    if (resolved.describes_this_host()) return profile_priced_in(resolved, dtype);
+    if (resolved.describes_this_host()) return profile_priced_in(resolved, dtype, may_measure);
     if (!may_measure) {
       spdlog::info("predicted vs measured: skipped (no hardware profile of this host; `tiergen profile --cache` makes one)");
       return std::nullopt;

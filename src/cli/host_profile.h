@@ -22,8 +22,10 @@ namespace tiergen::cli {
 // user named (--hw, $TIERGEN_HW_PROFILE) are thrown: the run has not started yet.
 policy::HardwareProfile profile_for_planning(const std::string& hw_option, const std::string& dtype);
 
-// A resolved profile priced in `dtype` by the rule above.
-policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, const std::string& dtype);
+// A resolved profile priced in `dtype` by the rule above (`may_time` false: this host's
+// cached profile is not timed either, as after a job's results).
+policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, const std::string& dtype,
+                                          bool may_time = true);
 
 // For the predicted-vs-measured report after a run: never throws. nullopt, after one
 // line saying why, when no profile of this host can be had. `may_measure`: measure and
