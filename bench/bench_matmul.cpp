@@ -108,12 +108,13 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
               with_linear ? "" : " (this LibTorch's at::linear cannot multiply them: its column converts both to fp32 "
                                  "and multiplies, the conversion timed)");
   std::printf("| rows | at::linear ms | small_matmul ms | speed-up | at::linear GB/s | small_matmul GB/s | "
-              "read GB/s | small_matmul / read | max rel. diff |\n|---|---|---|---|---|---|---|---|---|\n");
+              "read GB/s | small_matmul / read | max rel. diff | small_matmul unblocked ms | blocking speed-up "
+              "|\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   const int64_t default_rows = kernels::small_matmul_max_rows_setting();
   for (int64_t rows : o.rows) {
     std::vector<at::Tensor> xs;  // one per projection, shared by the layers
     for (auto [out, in] : shapes) xs.push_back((at::randn({rows, in})).to(dtype));
-    std::vector<at::Tensor> ref(weights.size()), mine(weights.size());
+    std::vector<at::Tensor> ref(weights.size()), mine(weights.size()), unblocked(weights.size());
     auto run = [&](int64_t max_rows, std::vector<at::Tensor>& out) {
       kernels::set_small_matmul_max_rows(max_rows);
       for (size_t i = 0; i < weights.size(); ++i) {
@@ -123,16 +124,23 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
       }
     };
     const std::vector<double> t = interleaved_medians(
-        o.reps, {[&] { run(0, ref); }, [&] { run(1 << 30, mine); }, [&] { streams.read(); }});
+        o.reps, {[&] { run(0, ref); }, [&] { run(1 << 30, mine); }, [&] { streams.read(); },
+                 [&] {
+                   kernels::set_small_matmul_blocking(false);
+                   run(1 << 30, unblocked);
+                   kernels::set_small_matmul_blocking(true);
+                 }});
     double diff = 0;
     for (size_t i = 0; i < weights.size(); ++i) {
       const at::Tensor r = ref[i].to(at::kDouble), m = mine[i].to(at::kDouble);
       diff = std::max(diff, ((r - m).abs().max() / r.abs().max()).item<double>());
     }
-    std::printf("| %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1f | %.0f%% | %.1e |\n", (long long)rows,
-                t[0] * 1e3 / o.layers, t[1] * 1e3 / o.layers, t[0] / t[1], gbs(weight_bytes, t[0]),
-                gbs(weight_bytes, t[1]), gbs(weight_bytes, t[2]),
-                100 * t[2] / t[1], diff);
+    for (size_t i = 0; i < weights.size(); ++i)
+      if (!at::equal(mine[i], unblocked[i])) std::printf("(!) blocking changed the bits of product %zu\n", i);
+    std::printf("| %lld | %.2f | %.2f | %.2fx | %.1f | %.1f | %.1f | %.0f%% | %.1e | %.2f | %.2fx |\n",
+                (long long)rows, t[0] * 1e3 / o.layers, t[1] * 1e3 / o.layers, t[0] / t[1], gbs(weight_bytes, t[0]),
+                gbs(weight_bytes, t[1]), gbs(weight_bytes, t[2]), 100 * t[2] / t[1], diff, t[3] * 1e3 / o.layers,
+                t[3] / t[1]);
   }
   kernels::set_small_matmul_max_rows(default_rows);
 }

@@ -134,6 +134,19 @@ const std::vector<Case> kCases = {
     {3, 31, 17, 31, 17, false}, {5, 33, 33, 40, 35, true},  {17, 100, 9, 100, 9, true},
     {4, 64, 16, 64, 16, false}, {16, 257, 37, 260, 40, true}, {1, 2048, 70, 2048, 70, false},
     {33, 96, 48, 100, 50, true},  // three blocks of x rows for the AMX tiles
+    // The AVX2 kernel cache-blocked: two blocks of x rows, k in four spans (512 per
+    // span) and a tail.
+    {70, 2100, 21, 2104, 23, true},
+};
+
+// The kernels' cache blocking (small_matmul_blocking.h) for the scope.
+class BlockingScope {
+ public:
+  explicit BlockingScope(bool on) : saved_(small_matmul_blocking()) { set_small_matmul_blocking(on); }
+  ~BlockingScope() { set_small_matmul_blocking(saved_); }
+
+ private:
+  bool saved_;
 };
 
 struct TypeCombo {
@@ -162,11 +175,11 @@ TEST(SmallMatmul, EveryKernelMatchesTheExactProduct) {
 // Each row's bits are the same alone and inside a batch, and with 1 or 2 threads: a
 // sequence's tokens must not depend on its neighbours or the machine's core count.
 TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
-  const Case batch{13, 300, 41, 300, 41, true};
   for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16, Path::Amx}) {
     KernelScope scope(path);
     if (!scope.available()) continue;
-    for (const TypeCombo& t : kTypes) {
+    // One block of x rows and one span of k; then several blocks and spans.
+    for (const TypeCombo& t : kTypes) for (const Case& batch : {Case{13, 300, 41, 300, 41, true}, Case{75, 1500, 19, 1500, 19, true}}) {
       Problem p = make_problem(batch, t.x, t.w, 99);
       p.args.num_threads = 2;
       small_matmul(p.args);
@@ -182,6 +195,31 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
         for (int64_t j = 0; j < batch.n; ++j)
           ASSERT_EQ(alone[j], p.y[m * batch.y_stride + j])
               << path_name(path) << " " << elem_type_name(t.w) << " row " << m << " col " << j;
+      }
+    }
+  }
+}
+
+// Blocking (the AVX2 kernel's) changes which operands sit in which cache, never the
+// order of an element's sums: results are the same bits blocked and unblocked.
+TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
+  const std::vector<Case> cases = {{70, 2100, 21, 2104, 23, true}, {8, 1030, 9, 1030, 9, false},
+                                   {130, 520, 18, 520, 18, true}};
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16, Path::Amx}) {
+    KernelScope scope(path);
+    if (!scope.available()) continue;
+    for (const TypeCombo& t : kTypes) {
+      for (size_t i = 0; i < cases.size(); ++i) {
+        Problem blocked = make_problem(cases[i], t.x, t.w, uint32_t(7 + i));
+        Problem unblocked = make_problem(cases[i], t.x, t.w, uint32_t(7 + i));
+        small_matmul(blocked.args);
+        {
+          BlockingScope off(false);
+          small_matmul(unblocked.args);
+        }
+        for (size_t e = 0; e < blocked.y.size(); ++e)
+          ASSERT_EQ(blocked.y[e], unblocked.y[e]) << path_name(path) << " x " << elem_type_name(t.x) << " w "
+                                                  << elem_type_name(t.w) << " case " << i << " element " << e;
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/amx_tiles.h"
@@ -39,6 +40,21 @@ int64_t initial_max_rows() {
 std::atomic<int64_t>& max_rows_setting() {
   static std::atomic<int64_t> rows{initial_max_rows()};
   return rows;
+}
+
+// TIERGEN_SMALL_MATMUL_BLOCKING=0 turns the cache blocking off, so whole runs can be
+// compared with and without it (the results are the same bits either way).
+bool initial_blocking() {
+  const char* env = std::getenv("TIERGEN_SMALL_MATMUL_BLOCKING");
+  if (!env || !*env) return true;
+  const std::string v = env;
+  TG_CHECK(v == "0" || v == "1", "TIERGEN_SMALL_MATMUL_BLOCKING must be 0 or 1, got '{}'", v);
+  return v == "1";
+}
+
+std::atomic<bool>& blocking() {
+  static std::atomic<bool> on{initial_blocking()};
+  return on;
 }
 
 std::atomic<bool>& every_row_count() {
@@ -186,6 +202,10 @@ void clear_measured_small_matmul_max_rows() {
 int64_t small_matmul_max_rows_setting() { return max_rows_setting().load(std::memory_order_relaxed); }
 
 void set_small_matmul_max_rows(int64_t rows) { max_rows_setting().store(std::max<int64_t>(rows, -1)); }
+
+bool small_matmul_blocking() { return blocking().load(std::memory_order_relaxed); }
+
+void set_small_matmul_blocking(bool on) { blocking().store(on); }
 
 bool small_matmul_for_every_row_count() { return every_row_count().load(std::memory_order_relaxed); }
 

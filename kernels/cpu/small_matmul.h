@@ -68,6 +68,12 @@ class SmallMatmulEveryRowCountScope {
   bool saved_;
 };
 
+// Cache blocking of many-row products (small_matmul_blocking.h), on by default. It
+// never changes a result's bits; off (TIERGEN_SMALL_MATMUL_BLOCKING=0) is for benchmarks
+// and tests that show both.
+bool small_matmul_blocking();
+void set_small_matmul_blocking(bool on);
+
 // Without batch invariance, the largest row count for which callers route a product
 // with weights of `w_type` to small_matmul() instead of a packed GEMM: 16 (the measured crossover with OpenBLAS and
 // oneDNN, bench/bench_matmul.cpp), and no limit for fp16 weights where the AVX2 kernels
