@@ -264,7 +264,15 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
                                                                                          : -1);
       EXPECT_EQ(table->kernel_path, model::linear_product_paths(type));
     }
-    EXPECT_GE(table->rates.size(), expected.size());
+    // The row counts above, and, where this dtype's kernel won past the default limit
+    // (each dtype searches its own), the row just past its limit.
+    std::vector<int64_t> table_rows;
+    for (const auto& [r, rate] : table->rates) table_rows.push_back(r);
+    for (const int64_t r : {1, 4, 16, 17, 32, 64})
+      EXPECT_TRUE(std::count(table_rows.begin(), table_rows.end(), r)) << compat::dtype_name(type) << " " << r;
+    if (table->small_matmul_max_rows > kernels::default_small_matmul_max_rows(kernel_elem_type(type)))
+      EXPECT_TRUE(std::count(table_rows.begin(), table_rows.end(), table->small_matmul_max_rows + 1))
+          << compat::dtype_name(type) << " " << table->small_matmul_max_rows;
     EXPECT_GT(table->matmul_flops, 0);
     EXPECT_GT(table->gemv_bandwidth, 0);
     const auto named = std::find_if(measurements.begin(), measurements.end(), [&](const Measurement& m) {
