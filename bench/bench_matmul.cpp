@@ -126,9 +126,10 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
     const std::vector<double> t = interleaved_medians(
         o.reps, {[&] { run(0, ref); }, [&] { run(1 << 30, mine); }, [&] { streams.read(); },
                  [&] {
+                   const bool blocking = kernels::small_matmul_blocking();
                    kernels::set_small_matmul_blocking(false);
                    run(1 << 30, unblocked);
-                   kernels::set_small_matmul_blocking(true);
+                   kernels::set_small_matmul_blocking(blocking);
                  }});
     double diff = 0;
     for (size_t i = 0; i < weights.size(); ++i) {

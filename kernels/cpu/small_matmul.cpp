@@ -128,6 +128,7 @@ void small_matmul(const SmallMatmulArgs& a) {
            "small_matmul: row strides (x {}, y {}) below the row lengths (k {}, n {})", s.x_row_stride,
            s.y_row_stride, a.k, a.n);
   if (a.rows == 0 || a.n == 0) return;
+  s.blocking = small_matmul_blocking();
   const Kernel kernel = pick_kernel(a);
   std::vector<float> x_scratch;
   std::vector<uint16_t> x_tiles;

@@ -9,8 +9,8 @@
 // Many rows of x (a prefill) are cache-blocked (small_matmul_blocking.h): each block of
 // x rows is multiplied by the chunk's W tiles a span of k at a time, the accumulators
 // kept in memory between spans, so a W tile's span stays in L1 and the x block in L2
-// instead of every W tile streaming all of x from L3 (1.1-1.2x at 512 rows on the
-// same Zen 4). An element's chain of FMAs is the same as unblocked: a row's result
+// instead of every W tile streaming all of x from L3 (0.97-1.23x at 512 rows over five
+// runs on the same noisy Zen 4 guest; 1.02-1.08x at 64 and 128). An element's chain of FMAs is the same as unblocked: a row's result
 // does not depend on the blocking either.
 #if defined(__x86_64__)
 #include <algorithm>
@@ -109,7 +109,7 @@ TG_AVX2 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_
 
 template <ElemType T>
 TG_AVX2 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
-  const RowBlocking blocking = row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(float));
+  const RowBlocking blocking = row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(float), s.blocking);
   alignas(32) __m256 saved[max_tiles_per_block(kTileX) * kTileW * kTileX];
   for (int64_t m0 = 0; m0 < a.rows; m0 += blocking.x_rows) {
     const int64_t m1 = std::min(a.rows, m0 + blocking.x_rows);

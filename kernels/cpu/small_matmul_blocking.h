@@ -12,13 +12,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/small_matmul.h"
-
 namespace tiergen::kernels::detail {
 
-// Rows of x per block at most (bounds the accumulators kept between spans).
+// Rows of x per block at most (bounds the accumulators kept between spans); a block is
+// whole tiles of x rows, so 63 with tiles of 3.
 constexpr int64_t kMaxBlockRows = 64;
-// Bytes of x per block: about a quarter of a 1 MiB L2, beside the chunk's W rows.
+// Bytes of x per block: about a quarter of a 1 MiB L2 (Zen 4; tuned there), beside the
+// chunk's W rows. A block has at least one tile of x rows, so for k past 21845 fp32
+// elements a block is larger.
 constexpr int64_t kXBlockBytes = int64_t(256) << 10;
 // Bytes of one x row per span of k: a four-row W tile's span is then 8 KiB (fp32 W)
 // or 4 KiB (16-bit W), in L1 beside the x tile's.
@@ -50,11 +51,12 @@ struct RowBlocking {
 
 // The blocking for `rows` rows of x of `x_elem_bytes` elements and k, for a kernel of
 // `lanes` elements per step and tiles of `tile_x` rows of x. Unblocked (few rows, or
-// blocking off): one block of all rows and one span of k.
-inline RowBlocking row_blocking(int64_t rows, int64_t k, int64_t lanes, int64_t tile_x, size_t x_elem_bytes) {
+// `blocking_on` false: small_matmul_blocking()): one block of all rows and one span of k.
+inline RowBlocking row_blocking(int64_t rows, int64_t k, int64_t lanes, int64_t tile_x, size_t x_elem_bytes,
+                                bool blocking_on) {
   RowBlocking b;
   b.k_vec = k / lanes * lanes;
-  if (rows < kMinBlockedRows || !small_matmul_blocking()) {
+  if (rows < kMinBlockedRows || !blocking_on) {
     b.x_rows = rows;
     b.span = b.k_vec;
     return b;

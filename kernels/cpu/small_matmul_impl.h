@@ -16,6 +16,9 @@ struct SmallMatmulShape {
   const uint16_t* x_amx = nullptr;  // x_bf16 packed into AMX B tiles (amx::pack_rows)
   int64_t x_row_stride = 0;
   int64_t y_row_stride = 0;
+  // small_matmul_blocking(), read once per call before the threads start (its first
+  // read checks TIERGEN_SMALL_MATMUL_BLOCKING, which must not throw inside them).
+  bool blocking = true;
 };
 
 // Output columns [j0, j1) of y for all rows of x (s.x_f32).
