@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernels_revision.h"
 #include "tiergen/common/error.h"
 #include "tiergen/common/torch_compat.h"
 
@@ -169,7 +171,9 @@ json rates_json(const std::vector<std::pair<int64_t, double>>& rates) {
 
 CpuProductTable product_table_from_json(const json& t, const std::string& name, const std::string& source) {
   TG_CHECK(t.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
-  check_keys(t, {"dtype", "kernel_path", "rates", "matmul_flops", "gemv_bandwidth", "small_matmul_max_rows", "quantized"},
+  check_keys(t,
+             {"dtype", "kernel_path", "kernel_level", "kernels_revision", "rates", "matmul_flops", "gemv_bandwidth",
+              "small_matmul_max_rows", "quantized"},
              name + ".", source);
   CpuProductTable table;
   TG_CHECK(t.contains("dtype") && t.at("dtype").is_string(), "{}: hardware profile field '{}.dtype' must be a string",
@@ -179,6 +183,17 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
     TG_CHECK(t.at("kernel_path").is_string(), "{}: hardware profile field '{}.kernel_path' must be a string", source,
              name);
     table.kernel_path = t.at("kernel_path").get<std::string>();
+  }
+  if (t.contains("kernel_level")) {
+    TG_CHECK(t.at("kernel_level").is_string(), "{}: hardware profile field '{}.kernel_level' must be a string", source,
+             name);
+    table.kernel_level = t.at("kernel_level").get<std::string>();
+  }
+  if (t.contains("kernels_revision")) {
+    const json& r = t.at("kernels_revision");
+    TG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0 && r.get<int64_t>() <= 1000000,
+             "{}: hardware profile field '{}.kernels_revision' must be a positive integer", source, name);
+    table.kernels_revision = r.get<int>();
   }
   if (t.contains("rates")) table.rates = rates_at(t.at("rates"), name + ".rates", source);
   const auto rate = [&](const char* key) {
@@ -214,6 +229,8 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
 json product_table_json(const CpuProductTable& t) {
   json j = {{"dtype", t.dtype}};
   if (!t.kernel_path.empty()) j["kernel_path"] = t.kernel_path;
+  if (!t.kernel_level.empty()) j["kernel_level"] = t.kernel_level;
+  if (t.kernels_revision > 0) j["kernels_revision"] = t.kernels_revision;
   if (!t.rates.empty()) j["rates"] = rates_json(t.rates);
   if (t.matmul_flops > 0) j["matmul_flops"] = t.matmul_flops;
   if (t.gemv_bandwidth > 0) j["gemv_bandwidth"] = t.gemv_bandwidth;
@@ -243,8 +260,13 @@ void read_product_tables(HardwareProfile& p, const json& cpu, const std::string&
     return;
   }
   if (p.cpu_product_dtype.empty()) return;
-  p.cpu_product_tables.push_back({p.cpu_product_dtype, "", p.cpu_product_rates, p.cpu_matmul_flops,
-                                  p.cpu_gemv_bandwidth, p.cpu_small_matmul_max_rows});
+  CpuProductTable legacy;  // no kernel path, level or revision recorded
+  legacy.dtype = p.cpu_product_dtype;
+  legacy.rates = p.cpu_product_rates;
+  legacy.matmul_flops = p.cpu_matmul_flops;
+  legacy.gemv_bandwidth = p.cpu_gemv_bandwidth;
+  legacy.small_matmul_max_rows = p.cpu_small_matmul_max_rows;
+  p.cpu_product_tables.push_back(legacy);
 }
 
 void validate_rates(const std::vector<std::pair<int64_t, double>>& rates, const std::string& what,
@@ -279,9 +301,22 @@ bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b) 
 }
 
 bool operator==(const CpuProductTable& a, const CpuProductTable& b) {
-  return a.dtype == b.dtype && a.kernel_path == b.kernel_path && a.rates == b.rates &&
+  return a.dtype == b.dtype && a.kernel_path == b.kernel_path && a.kernel_level == b.kernel_level &&
+         a.kernels_revision == b.kernels_revision && a.rates == b.rates &&
          a.matmul_flops == b.matmul_flops && a.gemv_bandwidth == b.gemv_bandwidth &&
          a.small_matmul_max_rows == b.small_matmul_max_rows && a.quantized == b.quantized;
+}
+
+std::string stale_cpu_products(const CpuProductTable& table) {
+  const std::string level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
+  if (!table.kernel_level.empty() && table.kernel_level != level) {
+    return fmt::format("at kernel level {}, and this process runs {}", table.kernel_level, level);
+  }
+  if (table.kernels_revision > 0 && table.kernels_revision != kernels::kCpuProductKernelsRevision) {
+    return fmt::format("with kernels of revision {}, and this build's are revision {}", table.kernels_revision,
+                       kernels::kCpuProductKernelsRevision);
+  }
+  return "";
 }
 
 std::optional<double> HardwareProfile::cpu_quantized_product_seconds(int bits, double rows, double stored_bytes) const {

@@ -35,8 +35,17 @@ struct CpuProductTable {
   int64_t small_matmul_max_rows = 0;              // 0: not measured
   // Compressed weights with activations of this dtype, multiplied in place (4 and 8 bits).
   std::vector<QuantizedProductRates> quantized;
+  // The kernel level (kernels::cpu_isa_name) and kernels::kCpuProductKernelsRevision the
+  // table was timed at; "" and 0 in tables that predate them.
+  std::string kernel_level;
+  int kernels_revision = 0;
 };
 bool operator==(const CpuProductTable& a, const CpuProductTable& b);
+
+// Why `table` does not price this process's CPU products: timed at another kernel
+// level than the one in use (TIERGEN_CPU_ISA, another CPU) or by other kernels (another
+// revision); "" when it does, or when the table predates both records.
+std::string stale_cpu_products(const CpuProductTable& table);
 
 struct HardwareProfile {
   std::string name;

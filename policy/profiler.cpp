@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernels_revision.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/small_matmul.h"
@@ -504,6 +506,8 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
                                 }),
                                 "FLOP/s");
     table.kernel_path = model::linear_product_paths(dtype);
+    table.kernel_level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
+    table.kernels_revision = kernels::kCpuProductKernelsRevision;
     table.quantized = quantized_product_rates(weight, reps, record);
     table.small_matmul_max_rows = search.profile_value();
   } catch (const c10::Error& e) {

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernels_revision.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -418,6 +420,52 @@ TEST_F(PolicyCli, AJobsDtypeIsTimedIntoThisHostsProfileOrNamedAsUntimed) {
   const Result fp32 = run(with_hw, dir(), "dtype-cache");
   ASSERT_EQ(fp32.code, 0) << fp32.err;
   EXPECT_EQ(fp32.err.find("did not time"), std::string::npos) << fp32.err;
+}
+
+// A table of this host's cached profile that other kernels timed (an earlier revision)
+// is timed again for a job in its dtype; a named profile's is priced as timed, with a
+// warning naming why it may be off.
+TEST_F(PolicyCli, ATableTimedByOtherKernelsIsTimedAgainInThisHostsProfile) {
+  nlohmann::json stale = nlohmann::json::parse(slurp(TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json"));
+  stale["gpu_is_host"] = true;
+  const std::string level = tiergen::kernels::cpu_isa_name(tiergen::kernels::cpu_isa_in_use());
+  const int old_revision = tiergen::kernels::kCpuProductKernelsRevision - 1;
+  stale["cpu"]["product_tables"] = nlohmann::json::array(
+      {{{"dtype", "float32"},
+        {"kernel_path", "small_matmul (avx2) at every row count"},
+        {"kernel_level", level},
+        {"kernels_revision", old_revision},
+        {"rates", {{1, 2e10}, {64, 3e9}}},
+        {"matmul_flops", 8e10},
+        {"gemv_bandwidth", 1.8e10}}});
+  const fs::path cached = dir() / "stale-cache" / "tiergen" / "hw-profile.json";
+  fs::create_directories(cached.parent_path());
+  std::ofstream(cached) << stale.dump();
+  const std::vector<std::string> job = {kTiergen, "policy", "--model", model_dir(), "--device", "cpu",
+                                        "--dtype", "float32", "-s", "8", "-n", "4"};
+  const std::string why = "timed float32 CPU products with kernels of revision " + std::to_string(old_revision) +
+                          ", and this build's are revision " + std::to_string(tiergen::kernels::kCpuProductKernelsRevision);
+  const Result first = run(job, dir(), "stale-cache");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("this host's profile " + why + ": timing them"), std::string::npos) << first.err;
+  const nlohmann::json after = nlohmann::json::parse(slurp(cached));
+  const nlohmann::json& tables = after["cpu"]["product_tables"];
+  ASSERT_EQ(tables.size(), 1u) << after.dump();
+  EXPECT_EQ(tables[0]["kernels_revision"], tiergen::kernels::kCpuProductKernelsRevision) << tables[0].dump();
+  EXPECT_EQ(tables[0]["kernel_level"], level);
+  EXPECT_NE(tables[0]["rates"], stale["cpu"]["product_tables"][0]["rates"]) << "timed again";
+  const Result again = run(job, dir(), "stale-cache");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("timing them"), std::string::npos) << again.err;
+
+  const fs::path named = dir() / "stale.json";
+  std::ofstream(named) << stale.dump();
+  std::vector<std::string> with_hw = job;
+  with_hw.insert(with_hw.end(), {"--hw", named.string()});
+  const Result priced = run(with_hw, dir(), "stale-cache");
+  ASSERT_EQ(priced.code, 0) << priced.err;
+  EXPECT_NE(priced.err.find(why + ": they are priced as timed"), std::string::npos) << priced.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(named)), stale) << "a named profile is not rewritten";
 }
 
 // For a range of gpu budgets around what the tiny model needs in float32, `policy

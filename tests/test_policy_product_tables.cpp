@@ -4,8 +4,11 @@
 // profile that did not time the job's dtype prices no CPU products in it.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/kernels_revision.h"
 #include "policy/cost_model.h"
 #include "policy/search.h"
 #include "tiergen/common/bytes.h"
@@ -88,6 +91,39 @@ TEST(CpuProductTables, EachDtypeRoundTripsAndAProfileFromBeforeKeepsItsOne) {
   unknown["rate"] = 1;
   refused(nlohmann::json::array({unknown}), "unknown hardware profile field 'cpu.product_tables[0].rate'");
   refused(nlohmann::json::object(), "'cpu.product_tables' must be a list");
+}
+
+// A table records the kernel level and the kernels' revision it was timed at; timed at
+// another level (TIERGEN_CPU_ISA, another CPU) or by other kernels, it is stale for this
+// process. A table from before those records is not judged.
+TEST(CpuProductTables, ATableTimedByOtherKernelsIsStale) {
+  CpuProductTable t = table("float32", 1);
+  EXPECT_EQ(stale_cpu_products(t), "") << "a table from before the records";
+  const std::string level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
+  t.kernel_level = level;
+  t.kernels_revision = kernels::kCpuProductKernelsRevision;
+  EXPECT_EQ(stale_cpu_products(t), "");
+  HardwareProfile p = stand_in_with_tables();
+  p.add_cpu_product_table(t);
+  const HardwareProfile back = profile_from_json(profile_to_json(p), "p.json");
+  ASSERT_NE(back.cpu_product_table("float32"), nullptr);
+  EXPECT_EQ(back.cpu_product_table("float32")->kernel_level, level);
+  EXPECT_EQ(back.cpu_product_table("float32")->kernels_revision, kernels::kCpuProductKernelsRevision);
+
+  CpuProductTable older = t;
+  older.kernels_revision = kernels::kCpuProductKernelsRevision - 1;
+  EXPECT_EQ(stale_cpu_products(older), fmt::format("with kernels of revision {}, and this build's are revision {}",
+                                                   older.kernels_revision, kernels::kCpuProductKernelsRevision));
+  CpuProductTable elsewhere = t;
+  elsewhere.kernel_level = level == "portable" ? "avx2" : "portable";
+  EXPECT_EQ(stale_cpu_products(elsewhere),
+            fmt::format("at kernel level {}, and this process runs {}", elsewhere.kernel_level, level));
+
+  nlohmann::json j = profile_to_json(p);
+  j["cpu"]["product_tables"][0]["kernels_revision"] = 0;
+  EXPECT_THROW(profile_from_json(j, "bad.json"), Error);
+  j["cpu"]["product_tables"][0]["kernels_revision"] = "2";
+  EXPECT_THROW(profile_from_json(j, "bad.json"), Error);
 }
 
 // A bf16 job on the stand-in is priced at the bf16 table: its prefill products at the

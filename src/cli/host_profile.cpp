@@ -1,5 +1,6 @@
 #include "src/cli/host_profile.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
@@ -50,12 +51,11 @@ std::optional<policy::HardwareProfile> measure_and_cache(const std::string& dtyp
   }
 }
 
-// This host's cached profile, which timed other dtypes' CPU products than `dtype`,
-// gains `dtype`'s: timed now (quick) and saved into the cache. False (after a warning)
-// when that fails.
-bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::string& dtype) {
-  spdlog::info("this host's profile did not time {} CPU products: timing them (a few seconds, once) into {}", dtype,
-               profile.path);
+// This host's cached profile, which timed other dtypes' CPU products than `dtype`
+// (`why`: how its table of `dtype` missed), gains `dtype`'s: timed now (quick) and saved
+// into the cache. False (after a warning) when that fails.
+bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::string& dtype, const std::string& why) {
+  spdlog::info("this host's profile {}: timing them (a few seconds, once) into {}", why, profile.path);
   try {
     const kernels::SmallMatmulEveryRowCountScope as_default_runs(true);
     const policy::CpuProductTable table = policy::measure_cpu_products(dtype, /*quick=*/true);
@@ -73,9 +73,17 @@ bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::str
 
 policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, const std::string& dtype, bool may_time) {
   policy::HardwareProfile& profile = resolved.profile;
-  const bool lacks = profile.times_cpu_products_per_dtype() && profile.cpu_product_table(dtype) == nullptr;
+  const policy::CpuProductTable* table = profile.cpu_product_table(dtype);
+  const bool lacks = profile.times_cpu_products_per_dtype() && table == nullptr;
+  const std::string stale = table ? policy::stale_cpu_products(*table) : "";
   const bool ours = resolved.origin == policy::ProfileOrigin::HostCache && may_time;
-  if (lacks && !(ours && add_products_to_host_cache(profile, dtype))) {
+  if (!stale.empty() &&
+      !(ours && add_products_to_host_cache(profile, dtype, fmt::format("timed {} CPU products {}", dtype, stale)))) {
+    spdlog::warn("hardware profile {} timed {} CPU products {}: they are priced as timed; `tiergen profile` re-times "
+                 "them",
+                 profile.path, dtype, stale);
+  }
+  if (lacks && !(ours && add_products_to_host_cache(profile, dtype, fmt::format("did not time {} CPU products", dtype)))) {
     spdlog::warn("hardware profile {} did not time CPU products in {}: no CPU products are priced in {} (computing "
                  "weights on the CPU is not planned{}); `tiergen profile` times every dtype",
                  profile.path, dtype, dtype,

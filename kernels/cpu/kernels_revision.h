@@ -1,0 +1,13 @@
+#pragma once
+// The revision of the CPU product kernels (small_matmul, quantized_matmul) whose speed a
+// hardware profile's CPU product tables record. Bump it with any change that moves
+// their speed: a table timed at another revision, or at another kernel level
+// (cpu_features.h), prices products the run will not make at those rates, and this
+// host's cached profile re-times it (src/cli/host_profile.cpp).
+//   1: tables that record a revision at all
+//   2: the AVX2 small-row kernel in tiles of 4 x 3, cache-blocked from 8 rows of x
+namespace tiergen::kernels {
+
+constexpr int kCpuProductKernelsRevision = 2;
+
+}  // namespace tiergen::kernels
