@@ -312,8 +312,11 @@ std::string stale_cpu_products(const CpuProductTable& table) {
   if (!table.kernel_level.empty() && table.kernel_level != level) {
     return fmt::format("at kernel level {}, and this process runs {}", table.kernel_level, level);
   }
-  if (table.kernels_revision > 0 && table.kernels_revision != kernels::kCpuProductKernelsRevision) {
-    return fmt::format("with kernels of revision {}, and this build's are revision {}", table.kernels_revision,
+  // A table timed before revisions were recorded names its kernel path but no revision:
+  // revision 1. One with neither (hand-written, or older still) is not judged.
+  const int revision = table.kernels_revision > 0 ? table.kernels_revision : table.kernel_path.empty() ? 0 : 1;
+  if (revision > 0 && revision != kernels::kCpuProductKernelsRevision) {
+    return fmt::format("with kernels of revision {}, and this build's are revision {}", revision,
                        kernels::kCpuProductKernelsRevision);
   }
   return "";

@@ -44,7 +44,8 @@ bool operator==(const CpuProductTable& a, const CpuProductTable& b);
 
 // Why `table` does not price this process's CPU products: timed at another kernel
 // level than the one in use (TIERGEN_CPU_ISA, another CPU) or by other kernels (another
-// revision); "" when it does, or when the table predates both records.
+// revision; a table with a kernel path and no revision is revision 1); "" when it does,
+// or when the table records neither a level nor a kernel path (hand-written).
 std::string stale_cpu_products(const CpuProductTable& table);
 
 struct HardwareProfile {

@@ -466,6 +466,21 @@ TEST_F(PolicyCli, ATableTimedByOtherKernelsIsTimedAgainInThisHostsProfile) {
   ASSERT_EQ(priced.code, 0) << priced.err;
   EXPECT_NE(priced.err.find(why + ": they are priced as timed"), std::string::npos) << priced.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(named)), stale) << "a named profile is not rewritten";
+
+  // A table of this revision timed at another kernel level (another CPU, or under
+  // TIERGEN_CPU_ISA) is timed again too.
+  nlohmann::json elsewhere = stale;
+  const std::string other_level = level == "portable" ? "avx2" : "portable";
+  elsewhere["cpu"]["product_tables"][0]["kernel_level"] = other_level;
+  elsewhere["cpu"]["product_tables"][0]["kernels_revision"] = tiergen::kernels::kCpuProductKernelsRevision;
+  std::ofstream(cached) << elsewhere.dump();
+  const Result moved = run(job, dir(), "stale-cache");
+  ASSERT_EQ(moved.code, 0) << moved.err;
+  EXPECT_NE(moved.err.find("this host's profile timed float32 CPU products at kernel level " + other_level +
+                           ", and this process runs " + level + ": timing them"),
+            std::string::npos)
+      << moved.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(cached))["cpu"]["product_tables"][0]["kernel_level"], level);
 }
 
 // For a range of gpu budgets around what the tiny model needs in float32, `policy

@@ -95,10 +95,16 @@ TEST(CpuProductTables, EachDtypeRoundTripsAndAProfileFromBeforeKeepsItsOne) {
 
 // A table records the kernel level and the kernels' revision it was timed at; timed at
 // another level (TIERGEN_CPU_ISA, another CPU) or by other kernels, it is stale for this
-// process. A table from before those records is not judged.
+// process. A table timed before revisions were recorded is revision 1; a hand-written
+// one (no kernel path) is not judged.
 TEST(CpuProductTables, ATableTimedByOtherKernelsIsStale) {
   CpuProductTable t = table("float32", 1);
-  EXPECT_EQ(stale_cpu_products(t), "") << "a table from before the records";
+  CpuProductTable hand_written = t;
+  hand_written.kernel_path.clear();
+  EXPECT_EQ(stale_cpu_products(hand_written), "") << "a table that records neither a path nor a level";
+  EXPECT_EQ(stale_cpu_products(t), fmt::format("with kernels of revision 1, and this build's are revision {}",
+                                               kernels::kCpuProductKernelsRevision))
+      << "a table timed before revisions were recorded";
   const std::string level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
   t.kernel_level = level;
   t.kernels_revision = kernels::kCpuProductKernelsRevision;

@@ -4,7 +4,7 @@
 // their speed: a table timed at another revision, or at another kernel level
 // (cpu_features.h), prices products the run will not make at those rates, and this
 // host's cached profile re-times it (src/cli/host_profile.cpp).
-//   1: tables that record a revision at all
+//   1: tables timed before revisions were recorded (a kernel path, no revision)
 //   2: the AVX2 small-row kernel in tiles of 4 x 3, cache-blocked from 8 rows of x
 namespace tiergen::kernels {
 

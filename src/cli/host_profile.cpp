@@ -60,8 +60,10 @@ bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::str
     const kernels::SmallMatmulEveryRowCountScope as_default_runs(true);
     const policy::CpuProductTable table = policy::measure_cpu_products(dtype, /*quick=*/true);
     if (table.rates.empty()) return false;
-    profile.add_cpu_product_table(table);
-    save_atomically(profile, profile.path);
+    policy::HardwareProfile timed = profile;  // `profile` unchanged unless saved
+    timed.add_cpu_product_table(table);
+    save_atomically(timed, timed.path);
+    profile = std::move(timed);
     return true;
   } catch (const std::exception& e) {
     spdlog::warn("timing {} CPU products failed: {}", dtype, e.what());
