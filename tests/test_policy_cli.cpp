@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -149,10 +150,14 @@ TEST_F(PolicyCli, PredictedAgainstMeasuredIsShownOnRequest) {
   const Result plain = run(generate_args(out.string(), {"--hw", "t4-flexgen"}), dir());
   ASSERT_EQ(plain.code, 0) << plain.err;
   EXPECT_EQ(plain.err.find("pred prefill"), std::string::npos) << plain.err;
+  const auto start = std::chrono::steady_clock::now();
   const Result report = run(generate_args(out.string(), {"--hw", "t4-flexgen", "--report"}), dir());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(report.code, 0) << report.err;
   EXPECT_NE(report.err.find("pred prefill"), std::string::npos) << report.err;
-  EXPECT_NE(report.err.find("these ratios mean little"), std::string::npos) << report.err;
+  // The warning is for jobs of under 2 s; this one is, unless the machine is loaded (the
+  // whole process, start-up included, bounds the job's own seconds).
+  if (wall < 2.0) EXPECT_NE(report.err.find("these ratios mean little"), std::string::npos) << report.err;
 }
 
 TEST_F(PolicyCli, ExactnessIsReported) {
