@@ -10,8 +10,8 @@
 // x rows is multiplied by the chunk's W tiles a span of k at a time, the accumulators
 // kept in memory between spans, so a W tile's span stays in L1 and the x block in L2
 // instead of every W tile streaming all of x from L3 (0.97-1.23x at 512 rows over five
-// runs on the same noisy Zen 4 guest; 1.02-1.08x at 64 and 128). An element's chain of FMAs is the same as unblocked: a row's result
-// does not depend on the blocking either.
+// runs on the same noisy Zen 4 guest; 1.02-1.08x at 64 and 128). An element's chain of
+// FMAs is the same as unblocked: a row's result does not depend on the blocking either.
 #if defined(__x86_64__)
 #include <algorithm>
 
