@@ -428,4 +428,36 @@ TEST_F(PeakMemory, CpuRunWithDummyWeightsStaysWithinBudgetsPlusOverhead) { check
 // checkpoint stays resident on top of the tiers.
 TEST_F(PeakMemory, CpuRunWithCheckpointWeightsStaysWithinBudgetsPlusOverhead) { check(/*dummy=*/false); }
 
+// A prompt of many MB cut to the model's context by --truncate costs a few times its
+// size, not tens: its ids are counted but only the last ones held, the pre-tokenizers
+// hand each piece to the model as they cut it, and the results file's resume check
+// keeps a hash of each prompt, not a copy. Before: a 24 MiB line took 723-752 MiB more
+// than a two-line job (30x its size); after, 127-134 MiB (5.5x), about half of it the
+// results line, which holds the prompt.
+TEST_F(PeakMemory, AHugePromptCutToTheContextCostsAFewTimesItsSize) {
+#ifdef TIERGEN_TEST_SANITIZED
+  GTEST_SKIP() << "peak RSS under a sanitizer measures the sanitizer";
+#endif
+  std::string line;
+  for (int i = 0; line.size() < (24u << 20); ++i) line += fmt::format("the quick {} brown fox jumps over é中 ", i);
+  line += "\n";
+  const fs::path huge = dir_ / "huge.txt";
+  write_file(huge, line);
+  const fs::path small = prompt_file("small.txt", 2);
+  constexpr int64_t kMaxTimesItsSize = 8;
+  for (const std::string name : {"byte_level", "llama3_style", "sentencepiece"}) {
+    const fs::path m = shared_tiny_model("huge-prompt-" + name, {"--arch", "llama", "--seed", "5", "--tokenizer",
+                                                                 std::string(TIERGEN_TEST_FIXTURES) + "/tokenizers/" + name});
+    const std::vector<std::string> flags = {"--truncate", "--max-new-tokens", "2", "--batch-size", "1", "--overwrite"};
+    const Exit base = run(generate_args(small, dir_ / "small.jsonl", flags, m));
+    ASSERT_TRUE(base.exited && base.code == 0) << base.describe();
+    const Exit e = run(generate_args(huge, dir_ / "huge.jsonl", flags, m));
+    ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
+    const int64_t extra_kib = e.maxrss_kib - base.maxrss_kib;
+    EXPECT_LE(extra_kib, kMaxTimesItsSize * static_cast<int64_t>(line.size()) / 1024)
+        << name << ": a " << line.size() / 1024 / 1024 << " MiB prompt took " << extra_kib / 1024
+        << " MiB more than a two-line job";
+  }
+}
+
 }  // namespace

@@ -332,7 +332,7 @@ TEST(JobRecord, EachDoneLinesPromptTextIsChecked) {
   test::TempDir dir("tiergen-io-job");
   const std::string p = dir.file("out.jsonl");
   auto options = job_options(ResultFormat::Tiergen, 1, "h");
-  options.prompt_texts = {std::string("first prompt"), std::string("second")};
+  options.prompt_text_hashes = {io::prompt_text_hash("first prompt"), io::prompt_text_hash("second")};
   {
     auto w = ResultWriter::open(p, 2, false, {"0", "1"}, false, options);
     auto r = completed(0, "0");
@@ -340,7 +340,7 @@ TEST(JobRecord, EachDoneLinesPromptTextIsChecked) {
     w.submit(r);
   }
   EXPECT_EQ(ResultWriter::open(p, 2, true, {"0", "1"}, false, options).done_count(), 1);
-  options.prompt_texts[0] = "edited prompt";
+  options.prompt_text_hashes[0] = io::prompt_text_hash("edited prompt");
   const auto msg = error_of([&] { ResultWriter::open(p, 2, true, {"0", "1"}, false, options); });
   EXPECT_NE(msg.find("another prompt text"), std::string::npos) << msg;
 }

@@ -215,6 +215,47 @@ TEST(SentencePieceBpe, SpecialTokensSplitSections) {
   EXPECT_EQ(tok->decode({259, 298, 1, 305}, false), "Hello<s> world");
 }
 
+// Pre-tokenizers run piece by piece (each piece one step cuts goes through the rest
+// of the chain before the next is cut): a Metaspace after a Split still prepends "▁"
+// only to the input's first piece, as when each step runs over the whole text.
+TEST(SentencePieceBpe, MetaspaceAfterSplitPrependsOnlyToTheFirstPiece) {
+  auto json = read_json(fixture("sentencepiece/tokenizer.json"));
+  json["normalizer"] = nullptr;
+  json["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"String", "\n"}}}, {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}}}}};
+  test::TempDir dir{"tiergen-tok"};
+  dir.write("tokenizer.json", json.dump());
+  const auto tok = Tokenizer::load(dir.path);
+  // "▁" "Hello" "▁world", then "\n" by byte fallback, then "Hello" "▁world" unprefixed.
+  EXPECT_EQ(tok->encode("Hello world\nHello world", false), (Ids{259, 298, 305, 3 + '\n', 298, 305}));
+  // After an added token the text is not the input's first section: nothing prepended.
+  EXPECT_EQ(tok->encode("<s>Hello world", false), (Ids{1, 298, 305}));
+}
+
+// encode_tail is encode cut to its last ids, counting all of them, for every kind of
+// tokenizer, with special and added tokens among the ids it drops and keeps.
+TEST(TokenTail, IsTheEndOfEncodeAndCountsEveryId) {
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += fmt::format("Hello world {} é中😀! ", i) + (i % 97 == 0 ? "<s>" : "");
+  for (const std::string name : {"byte_level", "llama3_style", "sentencepiece", "vocab_merges"}) {
+    const auto tok = load_fixture(name);
+    for (const bool special : {true, false}) {
+      const Ids all = tok->encode(text, special);
+      ASSERT_GT(all.size(), 10000u) << name;
+      for (const std::size_t keep : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
+                                     all.size() - 1, all.size(), all.size() + 5}) {
+        const TokenTail tail = tok->encode_tail(text, special, keep);
+        EXPECT_EQ(tail.total, static_cast<int64_t>(all.size())) << name << " keep " << keep;
+        const std::size_t kept = std::min(keep, all.size());
+        EXPECT_EQ(tail.ids, Ids(all.end() - static_cast<std::ptrdiff_t>(kept), all.end())) << name << " keep " << keep;
+      }
+    }
+  }
+}
+
 TEST(AddedTokens, LstripAndRstrip) {
   auto json = read_json(fixture("byte_level/tokenizer.json"));
   json["added_tokens"].push_back({{"id", 301}, {"content", "<sep>"}, {"special", true},

@@ -261,7 +261,8 @@ void run_generate(GenerateFlags& f) {
   for (const auto& p : prompts) {
     ids.push_back(format == io::ResultFormat::OpenAi ? p.custom_id.value_or(p.id) : p.id);
     // A prompt list's line holds a list; the job record's prompts hash covers it.
-    file_options.prompt_texts.push_back(p.more_prompts.empty() ? p.text : std::nullopt);
+    file_options.prompt_text_hashes.push_back(p.more_prompts.empty() && p.text ? std::optional(io::prompt_text_hash(*p.text))
+                                                                               : std::nullopt);
   }
   // In a pipeline only the last stage samples, so it alone writes results; the others
   // take from it where a resumed job starts.

@@ -100,13 +100,36 @@ PreparedPrompt prepare_prompt(const std::optional<std::string>& text, const std:
                               const model::Spec& spec, const RequestDefaults& d, const PreparedRequest& r,
                               std::string& error) {
   PreparedPrompt out;
+  const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
+  const int64_t context = capped ? d.max_model_len : spec.max_positions;
+  const int64_t room = context - std::max<int64_t>(1, r.max_tokens);  // scoring still samples one
+  int64_t prompt_len = static_cast<int64_t>(token_ids.size());
   try {
     // A chat template writes BOS itself. Text prompts without a tokenizer were refused
-    // before the results file opened.
-    out.ids = text ? tok->encode(*text, /*add_special_tokens=*/!chat) : token_ids;
+    // before the results file opened. Only the ids that can be kept are held: a text
+    // of millions of tokens is counted, not stored, beyond its last `room + 1`.
+    if (text) {
+      tokenizer::TokenTail tail =
+          tok->encode_tail(*text, /*add_special_tokens=*/!chat, static_cast<std::size_t>(std::max<int64_t>(room, 0) + 1));
+      out.ids = std::move(tail.ids);
+      prompt_len = tail.total;
+    } else {
+      out.ids = token_ids;
+    }
   } catch (const Error& e) {
     error = fmt::format("the tokenizer cannot encode the prompt: {}", e.what());
     return out;
+  }
+  if (prompt_len == 0) {
+    error = "the prompt has no tokens";
+    return out;
+  }
+  if (prompt_len > room) {
+    if (!d.truncate || room <= 0) {
+      error = too_long_message(prompt_len, r.max_tokens, context, capped);
+      return out;
+    }
+    out.ids.erase(out.ids.begin(), out.ids.end() - room);  // keep the most recent tokens
   }
   for (int64_t id : out.ids) {
     if (id < 0 || id >= spec.vocab_size) {
@@ -114,24 +137,11 @@ PreparedPrompt prepare_prompt(const std::optional<std::string>& text, const std:
       return out;
     }
   }
-  if (out.ids.empty()) {
-    error = "the prompt has no tokens";
-    return out;
-  }
-  if (r.echo && !chat) {
-    out.echo_text = text ? *text
-                              : tok ? std::optional(tok->decode(out.ids, r.skip_special_tokens)) : std::nullopt;
-  }
-  const bool capped = d.max_model_len > 0 && d.max_model_len < spec.max_positions;
-  const int64_t context = capped ? d.max_model_len : spec.max_positions;
-  const int64_t room = context - std::max<int64_t>(1, r.max_tokens);  // scoring still samples one
-  if (static_cast<int64_t>(out.ids.size()) > room) {
-    if (!d.truncate || room <= 0) {
-      error = too_long_message(static_cast<int64_t>(out.ids.size()), r.max_tokens, context, capped);
-      return out;
-    }
-    out.ids.erase(out.ids.begin(), out.ids.end() - room);  // keep the most recent tokens
+  if (prompt_len > room) {
     if (r.echo && tok && !chat) out.echo_text = tok->decode(out.ids, r.skip_special_tokens);  // what was scored
+  } else if (r.echo && !chat) {
+    out.echo_text = text ? *text
+                         : tok ? std::optional(tok->decode(out.ids, r.skip_special_tokens)) : std::nullopt;
   }
   return out;
 }

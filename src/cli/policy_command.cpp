@@ -84,7 +84,7 @@ runtime::Workload workload_of_file(const PolicyOptions& o, const model::Spec& sp
       tok = tokenizer::Tokenizer::load(tok_dir);
     }
     const auto length = [&](const std::optional<std::string>& text, const std::vector<int64_t>& ids) {
-      return static_cast<int64_t>(text ? tok->encode(*text).size() : ids.size());
+      return text ? tok->encode_tail(*text, /*add_special_tokens=*/true, /*keep=*/0).total : static_cast<int64_t>(ids.size());
     };
     w.prompt_len = std::max(w.prompt_len, length(p.text, p.token_ids));
     for (const auto& more : p.more_prompts) w.prompt_len = std::max(w.prompt_len, length(more.text, more.token_ids));

@@ -20,6 +20,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "src/io/line_reader.h"
@@ -96,6 +97,8 @@ std::string write_all(int fd, const std::string& data) {
 }
 
 }  // namespace
+
+uint64_t prompt_text_hash(std::string_view text) { return std::hash<std::string_view>{}(text); }
 
 ResultWriter ResultWriter::open(const std::string& path, int64_t total_prompts, bool resume,
                                 std::vector<std::string> ids_in_order, bool overwrite,
@@ -240,9 +243,9 @@ void ResultWriter::scan_for_resume() {
                "it made from another prompt file?",
                path_, n, id, done_count_, ids_[done_count_]);
     }
-    const auto& texts = options_.prompt_texts;
-    if (static_cast<int64_t>(texts.size()) > done_count_ && texts[done_count_] && j.contains("prompt")) {
-      TG_CHECK(j["prompt"] == *texts[done_count_],
+    const auto& hashes = options_.prompt_text_hashes;
+    if (static_cast<int64_t>(hashes.size()) > done_count_ && hashes[done_count_] && j.contains("prompt")) {
+      TG_CHECK(j["prompt"].is_string() && prompt_text_hash(j["prompt"].get_ref<const std::string&>()) == *hashes[done_count_],
                "results file {} line {} (id \"{}\") was made from another prompt text than the prompt file's "
                "now; resume it with the prompt file it was made from, or start a new results file",
                path_, n, id);

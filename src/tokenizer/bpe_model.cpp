@@ -115,20 +115,23 @@ std::optional<int32_t> BpeModel::find_piece(std::string_view bytes) const {
   return it->second;
 }
 
-void BpeModel::encode(std::string_view piece, std::vector<int64_t>& out) const {
+void BpeModel::encode(std::string_view piece, IdTail& out) const {
   if (!split_at_metaspace_) {
-    encode_word(piece, out);
+    encode_word(piece, out.ids);
+    out.trim_amortised();
     return;
   }
   std::size_t start = 0;
   for (std::size_t i = 3; i + 3 <= piece.size(); ++i) {
     if (piece.compare(i, 3, kMetaspace) == 0 && !ends_with_metaspace(piece.substr(0, i))) {
-      encode_word(piece.substr(start, i - start), out);
+      encode_word(piece.substr(start, i - start), out.ids);
+      out.trim_amortised();
       start = i;
       i += 2;
     }
   }
-  encode_word(piece.substr(start), out);
+  encode_word(piece.substr(start), out.ids);
+  out.trim_amortised();
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int64_t>& out) const {

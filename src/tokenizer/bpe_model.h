@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/tokenizer/id_tail.h"
 #include "src/tokenizer/pair_rank_map.h"
 #include "src/tokenizer/word_cache.h"
 
@@ -37,7 +38,8 @@ class BpeModel {
   explicit BpeModel(const BpeSpec& spec);
 
   // Appends the ids of `piece` (valid UTF-8 text) to out.
-  void encode(std::string_view piece, std::vector<int64_t>& out) const;
+  // Appends the ids of `piece` to `out`, trimming it after each word it encodes.
+  void encode(std::string_view piece, IdTail& out) const;
 
   // Largest id in the vocabulary plus one.
   int64_t id_limit() const { return id_limit_; }

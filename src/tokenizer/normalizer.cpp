@@ -14,7 +14,17 @@ ReplaceNormalizer::ReplaceNormalizer(std::unique_ptr<UnicodeRegex> regex, std::s
 
 void ReplaceNormalizer::apply(std::string& text) const {
   std::string out;
-  out.reserve(text.size() + text.size() / 4);
+  // The exact size for a literal (a prompt of many MB is not grown by doubling).
+  std::size_t size = text.size() + text.size() / 4;
+  if (!regex_ && !literal_.empty()) {
+    std::size_t matches = 0;
+    for (std::size_t at = text.find(literal_); at != std::string::npos; at = text.find(literal_, at + literal_.size())) {
+      ++matches;
+    }
+    if (matches == 0) return;
+    size = text.size() - matches * literal_.size() + matches * content_.size();
+  }
+  out.reserve(size);
   std::size_t copied = 0;
   if (regex_) {
     regex_->for_each_match(text, [&](std::size_t begin, std::size_t end) {

@@ -6,8 +6,10 @@
 // Isolated, Removed, MergedWithPrevious, MergedWithNext; invert), Metaspace;
 // sequences are flattened.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/tokenizer/unicode_regex.h"
@@ -24,12 +26,19 @@ struct PreTokenized {
   std::vector<Span> pieces;
 };
 
+// Receives the pieces of the last pre-tokenizer of a chain, in order.
+using PieceSink = std::function<void(std::string_view piece)>;
+
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
   // `first_section`: this text starts the input (no added token before it).
   // `scratch` may be swapped with `in`.
   virtual void apply(PreTokenized& in, PreTokenized& scratch, bool first_section) const = 0;
+  // apply(), as the last step of a chain: each piece goes to `sink` as it is found.
+  // Splitters override it so that the pieces are never collected (a prompt of 60 MB
+  // has millions of them); by default apply() runs and its pieces are handed on.
+  virtual void emit(PreTokenized& in, PreTokenized& scratch, bool first_section, const PieceSink& sink) const;
 };
 
 enum class SplitBehavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext };
@@ -39,8 +48,13 @@ class SplitPreTokenizer : public PreTokenizer {
  public:
   SplitPreTokenizer(std::unique_ptr<UnicodeRegex> regex, SplitBehavior behavior, bool invert);
   void apply(PreTokenized& in, PreTokenized& scratch, bool first_section) const override;
+  void emit(PreTokenized& in, PreTokenized& scratch, bool first_section, const PieceSink& sink) const override;
 
  private:
+  // Calls push(begin, end) for each non-empty piece of `in`, in order.
+  template <typename Push>
+  void split(const PreTokenized& in, Push&& push) const;
+
   std::unique_ptr<UnicodeRegex> regex_;
   SplitBehavior behavior_;
   bool invert_;
@@ -52,8 +66,10 @@ class ByteLevelPreTokenizer : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex, const std::string& where);
   void apply(PreTokenized& in, PreTokenized& scratch, bool first_section) const override;
+  void emit(PreTokenized& in, PreTokenized& scratch, bool first_section, const PieceSink& sink) const override;
 
  private:
+  void add_prefix_spaces(PreTokenized& in, PreTokenized& scratch) const;
   bool add_prefix_space_;
   std::unique_ptr<SplitPreTokenizer> split_;
 };

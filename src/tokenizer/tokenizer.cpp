@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "src/tokenizer/tokenizer_impl.h"
@@ -28,16 +29,78 @@ std::string strip_text(std::string text, const DecoderSpec& decoder) {
 
 }  // namespace
 
-void Tokenizer::Impl::encode_text(std::string_view text, bool first_section, std::vector<int64_t>& out) const {
-  thread_local PreTokenized work, scratch;
+// The pre-tokenizers' buffers, kept between calls to save allocations, but not the
+// hundreds of MB a huge prompt grew them to.
+template <typename Buffer>
+void release_if_large(Buffer& buffer) {
+  constexpr std::size_t kLargeBytes = 16u << 20;
+  if (buffer.capacity() * sizeof(buffer[0]) > kLargeBytes) Buffer().swap(buffer);
+}
+
+void Tokenizer::Impl::encode_text(std::string_view text, bool first_section, IdTail& out) const {
+  thread_local PreTokenized work;
+  thread_local std::vector<PreTokenized> buffers;
   work.text.assign(text.data(), text.size());
   for (const auto& normalizer : normalizers) normalizer->apply(work.text);
-  if (work.text.empty()) return;
-  work.pieces.assign(1, Span{0, static_cast<uint32_t>(work.text.size())});
-  for (const auto& pre : pre_tokenizers) pre->apply(work, scratch, first_section);
-  for (const Span piece : work.pieces) {
-    model->encode(std::string_view(work.text.data() + piece.begin, piece.end - piece.begin), out);
+  if (!work.text.empty()) {
+    if (pre_tokenizers.empty()) {
+      model->encode(work.text, out);
+    } else {
+      work.pieces.assign(1, Span{0, static_cast<uint32_t>(work.text.size())});
+      buffers.resize(2 * pre_tokenizers.size());
+      pre_tokenize_from(0, work, first_section, buffers, out);
+    }
   }
+  release_if_large(work.text);
+  release_if_large(work.pieces);
+  for (PreTokenized& p : buffers) {
+    release_if_large(p.text);
+    release_if_large(p.pieces);
+  }
+}
+
+// Pre-tokenizer `step` and those after it, piece by piece: each piece that one step
+// cuts goes through the rest of the chain and into the model before the next piece is
+// cut, so a text's pieces are never all held at once. That gives the same pieces as
+// running each step over the whole text, because every step acts on each piece alone;
+// the one fact that spans pieces, whether a piece starts the input, is passed on.
+// `buffers` holds two per step: its scratch, and the one piece handed to the next.
+void Tokenizer::Impl::pre_tokenize_from(std::size_t step, PreTokenized& in, bool first_section,
+                                        std::vector<PreTokenized>& buffers, IdTail& out) const {
+  PreTokenized& scratch = buffers[2 * step];
+  if (step + 1 == pre_tokenizers.size()) {
+    pre_tokenizers[step]->emit(in, scratch, first_section, [&](std::string_view piece) { model->encode(piece, out); });
+    return;
+  }
+  PreTokenized& one = buffers[2 * step + 1];
+  bool first_piece = true;
+  pre_tokenizers[step]->emit(in, scratch, first_section, [&](std::string_view piece) {
+    one.text.assign(piece.data(), piece.size());
+    one.pieces.assign(1, Span{0, static_cast<uint32_t>(piece.size())});
+    pre_tokenize_from(step + 1, one, first_section && first_piece, buffers, out);
+    first_piece = false;
+  });
+}
+
+void Tokenizer::Impl::encode_into(std::string_view text, bool add_special_tokens, IdTail& out) const {
+  check_utf8(text);
+  const auto append = [&out](const auto& ids) {
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.trim_amortised();
+  };
+  if (add_special_tokens) append(specials.before);
+  if (added.empty()) {
+    encode_text(text, true, out);
+  } else {
+    thread_local std::vector<Section> sections;
+    added.split(text, sections);
+    for (const Section& s : sections) {
+      if (s.added_id >= 0) append(std::vector<int64_t>{s.added_id});
+      else encode_text(text.substr(s.begin, s.end - s.begin), s.begin == 0, out);
+    }
+    release_if_large(sections);
+  }
+  if (add_special_tokens) append(specials.after);
 }
 
 void Tokenizer::Impl::append_bytes(int64_t id, bool skip_special_tokens, std::string& out) const {
@@ -78,22 +141,19 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
 }
 
 std::vector<int64_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  check_utf8(text);
-  std::vector<int64_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special_tokens) out.insert(out.end(), impl_->specials.before.begin(), impl_->specials.before.end());
-  if (impl_->added.empty()) {
-    impl_->encode_text(text, true, out);
-  } else {
-    thread_local std::vector<Section> sections;
-    impl_->added.split(text, sections);
-    for (const Section& s : sections) {
-      if (s.added_id >= 0) out.push_back(s.added_id);
-      else impl_->encode_text(text.substr(s.begin, s.end - s.begin), s.begin == 0, out);
-    }
-  }
-  if (add_special_tokens) out.insert(out.end(), impl_->specials.after.begin(), impl_->specials.after.end());
-  return out;
+  IdTail out;
+  out.ids.reserve(std::min<std::size_t>(text.size() / 3 + 4, 1u << 20));
+  impl_->encode_into(text, add_special_tokens, out);
+  return std::move(out.ids);
+}
+
+TokenTail Tokenizer::encode_tail(std::string_view text, bool add_special_tokens, std::size_t keep) const {
+  IdTail out;
+  out.keep = keep;
+  impl_->encode_into(text, add_special_tokens, out);
+  out.trim(0);
+  const int64_t total = out.dropped + static_cast<int64_t>(out.ids.size());
+  return {std::move(out.ids), total};
 }
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {

@@ -10,6 +10,7 @@
 
 #include "src/tokenizer/added_tokens.h"
 #include "src/tokenizer/bpe_model.h"
+#include "src/tokenizer/id_tail.h"
 #include "src/tokenizer/normalizer.h"
 #include "src/tokenizer/pre_tokenizer.h"
 #include "tiergen/tokenizer/tokenizer.h"
@@ -81,7 +82,11 @@ struct Tokenizer::Impl {
   DecoderSpec decoder;
   int64_t bos = -1, eos = -1, pad = -1;
 
-  void encode_text(std::string_view text, bool first_section, std::vector<int64_t>& out) const;
+  void encode_text(std::string_view text, bool first_section, IdTail& out) const;
+  void pre_tokenize_from(std::size_t step, PreTokenized& in, bool first_section, std::vector<PreTokenized>& buffers,
+                         IdTail& out) const;
+  // encode() and encode_tail(): the ids of `text`, of which `out` keeps its last ones.
+  void encode_into(std::string_view text, bool add_special_tokens, IdTail& out) const;
   // Appends the bytes of ids (no UTF-8 repair, no strip).
   void append_bytes(int64_t id, bool skip_special_tokens, std::string& out) const;
 };

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tiergen::io {
@@ -81,13 +82,17 @@ struct ResultFileOptions {
   // all results): the file PATH.job.json beside it. On resume a file made by another
   // job is refused naming the fields that differ. Null: not recorded, not checked.
   nlohmann::ordered_json job;
-  // Tiergen format: each prompt's text (when it had one); a done line whose "prompt"
-  // differs is refused on resume. Empty: not checked.
-  std::vector<std::optional<std::string>> prompt_texts;
+  // Tiergen format: a hash of each prompt's text (prompt_text_hash, when it had one); a
+  // done line whose "prompt" differs is refused on resume. Empty: not checked. Hashes,
+  // not copies: a job's prompts may be hundreds of MB.
+  std::vector<std::optional<uint64_t>> prompt_text_hashes;
   // Resume only: the done prompts whose lines are errors are run again (retried()),
   // and their new lines replace the old ones.
   bool retry_failed = false;
 };
+
+// What ResultFileOptions::prompt_text_hashes holds for a prompt's text.
+uint64_t prompt_text_hash(std::string_view text);
 
 // The fields in which two job fingerprints differ, as "field: was X, now Y".
 std::vector<std::string> job_differences(const nlohmann::json& was, const nlohmann::json& now);

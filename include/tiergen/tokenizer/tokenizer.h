@@ -13,6 +13,7 @@
 //
 // A Tokenizer is immutable after load(); encode() and decode() may be called from
 // several threads at once.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,6 +22,12 @@
 #include <vector>
 
 namespace tiergen::tokenizer {
+
+// The last ids of an encoded text, and how many ids the text has in all.
+struct TokenTail {
+  std::vector<int64_t> ids;
+  int64_t total = 0;
+};
 
 class Tokenizer {
  public:
@@ -40,6 +47,11 @@ class Tokenizer {
   // are always recognised as such. add_special_tokens adds what the tokenizer adds
   // around a sequence (BOS for LLaMA and OPT, nothing for GPT-2).
   std::vector<int64_t> encode(std::string_view text, bool add_special_tokens = true) const;
+
+  // The last `keep` ids of encode(text, add_special_tokens) and the count of all of
+  // them, holding at most about 2 x keep ids at any time: a prompt of millions of
+  // tokens cut to a model's context, or only counted (keep 0), in little memory.
+  TokenTail encode_tail(std::string_view text, bool add_special_tokens, std::size_t keep) const;
 
   // Text of `ids`. Byte sequences that are not valid UTF-8 (a character cut off at
   // the end, or garbage from a model) become U+FFFD. Out-of-range ids throw.
