@@ -190,7 +190,8 @@ void bench_quantized(const Options& o) {
   std::printf("| rows | bf16 small_matmul ms | 8-bit in place ms | 4-bit in place ms | 4-bit in place, bf16 x ms | "
               "4-bit in place, bf16 x, AVX-512 BF16 ms | 4-bit dequantize + bf16 matmul ms | 8-bit vs bf16 | "
               "4-bit vs bf16 | 4-bit bf16 x vs bf16 | bf16 x vs its AVX-512 BF16 | 4-bit in place vs dequantize "
-              "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| 4-bit in place, levels per row ms | shared levels speed-up "
+              "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t rows : o.rows) {
     std::vector<at::Tensor> xs, xs_bf16, ys;  // one per projection, shared by the layers
     for (auto [out, in] : shapes) {
@@ -233,13 +234,20 @@ void bench_quantized(const Options& o) {
       in_place(4, true);
       kernels::set_amx_kernels_enabled(true);
     };
+    // The AVX2 kernel converting each row's levels itself (fp32 x), for the side-by-side.
+    auto levels_per_row = [&] {
+      kernels::set_quantized_matmul_shared_levels(false);
+      in_place(4, false);
+      kernels::set_quantized_matmul_shared_levels(true);
+    };
     const std::vector<double> t =
         interleaved_medians(o.reps, {bf16, [&] { in_place(8, false); }, [&] { in_place(4, false); },
-                                     [&] { in_place(4, true); }, without_amx, dequantize_then_matmul});
+                                     [&] { in_place(4, true); }, without_amx, dequantize_then_matmul, levels_per_row});
     const double ms = 1e3 / o.layers;  // seconds over all layers to ms per layer
-    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |\n",
+    std::printf("| %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx | %.2f | "
+                "%.2fx |\n",
                 (long long)rows, t[0] * ms, t[1] * ms, t[2] * ms, t[3] * ms, t[4] * ms, t[5] * ms,
-                t[0] / t[1], t[0] / t[2], t[0] / t[3], t[4] / t[3], t[5] / t[2]);
+                t[0] / t[1], t[0] / t[2], t[0] / t[3], t[4] / t[3], t[5] / t[2], t[6] * ms, t[6] / t[2]);
   }
 }
 

@@ -3,6 +3,7 @@
 // weights, for the portable and the AVX2 kernel, partial last groups and group sizes
 // the AVX2 kernel does not take; the AVX-512 BF16 and AMX kernels for x holding bf16
 // values; per-row results independent of the batch and threads.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -83,6 +84,9 @@ const std::vector<Shape> kShapes = {
     {1, 64, 8, {4, 64}},   {3, 100, 9, {4, 64}},  {2, 48, 5, {4, 16}},  {5, 30, 7, {4, 6}},
     {1, 64, 8, {8, 64}},   {4, 130, 17, {8, 64}}, {2, 40, 4, {8, 8}},   {3, 21, 6, {8, 5}},
     {1, 2048, 40, {4, 64}}, {1, 2048, 40, {8, 64}},
+    // Enough rows for the AVX2 kernel's many-row path: several blocks of rows, a
+    // partial one, and W rows past the last full tile.
+    {70, 256, 22, {4, 64}}, {37, 96, 13, {8, 32}},
 };
 
 TEST(QuantizedMatmul, MatchesTheProductWithDequantizedWeights) {
@@ -116,10 +120,33 @@ void expect_rows_match_alone(Problem& p, const std::string& what) {
   }
 }
 
+// The AVX2 kernel's levels shared by a block of rows, or converted for each row: the
+// same bits.
+TEST(QuantizedMatmul, SharedLevelsNeverChangeTheBits) {
+  for (int bits : {4, 8}) {
+    for (const Shape& sh : {Shape{8, 64, 8, {bits, 64}}, Shape{70, 1024, 23, {bits, 128}}, Shape{33, 512, 9, {bits, 16}}}) {
+      Problem p = make_problem(sh.rows, sh.k, sh.n, sh.format, 7, true);
+      p.args.num_threads = 2;
+      quantized_matmul(p.args);
+      const std::vector<float> shared = p.y;
+      set_quantized_matmul_shared_levels(false);
+      quantized_matmul(p.args);
+      set_quantized_matmul_shared_levels(true);
+      EXPECT_EQ(shared, p.y) << bits << "-bit, " << sh.rows << " rows, k " << sh.k;
+    }
+  }
+}
+
+// Rows alone take the AVX2 kernel's one-row path and rows in numbers its many-row path
+// (levels converted once per block of rows): the same bits, in every block of rows.
 TEST(QuantizedMatmul, RowResultsDoNotDependOnBatchOrThreads) {
   for (int bits : {4, 8}) {
-    Problem p = make_problem(9, 300, 37, {bits, 64}, 42, true);
-    expect_rows_match_alone(p, std::to_string(bits) + "-bit");
+    for (const Shape& sh : {Shape{9, 300, 37, {bits, 64}}, Shape{7, 128, 8, {bits, 32}}, Shape{8, 160, 9, {bits, 32}},
+                            Shape{70, 1024, 23, {bits, 128}}, Shape{33, 2048, 6, {bits, 16}}}) {
+      Problem p = make_problem(sh.rows, sh.k, sh.n, sh.format, 42, true);
+      expect_rows_match_alone(p, fmt::format("{}-bit, {} rows, k {}, group {}", bits, sh.rows, sh.k,
+                                             sh.format.group_size));
+    }
   }
 }
 

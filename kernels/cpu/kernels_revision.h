@@ -6,8 +6,10 @@
 // host's cached profile re-times it (src/cli/host_profile.cpp).
 //   1: tables timed before revisions were recorded (a kernel path, no revision)
 //   2: the AVX2 small-row kernel in tiles of 4 x 3, cache-blocked from 8 rows of x
+//   3: the AVX2 in-place quantized kernel converts a tile's levels once for up to 32
+//      rows of x (from 8 rows on)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 2;
+constexpr int kCpuProductKernelsRevision = 3;
 
 }  // namespace tiergen::kernels

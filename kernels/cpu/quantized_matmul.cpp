@@ -3,6 +3,7 @@
 #include "kernels/cpu/quantized_matmul.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/column_chunks.h"
@@ -91,7 +92,7 @@ void amx_tail_columns(const QuantizedMatmulArgs& a, const detail::PreparedX& x, 
   if (a.format.bits == 4) return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, a.n);
   const detail::PreparedX fp32 = detail::prepare_x(a, x_stride, false);
   if (use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format)) {
-    return detail::quantized_matmul_columns_avx2(a, fp32, y_stride, j0, a.n);
+    return detail::quantized_matmul_columns_avx2(a, fp32, y_stride, j0, a.n, quantized_matmul_shared_levels());
   }
   detail::quantized_matmul_columns_portable(a, fp32, y_stride, j0, a.n);
 }
@@ -110,6 +111,19 @@ int64_t quantized_in_place_max_rows(bool bf16_activations, QuantFormat format) {
 #endif
   return kQuantizedInPlaceMaxRows;
 }
+
+namespace {
+
+std::atomic<bool>& shared_levels_setting() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+}  // namespace
+
+bool quantized_matmul_shared_levels() { return shared_levels_setting().load(std::memory_order_relaxed); }
+
+void set_quantized_matmul_shared_levels(bool on) { shared_levels_setting().store(on); }
 
 void quantized_matmul(const QuantizedMatmulArgs& a) {
   check_quant_format(a.format);
@@ -158,11 +172,12 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
     return;
   }
 #endif
+  const bool shared_levels = quantized_matmul_shared_levels();  // read once, outside the threads
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {
 #if defined(__x86_64__)
       case Kernel::kAvx2:
-        return detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1);
+        return detail::quantized_matmul_columns_avx2(a, x, y_stride, j0, j1, shared_levels);
 #endif
       default:
         return detail::quantized_matmul_columns_portable(a, x, y_stride, j0, j1);

@@ -11,9 +11,10 @@
 // or threads. Kernels here take raw pointers and never LibTorch types.
 // Kernels, picked per call at run time: with bf16 x, AMX for 4 and 8 bits (nibbles
 // looked up as bf16 into A tiles, tdpbf16ps) where the CPU has it, else AVX-512 BF16 for
-// 4 bits (the same lookups, vdpbf16ps); else AVX2/FMA, else portable C++. The choice
-// depends on the CPU and the format, never on the number of rows, so a row's result
-// does not either.
+// 4 bits (the same lookups, vdpbf16ps); else AVX2/FMA (from 8 rows of x on, with a
+// tile's levels converted once for a block of rows, in the same arithmetic as for one
+// row), else portable C++. The choice depends on the CPU and the format, never on the
+// number of rows, so a row's result does not either.
 #include <cstdint>
 
 #include "kernels/cpu/quantize.h"
@@ -42,6 +43,12 @@ struct QuantizedMatmulArgs {
 
 // Throws tiergen::Error on inconsistent arguments.
 void quantized_matmul(const QuantizedMatmulArgs& args);
+
+// The AVX2 kernel's levels converted once for a block of rows (from 8 rows of x on), on
+// by default. It never changes a result's bits; off is for benchmarks and tests that
+// show both.
+bool quantized_matmul_shared_levels();
+void set_quantized_matmul_shared_levels(bool on);
 
 // Rows of x up to which a product reads the quantized weight in place; beyond them a
 // dense copy of the weight is cheaper (the in-place kernel converts W's levels once per

@@ -42,8 +42,9 @@ void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const Prepa
 #if defined(__x86_64__)
 // Needs group_size % 16 == 0, and x prepared with split_nibbles for 4 bits.
 bool quantized_matmul_avx2_supports(QuantFormat format);
+// With shared_levels, eight or more rows share each tile's converted levels.
 void quantized_matmul_columns_avx2(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
-                                   int64_t j0, int64_t j1);
+                                   int64_t j0, int64_t j1, bool shared_levels);
 // Needs 4 bits, group_size % 64 == 0, and x prepared with split_nibbles and as_bf16.
 bool quantized_matmul_avx512_bf16_supports(QuantFormat format);
 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
