@@ -1,10 +1,12 @@
 #include "policy/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/quantized_matmul.h"
+#include "tiergen/model/linear.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::policy {
@@ -106,6 +108,7 @@ struct Terms {
   double hidden;   // bytes of one token's hidden state
   double kv;       // dense KV bytes of one token, one layer
   double kv_home;  // KV bytes of one token, one layer, as stored
+  bool prefill = false;  // the phase whose terms these are
 };
 
 // A phase of `weight_layers` weight layers, each one step per gpu batch.
@@ -121,18 +124,20 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 // One weight layer's products on the CPU over its weights at home, one of `rows` rows
 // doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
 // `compressed_dense` the dense bytes of the part stored compressed. Compressed weights
-// are multiplied in place for few rows (their stored bytes read at the few-row rate);
-// for more rows, through a dense copy made once per layer load.
+// are multiplied in place (their stored bytes read at the rate timed for as many rows)
+// or through a dense copy made once per layer load, as the runtime chooses for the
+// phase (model::quantized_product_in_place: by the phase while CPU products are
+// batch-invariant, else by the rows).
 double cpu_products_at_home(const Terms& t, double rows, double flops, double stored, double dense,
                             double compressed_dense) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
   if (!t.policy.compress_weight.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops);
-  // The rows the runtime keeps in place (kernels::quantized_in_place_max_rows): more with
-  // bf16 activations (the dtype whose products the profile prices, cpu_product_dtype)
-  // where the AVX-512 BF16 or AMX kernel runs on this CPU; 8 elsewhere.
+  // bf16 activations: the dtype whose products the profile prices (cpu_product_dtype).
   const bool bf16_activations = t.hw.cpu_product_dtype == "bfloat16";
   const runtime::CompressionConfig& c = t.policy.compress_weight;
-  if (rows <= double(kernels::quantized_in_place_max_rows(bf16_activations, {c.bits, c.group_size}))) {
+  const model::ProductPhase phase = t.prefill ? model::ProductPhase::Prefill : model::ProductPhase::Decode;
+  if (model::quantized_product_in_place(phase, static_cast<int64_t>(std::ceil(rows)), bf16_activations, c.bits,
+                                        c.group_size)) {
     // As the profile timed these products, else estimated from the dense rates.
     const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
     return gpu_batches * timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate()));
@@ -402,10 +407,12 @@ CostModel build_cost_model(const ModelSizes& sizes, const runtime::Policy& polic
                 sizes.hidden_bytes_per_token(),
                 sizes.kv_bytes_per_token(),
                 sizes.kv_stored_bytes_per_token(policy.compress_cache)};
+  Terms prefill_terms = t;
+  prefill_terms.prefill = true;
   CostModel model;
-  model.prefill = build_prefill(t);
+  model.prefill = build_prefill(prefill_terms);
   model.decode = build_decode(t);
-  model.prefill_edges = build_edges(t, true);
+  model.prefill_edges = build_edges(prefill_terms, true);
   model.decode_edges = build_edges(t, false);
   model.num_layers = sizes.num_layers();
   model.prompt_len = workload.prompt_len;

@@ -560,14 +560,14 @@ TEST_F(CliBatch, APromptListIsOneRequestWithVllmsChoiceNumbering) {
 
 // A sequence's record does not depend on the batch around it (README): byte for byte
 // under -b 1, 2 and 8, beside prompts of other lengths (left padding), with logprobs
-// and echo, for OPT and LLaMA, and after a resume at every cut point (the rest of the
-// job then runs in other batches). --cpu-gemm, which gives that up for speed, is
-// recorded in the job record.
+// and echo, for OPT and LLaMA, with and without compressed weights, and after a resume
+// at every cut point (the rest of the job then runs in other batches). --cpu-gemm,
+// which gives that up for speed, is recorded in the job record.
 TEST_F(CliBatch, ARowsRecordDoesNotDependOnItsBatch) {
   const fs::path llama = shared_tiny_model("tiny-llama", {"--arch", "llama", "--seed", "7", "--tokenizer", kTokenizer});
   const char* texts[] = {"hello world, this is a longer prompt with many words in it", "hi",
                          "the quick brown fox jumps over the lazy dog", "a b",
-                         "once upon a time there was", "x y z w v u t s r q p o n m l k j", "short", "last one"};
+                         "once upon a time there was", "x y z w v u t s r q p o n m l k j", "abcdef", "uvwxyz"};
   std::string lines;
   for (int i = 0; i < 8; ++i) {
     lines += json{{"id", std::to_string(i)}, {"prompt", texts[i]}, {"logprobs", 3}, {"echo", true},
@@ -575,11 +575,20 @@ TEST_F(CliBatch, ARowsRecordDoesNotDependOnItsBatch) {
   }
   const fs::path prompts = dir_ / "prompts.jsonl";
   write_file(prompts, lines);
-  for (const fs::path& model_dir : {model(), llama}) {
-    SCOPED_TRACE(model_dir.filename().string());
+  // Also with compressed weights, whose products take one kernel in prefill and another
+  // in decode, whatever the rows (model::quantized_linear_product): the last two prompts
+  // have as many tokens, so their prefill shares a product of more rows than either's
+  // alone, more than the in-place limit.
+  for (const auto& [model_dir, compress] : std::vector<std::pair<fs::path, bool>>{
+           {model(), false}, {llama, false}, {model(), true}, {llama, true}}) {
+    SCOPED_TRACE(model_dir.filename().string() + (compress ? " --compress-weight" : ""));
+    const auto with = [&](std::vector<std::string> flags) {
+      if (compress) flags.push_back("--compress-weight");
+      return flags;
+    };
     const auto records = [&](const std::string& b) {
       const fs::path out = dir_ / ("b" + b + ".jsonl");
-      const Exit e = run(generate_args(prompts, out, {"-b", b, "--overwrite"}, model_dir));
+      const Exit e = run(generate_args(prompts, out, with({"-b", b, "--overwrite"}), model_dir));
       EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
       return read_file(out);
     };
@@ -596,7 +605,7 @@ TEST_F(CliBatch, ARowsRecordDoesNotDependOnItsBatch) {
       for (size_t i = 0; i <= cut; ++i) prefix += kept[i];  // the job record and `cut` results
       const fs::path out = dir_ / "resumed.jsonl";
       write_file(out, prefix);
-      const Exit e = run(generate_args(prompts, out, {"-b", "8", "--resume"}, model_dir));
+      const Exit e = run(generate_args(prompts, out, with({"-b", "8", "--resume"}), model_dir));
       ASSERT_TRUE(e.exited && e.code == 0) << e.describe();
       EXPECT_EQ(read_file(out), alone) << "resumed after " << cut << " results";
     }

@@ -10,6 +10,7 @@
 #include "policy/cost_model.h"
 #include "policy/memory_model.h"
 #include "policy/search.h"
+#include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "tests/support/memory_model_check.h"
@@ -59,10 +60,12 @@ TEST(CpuWeightComputeModel, DecodeAtHomeTradesTheWeightLoadForTheCpuProduct) {
               1e-9);
 }
 
-// Compressed weights multiplied at home by more rows than the in-place kernel takes: one
-// dense copy per layer load at the CPU's dequantize rate, then dense products of the
-// plan's gpu batch size, priced by the profile's rates by rows.
+// Without batch-invariant products (--cpu-gemm), compressed weights multiplied at home
+// by more rows than the in-place kernel takes: one dense copy per layer load at the
+// CPU's dequantize rate, then dense products of the plan's gpu batch size, priced by the
+// profile's rates by rows.
 TEST(CpuWeightComputeModel, CompressedWeightsForManyRowsArePricedAsADenseCopyAndDenseProducts) {
+  const kernels::SmallMatmulEveryRowCountScope gemm(false);
   const auto spec = model::resolve_spec("opt-30b");
   HardwareProfile hw = t4_with_cpu_rates(1e12, 50e9);
   hw.cpu_product_rates = {{1, 50e9}, {16, 40e9}, {64, 20e9}};
@@ -83,6 +86,31 @@ TEST(CpuWeightComputeModel, CompressedWeightsForManyRowsArePricedAsADenseCopyAnd
               1e-9);
   // 32 rows: a third of the way from 16 to 64 rows, in seconds per byte.
   EXPECT_NEAR(hw.cpu_product_seconds(32, 1e9, 1), 1e9 * (2.0 / 3 / 40e9 + 1.0 / 3 / 20e9), 1e-12);
+}
+
+// With batch-invariant products (the default) decode reads compressed weights in place
+// at any rows, as the runtime does (model::quantized_product_in_place): 32 rows at the
+// rate timed for 8, for four times as long; no dense copy.
+TEST(CpuWeightComputeModel, CompressedDecodeIsPricedInPlaceAtAnyRowsWhileProductsAreBatchInvariant) {
+  ASSERT_TRUE(kernels::small_matmul_for_every_row_count());
+  const auto spec = model::resolve_spec("opt-30b");
+  HardwareProfile hw = t4_with_cpu_rates(1e12, 50e9);
+  hw.cpu_product_rates = {{1, 50e9}, {16, 40e9}, {64, 20e9}};
+  hw.cpu_quantized_product_rates = {{4, 64, {{1, 30e9}, {8, 10e9}}}};
+  runtime::Policy loaded = weights_on_cpu(32, 2, 0);
+  loaded.compress_weight = {true, 4, 64};
+  runtime::Policy at_home = loaded;
+  at_home.cpu_weight_compute_decode = true;
+  const Prediction a = predict(spec, loaded, {512, 32}, hw), b = predict(spec, at_home, {512, 32}, hw);
+  const ModelSizes sizes(spec, 2);
+  const double bls = 64;
+  const double gpu_matmul = std::max(bls * sizes.linear_flops_per_token() / hw.mm_flops_decode,
+                                     2 * sizes.layer_weight_dense_bytes() / hw.gpu_memory_bandwidth);
+  const double in_place = 2 * sizes.layer_weight_bytes(loaded.compress_weight) / 10e9 * 32 / 8;
+  const double crossing = bls * (sizes.linear_input_bytes_per_token() / hw.gpu_to_cpu_hidden +
+                                 sizes.linear_output_bytes_per_token() / hw.cpu_to_gpu);
+  EXPECT_NEAR(task(b.decode, Task::Compute) - task(a.decode, Task::Compute), in_place + crossing - gpu_matmul,
+              1e-9 * in_place);
 }
 
 TEST(CpuWeightComputeModel, CompressedWeightsAreReadCompressedAndNotDequantizedOnTheGpu) {

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/quantized_matmul.h"
+#include "kernels/cpu/small_matmul.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/model/forward.h"
 #include "tiergen/model/linear.h"
@@ -77,6 +79,42 @@ TEST(QuantizedWeights, ManyRowProductsShareOneDenseCopy) {
   const at::Tensor second = model::quantized_linear_product(x, q.weight);
   EXPECT_EQ(q.weight.dense->data_ptr(), copy) << "the second product reuses the copy";
   EXPECT_LT((second - at::linear(x, q.dense)).abs().max().item<double>(), 1e-4 * second.abs().max().item<double>());
+}
+
+// While CPU products are batch-invariant (the default), the phase and never the rows
+// choose the kernel: every decode product reads the weight in place, every prefill
+// product goes through the dense copy, so a row's result is the same bits alone and
+// among 40 rows. Without invariance (--cpu-gemm), or outside a step, the rows choose.
+TEST(QuantizedWeights, ThePhaseNotTheRowsChoosesTheKernelWhileProductsAreBatchInvariant) {
+  at::manual_seed(9);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (int bits : {4, 8}) {
+      const Quantized q = quantize(at::randn({40, 128}), bits, 64);
+      const at::Tensor x = at::randn({40, 128}).to(dtype);
+      for (const model::ProductPhase phase : {model::ProductPhase::Decode, model::ProductPhase::Prefill}) {
+        const model::ProductPhaseScope scope(phase);
+        EXPECT_EQ(model::product_phase(), phase);
+        const at::Tensor all = model::quantized_linear_product(x, q.weight);
+        for (int64_t r : {0, 17, 39}) {
+          const at::Tensor alone = model::quantized_linear_product(x.narrow(0, r, 1), q.weight);
+          EXPECT_TRUE(at::equal(alone[0], all[r])) << bits << "-bit " << dtype << " row " << r
+                                                   << (phase == model::ProductPhase::Decode ? " decode" : " prefill");
+        }
+        EXPECT_EQ(model::quantized_product_in_place(phase, 1, dtype == at::kBFloat16, bits, 64),
+                  phase == model::ProductPhase::Decode);
+        EXPECT_EQ(model::quantized_product_in_place(phase, 4096, dtype == at::kBFloat16, bits, 64),
+                  phase == model::ProductPhase::Decode);
+      }
+      EXPECT_EQ(model::product_phase(), model::ProductPhase::Unknown) << "the scope restores the phase";
+      const bool bf16 = dtype == at::kBFloat16;
+      const int64_t limit = kernels::quantized_in_place_max_rows(bf16, {bits, 64});
+      EXPECT_TRUE(model::quantized_product_in_place(model::ProductPhase::Unknown, limit, bf16, bits, 64));
+      EXPECT_FALSE(model::quantized_product_in_place(model::ProductPhase::Unknown, limit + 1, bf16, bits, 64));
+      const kernels::SmallMatmulEveryRowCountScope gemm(false);
+      EXPECT_TRUE(model::quantized_product_in_place(model::ProductPhase::Prefill, 1, bf16, bits, 64));
+      EXPECT_FALSE(model::quantized_product_in_place(model::ProductPhase::Decode, limit + 1, bf16, bits, 64));
+    }
+  }
 }
 
 TEST(QuantizedWeights, LayerWeightsHoldTheQuantizedEntryAndGetRefusesIt) {

@@ -112,17 +112,36 @@ at::Tensor linear_product(const at::Tensor& x, const at::Tensor& weight, const a
   return out.view(shape);
 }
 
+namespace {
+
+thread_local ProductPhase this_thread_phase = ProductPhase::Unknown;
+
+}  // namespace
+
+ProductPhase product_phase() { return this_thread_phase; }
+
+ProductPhaseScope::ProductPhaseScope(ProductPhase phase) : saved_(this_thread_phase) { this_thread_phase = phase; }
+
+ProductPhaseScope::~ProductPhaseScope() { this_thread_phase = saved_; }
+
+bool quantized_product_in_place(ProductPhase phase, int64_t rows, bool bf16_activations, int bits, int group_size) {
+  if (kernels::small_matmul_for_every_row_count() && phase != ProductPhase::Unknown) {
+    return phase == ProductPhase::Decode;
+  }
+  return rows <= kernels::quantized_in_place_max_rows(bf16_activations, {bits, group_size});
+}
+
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias) {
   TG_CHECK(x.is_cpu() && weight.packed.is_cpu(), "internal: a quantized weight is multiplied on the CPU only");
   TG_CHECK(x.size(-1) == weight.cols, "internal: x has {} features, the quantized weight {} inputs", x.size(-1),
            weight.cols);
-  // Many rows (prefill, large decode batches): the dense path, through one dense copy of
-  // this weight per layer load.
-  const int64_t in_place_rows =
-      kernels::quantized_in_place_max_rows(x.scalar_type() == at::kBFloat16, {weight.bits, weight.group_size});
-  // (A bf16 copy on a CPU without native bf16 products goes on to the widened product:
-  // the copy keeps the size runtime::plan_memory counts for it.)
-  if (x.numel() / weight.cols > in_place_rows) return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
+  // The dense path goes through one dense copy of this weight per layer load. (A bf16
+  // copy on a CPU without native bf16 products goes on to the widened product: the copy
+  // keeps the size runtime::plan_memory counts for it.)
+  if (!quantized_product_in_place(product_phase(), x.numel() / weight.cols, x.scalar_type() == at::kBFloat16,
+                                  weight.bits, weight.group_size)) {
+    return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
+  }
   // bf16 activations go to the kernel as they are (the AVX-512 BF16 kernel multiplies
   // them without widening); others as fp32.
   const bool bf16 = x.scalar_type() == at::kBFloat16;

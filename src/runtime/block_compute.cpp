@@ -7,6 +7,7 @@
 #include "src/runtime/block_state.h"
 #include "tiergen/common/error.h"
 #include "tiergen/model/forward.h"
+#include "tiergen/model/linear.h"
 #include "tiergen/runtime/device.h"
 #include "tiergen/runtime/prompt_scoring.h"
 #include "tiergen/runtime/row_sampler.h"
@@ -139,6 +140,9 @@ void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<B
   {
     const StepId id = p.step_id(pass, j, k);
     ScopedTimer timer(stats_, Task::Compute, prefill, id);
+    // Products over compressed weights choose their kernel by the phase, never by the
+    // rows the batch gives them (model::quantized_linear_product).
+    const model::ProductPhaseScope phase(prefill ? model::ProductPhase::Prefill : model::ProductPhase::Decode);
     if (prefill && j <= p.L) {
       const int64_t window = b.prefill_len, before = b.S - window;
       const at::Tensor input =

@@ -38,12 +38,39 @@ std::string linear_product_paths(at::ScalarType dtype);
 at::Tensor widened_linear_product(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 int64_t widened_tile_rows(int64_t in_features);
 
-// The same product with W held quantized (host, CPU compute). Up to 8 rows of x (decode)
-// W is read in place by kernels/cpu/quantized_matmul, with no dense copy; with more
-// rows a dense copy of W in x's dtype is made (converting the levels once instead of
-// once per row) and kept in weight.dense for the other gpu batches of the same layer
-// load; a bf16 copy on a CPU without native bf16 products is then multiplied widened
-// (widened_linear_product). The result has x's dtype.
+// The same product with W held quantized (host, CPU compute), by one of two kernels:
+// in place (kernels/cpu/quantized_matmul reads W's levels, with no dense copy), or
+// through a dense copy of W in x's dtype (the levels converted once instead of once per
+// row, kept in weight.dense for the other gpu batches of the same layer load; a bf16
+// copy on a CPU without native bf16 products is then multiplied widened). Their sums
+// differ in the last bits, so the choice never depends on the batch while CPU products
+// are batch-invariant (kernels::small_matmul_for_every_row_count, the default): decode
+// products go in place and prefill products through the copy, whatever their rows
+// (ProductPhaseScope says which a product is). Otherwise, and for products of no known
+// phase, up to kernels::quantized_in_place_max_rows rows go in place and more through
+// the copy. The result has x's dtype.
 at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias = {});
+
+// Which phase of a token the products this thread makes belong to: the one fact about a
+// product, besides its operands, that quantized_linear_product chooses by. The runtime
+// sets it around each step's compute; Unknown outside any scope.
+enum class ProductPhase { Unknown, Prefill, Decode };
+ProductPhase product_phase();
+
+// Sets the thread's product phase for a scope, then the previous one again.
+class ProductPhaseScope {
+ public:
+  explicit ProductPhaseScope(ProductPhase phase);
+  ~ProductPhaseScope();
+  ProductPhaseScope(const ProductPhaseScope&) = delete;
+  ProductPhaseScope& operator=(const ProductPhaseScope&) = delete;
+
+ private:
+  ProductPhase saved_;
+};
+
+// Whether quantized_linear_product reads W in place for `rows` rows of x in `phase`
+// (bf16_activations: x is bf16), as it stands (batch invariance, the in-place limit).
+bool quantized_product_in_place(ProductPhase phase, int64_t rows, bool bf16_activations, int bits, int group_size);
 
 }  // namespace tiergen::model
