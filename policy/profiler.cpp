@@ -425,10 +425,14 @@ model::QuantizedWeight quantized_weight(const at::Tensor& weight, kernels::Quant
 }
 
 // Products over `weight` compressed to 4 and 8 bits (groups of 64, the default), read in
-// place with activations of its dtype: at one row and at the runtime's in-place limit
-// for them (kernels::quantized_in_place_max_rows), as bytes of stored weight per second.
+// place with activations of its dtype: at one row, at the in-place limit of --cpu-gemm
+// runs (kernels::quantized_in_place_max_rows), and at 64 rows, for the large decode
+// batches that default runs multiply in place (model::quantized_product_in_place), as
+// bytes of stored weight per second.
 // They are compute-bound on the levels' lookups, not on the bytes: on a 2-core Xeon
 // with AMX, 4-bit decode ran 1.8x bf16's, where the bytes alone say 3.5x.
+constexpr int64_t kLargeDecodeRows = 64;
+
 std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& weight, int reps, const Recorder& record) {
   std::vector<QuantizedProductRates> out;
   const std::string dtype = compat::dtype_name(weight.scalar_type());
@@ -438,7 +442,9 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
     const double stored = double(kernels::quantized_layout(q.rows, q.cols, format).total_bytes());
     QuantizedProductRates rates{bits, format.group_size, {}};
     const int64_t limit = kernels::quantized_in_place_max_rows(weight.scalar_type() == at::kBFloat16, format);
-    for (const int64_t rows : std::vector<int64_t>{1, limit}) {
+    std::vector<int64_t> row_counts{1, limit};
+    if (limit < kLargeDecodeRows) row_counts.push_back(kLargeDecodeRows);
+    for (const int64_t rows : row_counts) {
       const at::Tensor x = at::randn({rows, q.cols}).to(weight.scalar_type());
       const double seconds = median_seconds_within(kProductSecondsPerPoint, reps,
                                                    [&] { (void)model::quantized_linear_product(x, q); });

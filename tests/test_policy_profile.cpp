@@ -18,6 +18,7 @@
 #include "kernels/cpu/small_matmul.h"
 #include "policy/hardware_profile.h"
 #include "policy/profiler.h"
+#include "kernels/cpu/quantized_matmul.h"
 #include "policy/thread_search.h"
 #include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
@@ -275,6 +276,16 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
           << compat::dtype_name(type) << " " << table->small_matmul_max_rows;
     EXPECT_GT(table->matmul_flops, 0);
     EXPECT_GT(table->gemv_bandwidth, 0);
+    // Compressed products in place at one row, at --cpu-gemm's in-place limit, and at 64
+    // rows (the large decode batches default runs multiply in place).
+    EXPECT_EQ(table->quantized.size(), 2u) << compat::dtype_name(type) << ": 4 and 8 bits";
+    for (const auto& q : table->quantized) {
+      std::vector<int64_t> quantized_rows;
+      for (const auto& [r, rate] : q.rates) quantized_rows.push_back(r);
+      const int64_t limit = kernels::quantized_in_place_max_rows(type == at::kBFloat16, {q.bits, q.group_size});
+      EXPECT_EQ(quantized_rows, (limit < 64 ? std::vector<int64_t>{1, limit, 64} : std::vector<int64_t>{1, limit}))
+          << compat::dtype_name(type) << " " << q.bits << "-bit";
+    }
     const auto named = std::find_if(measurements.begin(), measurements.end(), [&](const Measurement& m) {
       return m.name == fmt::format("cpu matmul {}, 1 row", compat::dtype_name(type));
     });
