@@ -160,7 +160,8 @@ double cpu_matmul_seconds(const Terms& t, double tokens) {
 // FLOPs over the matmul rate, never faster than reading the dense weights once per gpu
 // batch (the roofline of the small batches of decode). A host standing in for the GPU
 // keeps compressed weights compressed wherever they live and multiplies them as it does
-// at home (cpu_matmul_seconds): in place for few rows, through a dense copy for more.
+// at home (cpu_matmul_seconds): in place or through a dense copy, as the runtime picks
+// for the phase (model::quantized_product_in_place).
 double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
   if (t.hw.gpu_is_host && t.policy.compress_weight.enabled) return cpu_matmul_seconds(t, tokens_per_sequence);
   const double gpu_batches = double(t.policy.num_gpu_batches);

@@ -444,6 +444,10 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
     const int64_t limit = kernels::quantized_in_place_max_rows(weight.scalar_type() == at::kBFloat16, format);
     std::vector<int64_t> row_counts{1, limit};
     if (limit < kLargeDecodeRows) row_counts.push_back(kLargeDecodeRows);
+    // Products of a decode step under batch invariance: in place at every row count
+    // (model::quantized_product_in_place), also past the limit.
+    const kernels::SmallMatmulEveryRowCountScope invariant(true);
+    const model::ProductPhaseScope decode(model::ProductPhase::Decode);
     for (const int64_t rows : row_counts) {
       const at::Tensor x = at::randn({rows, q.cols}).to(weight.scalar_type());
       const double seconds = median_seconds_within(kProductSecondsPerPoint, reps,
@@ -452,6 +456,8 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
           rows, record(fmt::format("cpu {}-bit matmul {}, {} row{}", bits, dtype, rows, rows == 1 ? "" : "s"),
                        stored / seconds, "B/s"));
     }
+    // A dense copy would mean the rates above are a dense product's, not the in-place one.
+    TG_CHECK(!q.dense->defined(), "internal: the in-place {}-bit products were timed through a dense copy", bits);
     out.push_back(rates);
   }
   return out;

@@ -50,10 +50,11 @@ void quantized_matmul(const QuantizedMatmulArgs& args);
 bool quantized_matmul_shared_levels();
 void set_quantized_matmul_shared_levels(bool on);
 
-// Rows of x up to which a product reads the quantized weight in place; beyond them a
-// dense copy of the weight is cheaper (the in-place kernel converts W's levels once per
-// row, a dense product once per call; measured on TinyLlama-1.1B shapes,
-// bench/quantized_decode.sh). The cost model prices with it.
+// Rows of x up to which a product reads the quantized weight in place when the rows
+// decide (--cpu-gemm runs, and products of no known phase: model::
+// quantized_product_in_place); beyond them a dense copy of the weight is cheaper (the
+// in-place kernel converts W's levels once per row, a dense product once per call;
+// measured on TinyLlama-1.1B shapes, bench/quantized_decode.sh).
 constexpr int64_t kQuantizedInPlaceMaxRows = 8;
 // The limit model::quantized_linear_product applies: with bf16 activations, twice as
 // many rows where the AVX-512 BF16 kernel runs (one level lookup serves four rows of x;

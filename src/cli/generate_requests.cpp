@@ -124,6 +124,17 @@ PreparedPrompt prepare_prompt(const std::optional<std::string>& text, const std:
     error = "the prompt has no tokens";
     return out;
   }
+  // Token ids given in the request are all checked, also those a truncation drops.
+  const auto outside_vocabulary = [&](const std::vector<int64_t>& ids) {
+    for (int64_t id : ids) {
+      if (id < 0 || id >= spec.vocab_size) {
+        error = fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!text && outside_vocabulary(token_ids)) return out;
   if (prompt_len > room) {
     if (!d.truncate || room <= 0) {
       error = too_long_message(prompt_len, r.max_tokens, context, capped);
@@ -131,12 +142,7 @@ PreparedPrompt prepare_prompt(const std::optional<std::string>& text, const std:
     }
     out.ids.erase(out.ids.begin(), out.ids.end() - room);  // keep the most recent tokens
   }
-  for (int64_t id : out.ids) {
-    if (id < 0 || id >= spec.vocab_size) {
-      error = fmt::format("token id {} is outside the model's vocabulary of {}", id, spec.vocab_size);
-      return out;
-    }
-  }
+  if (text && outside_vocabulary(out.ids)) return out;  // a tokenizer larger than the model
   if (prompt_len > room) {
     if (r.echo && tok && !chat) out.echo_text = tok->decode(out.ids, r.skip_special_tokens);  // what was scored
   } else if (r.echo && !chat) {

@@ -63,7 +63,11 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool first_section, IdT
 // cuts goes through the rest of the chain and into the model before the next piece is
 // cut, so a text's pieces are never all held at once. That gives the same pieces as
 // running each step over the whole text, because every step acts on each piece alone;
-// the one fact that spans pieces, whether a piece starts the input, is passed on.
+// the one fact that spans pieces, whether a piece starts the input, is passed on: a
+// piece starts it when every step before cut it first. (Only where an earlier step
+// drops the input's first piece whole, e.g. a Split that removes it, does a Metaspace
+// "first" then prepend to nothing, where over the whole text it would prepend to the
+// first piece left.)
 // `buffers` holds two per step: its scratch, and the one piece handed to the next.
 void Tokenizer::Impl::pre_tokenize_from(std::size_t step, PreTokenized& in, bool first_section,
                                         std::vector<PreTokenized>& buffers, IdTail& out) const {

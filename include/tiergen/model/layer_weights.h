@@ -17,8 +17,10 @@ struct QuantizedWeight {
   at::Tensor packed, mins, scales;
   int64_t rows = 0, cols = 0;
   int bits = 4, group_size = 64;
-  // The dense copy a product with many rows needs, made by the first such product and
-  // shared by the later ones (every gpu batch of the block) while the layer is loaded.
+  // The dense copy a product that does not read the weight in place needs (prefill, or
+  // many rows under --cpu-gemm: model::quantized_product_in_place), made by the first
+  // such product and shared by the later ones (every gpu batch of the block) while the
+  // layer is loaded.
   // Only the compute thread uses it.
   std::shared_ptr<at::Tensor> dense = std::make_shared<at::Tensor>();
 };
