@@ -9,10 +9,12 @@
 // reads, as `tiergen generate` would a model directory.
 //
 // Contract: the only exception is tiergen::Error; encode() yields ids inside the
-// vocabulary; decode() of them succeeds; and StreamingDecoder's pieces concatenate to
+// vocabulary; encode_tail() keeps encode()'s last ids and counts them all; decode() of
+// them succeeds; and StreamingDecoder's pieces concatenate to
 // decode()'s text, as tokenizer.h promises.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -121,6 +123,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (int64_t id : ids) {
       if (id < 0 || id >= vocab) fail("encode() gave an id outside the vocabulary");
+    }
+    // encode_tail() is encode() cut to its last ids, counting all of them.
+    for (const size_t keep : {size_t{0}, size_t{1}, ids.size() / 2, ids.size() - (ids.empty() ? 0 : 1), ids.size(),
+                              ids.size() + 3}) {
+      const tiergen::tokenizer::TokenTail tail = tok->encode_tail(text, special, keep);
+      const size_t kept = std::min(keep, ids.size());
+      if (tail.total != static_cast<int64_t>(ids.size())) fail("encode_tail() counted other ids than encode()");
+      if (!std::equal(tail.ids.begin(), tail.ids.end(), ids.end() - static_cast<std::ptrdiff_t>(kept), ids.end()) ||
+          tail.ids.size() != kept) {
+        fail("encode_tail() kept other ids than encode()'s last");
+      }
     }
     for (bool skip : {true, false}) {
       const std::string whole = tok->decode(ids, skip);
