@@ -60,30 +60,47 @@ TEST(CpuWeightComputeModel, DecodeAtHomeTradesTheWeightLoadForTheCpuProduct) {
               1e-9);
 }
 
+// OPT-30B decode in gpu batches of 32 (2 of them), its weights compressed to 4 bits on
+// the CPU, loaded to the gpu or multiplied at home: how much longer decode computes at
+// home than loaded (`extra`), and the parts of it the pricing tests check against.
+struct CompressedDecodeAtHome {
+  ModelSizes sizes;
+  runtime::CompressionConfig compression{true, 4, 64};
+  double extra = 0;
+  double gpu_matmul = 0;  // the loaded layer's product on the gpu, which at home saves
+  double crossing = 0;    // every matrix's input to the host and output back
+};
+
+CompressedDecodeAtHome compressed_decode_at_home(const HardwareProfile& hw) {
+  const auto spec = model::resolve_spec("opt-30b");
+  CompressedDecodeAtHome c{ModelSizes(spec, 2)};
+  runtime::Policy loaded = weights_on_cpu(32, 2, 0);
+  loaded.compress_weight = c.compression;
+  runtime::Policy at_home = loaded;
+  at_home.cpu_weight_compute_decode = true;
+  const Prediction a = predict(spec, loaded, {512, 32}, hw), b = predict(spec, at_home, {512, 32}, hw);
+  c.extra = task(b.decode, Task::Compute) - task(a.decode, Task::Compute);
+  const double bls = 64;
+  c.gpu_matmul = std::max(bls * c.sizes.linear_flops_per_token() / hw.mm_flops_decode,
+                          2 * c.sizes.layer_weight_dense_bytes() / hw.gpu_memory_bandwidth);
+  c.crossing = bls * (c.sizes.linear_input_bytes_per_token() / hw.gpu_to_cpu_hidden +
+                      c.sizes.linear_output_bytes_per_token() / hw.cpu_to_gpu);
+  return c;
+}
+
 // Without batch-invariant products (--cpu-gemm), compressed weights multiplied at home
 // by more rows than the in-place kernel takes: one dense copy per layer load at the
 // CPU's dequantize rate, then dense products of the plan's gpu batch size, priced by the
 // profile's rates by rows.
 TEST(CpuWeightComputeModel, CompressedWeightsForManyRowsArePricedAsADenseCopyAndDenseProducts) {
   const kernels::SmallMatmulEveryRowCountScope gemm(false);
-  const auto spec = model::resolve_spec("opt-30b");
   HardwareProfile hw = t4_with_cpu_rates(1e12, 50e9);
   hw.cpu_product_rates = {{1, 50e9}, {16, 40e9}, {64, 20e9}};
-  runtime::Policy loaded = weights_on_cpu(32, 2, 0);
-  loaded.compress_weight = {true, 4, 64};
-  runtime::Policy at_home = loaded;
-  at_home.cpu_weight_compute_decode = true;
-  const Prediction a = predict(spec, loaded, {512, 32}, hw), b = predict(spec, at_home, {512, 32}, hw);
-  const ModelSizes sizes(spec, 2);
-  const double bls = 64, flops_per_batch = 32 * sizes.linear_flops_per_token();
-  const double gpu_matmul = std::max(bls * sizes.linear_flops_per_token() / hw.mm_flops_decode,
-                                     2 * sizes.layer_weight_dense_bytes() / hw.gpu_memory_bandwidth);
-  const double cpu_matmul = sizes.layer_compressed_dense_bytes(loaded.compress_weight) / hw.cpu_dequantize +
-                            2 * hw.cpu_product_seconds(32, sizes.layer_weight_dense_bytes(), flops_per_batch);
-  const double crossing = bls * (sizes.linear_input_bytes_per_token() / hw.gpu_to_cpu_hidden +
-                                 sizes.linear_output_bytes_per_token() / hw.cpu_to_gpu);
-  EXPECT_NEAR(task(b.decode, Task::Compute) - task(a.decode, Task::Compute), cpu_matmul + crossing - gpu_matmul,
-              1e-9);
+  const CompressedDecodeAtHome c = compressed_decode_at_home(hw);
+  const double flops_per_batch = 32 * c.sizes.linear_flops_per_token();
+  const double cpu_matmul = c.sizes.layer_compressed_dense_bytes(c.compression) / hw.cpu_dequantize +
+                            2 * hw.cpu_product_seconds(32, c.sizes.layer_weight_dense_bytes(), flops_per_batch);
+  EXPECT_NEAR(c.extra, cpu_matmul + c.crossing - c.gpu_matmul, 1e-9);
   // 32 rows: a third of the way from 16 to 64 rows, in seconds per byte.
   EXPECT_NEAR(hw.cpu_product_seconds(32, 1e9, 1), 1e9 * (2.0 / 3 / 40e9 + 1.0 / 3 / 20e9), 1e-12);
 }
@@ -93,24 +110,12 @@ TEST(CpuWeightComputeModel, CompressedWeightsForManyRowsArePricedAsADenseCopyAnd
 // rate timed for 8, for four times as long; no dense copy.
 TEST(CpuWeightComputeModel, CompressedDecodeIsPricedInPlaceAtAnyRowsWhileProductsAreBatchInvariant) {
   ASSERT_TRUE(kernels::small_matmul_for_every_row_count());
-  const auto spec = model::resolve_spec("opt-30b");
   HardwareProfile hw = t4_with_cpu_rates(1e12, 50e9);
   hw.cpu_product_rates = {{1, 50e9}, {16, 40e9}, {64, 20e9}};
   hw.cpu_quantized_product_rates = {{4, 64, {{1, 30e9}, {8, 10e9}}}};
-  runtime::Policy loaded = weights_on_cpu(32, 2, 0);
-  loaded.compress_weight = {true, 4, 64};
-  runtime::Policy at_home = loaded;
-  at_home.cpu_weight_compute_decode = true;
-  const Prediction a = predict(spec, loaded, {512, 32}, hw), b = predict(spec, at_home, {512, 32}, hw);
-  const ModelSizes sizes(spec, 2);
-  const double bls = 64;
-  const double gpu_matmul = std::max(bls * sizes.linear_flops_per_token() / hw.mm_flops_decode,
-                                     2 * sizes.layer_weight_dense_bytes() / hw.gpu_memory_bandwidth);
-  const double in_place = 2 * sizes.layer_weight_bytes(loaded.compress_weight) / 10e9 * 32 / 8;
-  const double crossing = bls * (sizes.linear_input_bytes_per_token() / hw.gpu_to_cpu_hidden +
-                                 sizes.linear_output_bytes_per_token() / hw.cpu_to_gpu);
-  EXPECT_NEAR(task(b.decode, Task::Compute) - task(a.decode, Task::Compute), in_place + crossing - gpu_matmul,
-              1e-9 * in_place);
+  const CompressedDecodeAtHome c = compressed_decode_at_home(hw);
+  const double in_place = 2 * c.sizes.layer_weight_bytes(c.compression) / 10e9 * 32 / 8;
+  EXPECT_NEAR(c.extra, in_place + c.crossing - c.gpu_matmul, 1e-9 * in_place);
 }
 
 TEST(CpuWeightComputeModel, CompressedWeightsAreReadCompressedAndNotDequantizedOnTheGpu) {

@@ -111,12 +111,9 @@ void ByteLevelPreTokenizer::apply(PreTokenized& in, PreTokenized& scratch, bool 
 
 void ByteLevelPreTokenizer::emit(PreTokenized& in, PreTokenized& scratch, bool first_section,
                                  const PieceSink& sink) const {
+  if (!split_) return PreTokenizer::emit(in, scratch, first_section, sink);
   if (add_prefix_space_) add_prefix_spaces(in, scratch);
-  if (split_) {
-    split_->emit(in, scratch, first_section, sink);
-  } else {
-    for (const Span piece : in.pieces) sink(std::string_view(in.text.data() + piece.begin, piece.end - piece.begin));
-  }
+  split_->emit(in, scratch, first_section, sink);
 }
 
 MetaspacePreTokenizer::MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, bool split)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <initializer_list>
 
 #include "src/tokenizer/tokenizer_impl.h"
 #include "tiergen/common/error.h"
@@ -99,7 +100,7 @@ void Tokenizer::Impl::encode_into(std::string_view text, bool add_special_tokens
     thread_local std::vector<Section> sections;
     added.split(text, sections);
     for (const Section& s : sections) {
-      if (s.added_id >= 0) append(std::vector<int64_t>{s.added_id});
+      if (s.added_id >= 0) append(std::initializer_list<int64_t>{s.added_id});
       else encode_text(text.substr(s.begin, s.end - s.begin), s.begin == 0, out);
     }
     release_if_large(sections);
