@@ -7,12 +7,18 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <future>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
+#include "tiergen/runtime/emulated_stream.h"
 #include "tiergen/runtime/engine.h"
+#include "tiergen/runtime/worker.h"
 
 namespace tiergen::test {
 namespace {
@@ -108,6 +114,51 @@ TEST(EngineThreads, WeightsArePlacedOnEveryCoreWhateverThePolicyComputesOn) {
   runtime::Engine engine(model.spec, weights, one_thread, cpu_engine_options(offload.path), workload_of(requests));
   EXPECT_EQ(weights.fewest(), affinity_cores());
   EXPECT_EQ(at::get_num_threads(), 1);  // the run computes on the policy's count
+}
+
+// The threads LibTorch's parallel_for runs a large loop on, from the calling thread.
+std::set<std::thread::id> threads_of_a_parallel_loop() {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  at::parallel_for(0, 1 << 16, 1, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(std::this_thread::get_id());
+  });
+  return ids;
+}
+
+// The copy queues (runtime/worker.h, and the emulated streams) open no OpenMP teams of
+// their own: libgomp counts every team's threads, and past the cores it makes every
+// thread, the compute team's included, sleep after 100 pauses of waiting instead of
+// about 300000, so the compute team slept and woke between products (decode 1.04-1.3x
+// faster without).
+TEST(CopyQueueThreads, AWorkersParallelLoopsRunOnItsOwnThread) {
+  if (affinity_cores() < 2) GTEST_SKIP() << "one usable core: every loop is serial";
+  ThreadState restore;
+  unsetenv("OMP_NUM_THREADS");
+  at::set_num_threads(affinity_cores());  // the count a new thread of LibTorch starts with
+  runtime::Worker worker(true);
+  std::thread::id worker_thread;
+  const std::set<std::thread::id> on_worker = worker.submit([&] {
+    worker_thread = std::this_thread::get_id();
+    return threads_of_a_parallel_loop();
+  }).get();
+  EXPECT_EQ(on_worker, std::set<std::thread::id>{worker_thread});
+  // The compute thread keeps its team.
+  EXPECT_EQ(at::get_num_threads(), affinity_cores());
+  EXPECT_EQ(static_cast<int>(threads_of_a_parallel_loop().size()), affinity_cores());
+}
+
+TEST(CopyQueueThreads, AnEmulatedStreamsParallelLoopsRunOnItsOwnThread) {
+  if (affinity_cores() < 2) GTEST_SKIP() << "one usable core: every loop is serial";
+  ThreadState restore;
+  unsetenv("OMP_NUM_THREADS");
+  at::set_num_threads(affinity_cores());  // the count a new thread of LibTorch starts with
+  runtime::EmulatedStream stream(runtime::AsyncEmulation{});
+  std::promise<std::pair<std::thread::id, std::set<std::thread::id>>> seen;
+  stream.enqueue([&] { seen.set_value({std::this_thread::get_id(), threads_of_a_parallel_loop()}); });
+  const auto [stream_thread, on_stream] = seen.get_future().get();
+  EXPECT_EQ(on_stream, std::set<std::thread::id>{stream_thread});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tiergen/common/compute_threads.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -23,6 +24,13 @@ void set_compute_threads(int requested) {
   } else if (const char* env = std::getenv("OMP_NUM_THREADS"); env == nullptr || *env == '\0') {
     at::set_num_threads(cores);
   }
+}
+
+void compute_serially_on_this_thread() {
+  // LibTorch sets a thread's OpenMP thread count to its default on the thread's first
+  // use of it: that first, then this thread's own count.
+  (void)at::get_num_threads();
+  omp_set_num_threads(1);
 }
 
 ComputeThreadsScope::ComputeThreadsScope() : saved_(at::get_num_threads()) {}

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "tiergen/common/compute_threads.h"
+
 namespace tiergen::runtime {
 
 void EmulatedEvent::complete(std::exception_ptr error) {
@@ -38,7 +40,10 @@ uint64_t next_stream_seed(uint64_t seed) {
 
 EmulatedStream::EmulatedStream(const AsyncEmulation& config)
     : max_delay_us_(std::max(0, config.max_delay_us)), random_(next_stream_seed(config.seed)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    compute_serially_on_this_thread();  // a copy engine: no OpenMP threads of its own
+    run();
+  });
 }
 
 EmulatedStream::~EmulatedStream() {

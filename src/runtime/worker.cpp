@@ -1,10 +1,14 @@
 #include "tiergen/runtime/worker.h"
 
+#include "tiergen/common/compute_threads.h"
+
 namespace tiergen::runtime {
 
 Worker::Worker(bool threaded, std::function<void()> on_start) : threaded_(threaded) {
   if (threaded_) {
     thread_ = std::thread([this, on_start = std::move(on_start)] {
+      // Its tasks are copies beside the compute: they must not add OpenMP threads.
+      compute_serially_on_this_thread();
       if (on_start) on_start();
       run();
     });

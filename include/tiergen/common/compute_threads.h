@@ -15,6 +15,14 @@ int usable_cores();
 // LibTorch keeps what it read from it).
 void set_compute_threads(int requested = 0);
 
+// Runs the parallel regions of LibTorch and of the CPU kernels that the calling thread
+// opens on that thread alone (OpenMP's thread count of this thread; other threads keep
+// theirs). For the threads that copy beside the compute (runtime/worker.h): a thread
+// that opens OpenMP teams of its own adds threads to libgomp's count, and once that count
+// exceeds the cores libgomp cuts every thread's spin before it sleeps to 100 pauses, so
+// the compute team's threads sleep and are woken between consecutive products.
+void compute_serially_on_this_thread();
+
 // Restores LibTorch's intra-op thread count of its construction when it goes.
 class ComputeThreadsScope {
  public:
