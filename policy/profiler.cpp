@@ -23,6 +23,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -317,7 +319,9 @@ std::vector<std::pair<int, double>> plausible_thread_scaling(const CpuAttentionP
            "cores; rerun `tiergen profile` on a quiet machine", why);
 }
 
-void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
+// Group-wise (de)quantization rates, bytes of dense fp16 data per second, on the calling
+// thread's compute threads.
+std::pair<double, double> quantize_and_dequantize_rates(bool quick, const std::string& label, const Recorder& record) {
   const int64_t rows = quick ? 512 : 8192, cols = 4096;
   const kernels::QuantFormat format{4, 64};
   const auto layout = kernels::quantized_layout(rows, cols, format);
@@ -325,14 +329,27 @@ void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
   std::vector<uint8_t> packed(size_t(layout.packed_bytes()));
   std::vector<uint16_t> mins(size_t(layout.meta_elems())), scales(size_t(layout.meta_elems()));
   const double bytes = double(rows * cols) * 2;
-  p.cpu_quantize = record("quantize", bytes / median_seconds(quick ? 3 : 7, [&] {
+  const double quantize = record("quantize" + label, bytes / median_seconds(quick ? 3 : 7, [&] {
     kernels::quantize(dense.data(), kernels::ElemType::F16, rows, cols, format, packed.data(), mins.data(),
                       scales.data());
   }), "B/s");
-  p.cpu_dequantize = record("dequantize", bytes / median_seconds(quick ? 3 : 7, [&] {
+  const double dequantize = record("dequantize" + label, bytes / median_seconds(quick ? 3 : 7, [&] {
     kernels::dequantize(packed.data(), mins.data(), scales.data(), rows, cols, format, dense.data(),
                         kernels::ElemType::F16);
   }), "B/s");
+  return {quantize, dequantize};
+}
+
+// The CPU's (de)quantization on every compute thread; on a host standing in for the GPU,
+// the device's too, which the runtime's copy queues run on one thread each (the KV
+// cache's, compressed as it is stored and loaded: runtime/worker.h).
+void compression_rates(HardwareProfile& p, bool quick, const Recorder& record) {
+  std::tie(p.cpu_quantize, p.cpu_dequantize) = quantize_and_dequantize_rates(quick, "", record);
+  if (p.gpu_is_host) {
+    const ComputeThreadsScope restore_threads;
+    at::set_num_threads(1);
+    std::tie(p.gpu_quantize, p.gpu_dequantize) = quantize_and_dequantize_rates(quick, ", one thread", record);
+  }
 }
 
 // The row counts of one gpu batch's decode product the profile times the CPU at: where
@@ -668,11 +685,13 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
                  "benchmarks give it (no fixed step cost, the idle copy's link rate)",
                  e.what());
   }
-  // Device (de)quantization: on a CPU-only host the same kernels; with CUDA, until the
-  // CUDA kernels are measured, a memory-bound estimate (reads 0.28 B, writes 2 B per
-  // element) from the device bandwidth.
-  p.gpu_quantize = p.gpu_is_host ? p.cpu_quantize : p.gpu_memory_bandwidth / 2;
-  p.gpu_dequantize = p.gpu_is_host ? p.cpu_dequantize : p.gpu_memory_bandwidth / 1.2;
+  // Device (de)quantization with CUDA, until the CUDA kernels are measured: a
+  // memory-bound estimate (reads 0.28 B, writes 2 B per element) from the device
+  // bandwidth. (A host standing in for the GPU timed its own in compression_rates.)
+  if (!p.gpu_is_host) {
+    p.gpu_quantize = p.gpu_memory_bandwidth / 2;
+    p.gpu_dequantize = p.gpu_memory_bandwidth / 1.2;
+  }
 
   p.cpu_memory = physical_memory();
   p.disk_memory = free_disk(o.offload_dir);

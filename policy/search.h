@@ -77,8 +77,9 @@ struct SearchResult {
   int exact_checked = 0;       // rounded policies checked with plan_memory
   double seconds = 0;          // wall time of the search
   // How the policy was chosen: "LP" (predicted at least the margin faster than every
-  // guardrail) or "guardrail"; the best of each side's predicted total throughput (0:
-  // none fitted), and how many guardrails fitted.
+  // guardrail) or "guardrail"; the best of each side's predicted total throughput over
+  // the job, its last block partly empty where the blocks do not divide it (0: none
+  // fitted), and how many guardrails fitted.
   std::string chosen_by;
   double lp_best_throughput = 0, guardrail_best_throughput = 0;
   double guardrail_margin = 0;  // the SearchOptions::guardrail_margin applied

@@ -223,6 +223,19 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   EXPECT_GE(streamed->runs, 1);
   EXPECT_FALSE(measured.source.empty());
   EXPECT_FALSE(measured.cpu_thread_scaling.empty());
+  // A host standing in for the GPU (de)quantizes the device's KV cache on a copy queue's
+  // one thread (runtime/worker.h): timed so, the CPU's own on every compute thread.
+  const auto value_of = [&](const std::string& name) {
+    const auto m = std::find_if(measurements.begin(), measurements.end(),
+                                [&](const Measurement& x) { return x.name == name; });
+    return m == measurements.end() ? -1.0 : m->value;
+  };
+  EXPECT_EQ(measured.cpu_quantize, value_of("quantize"));
+  EXPECT_EQ(measured.cpu_dequantize, value_of("dequantize"));
+  if (measured.gpu_is_host) {
+    EXPECT_EQ(measured.gpu_quantize, value_of("quantize, one thread"));
+    EXPECT_EQ(measured.gpu_dequantize, value_of("dequantize, one thread"));
+  }
   // The CPU's products timed at the row counts plans use, the few-row rate at 4 rows.
   std::vector<int64_t> rows;
   for (const auto& [r, rate] : measured.cpu_product_rates) {

@@ -60,6 +60,23 @@ TEST(PolicySearch, FlexGenOpt30bOnT4) {
   expect_executable(r, spec, w, b);
 }
 
+// A job runs in blocks of the plan's size, the last one partly empty: the search prices
+// the whole job, so it does not plan 160 prompts in blocks of 128 (two blocks' time for
+// 1.25 blocks of work), as it did when it priced one block.
+TEST(PolicySearch, PricesTheWholeJobNotOneBlock) {
+  const auto spec = model::resolve_spec("opt-30b");
+  const auto b = budgets("16GiB", "208GiB", "1536GiB");
+  for (const int64_t prompts : {40, 100, 160}) {
+    const runtime::Workload w{512, 32, prompts};
+    const auto r = search_policy(spec, w, b, hw("t4-flexgen"), compression(CompressionMode::Off));
+    const int64_t block = r.policy.block_size();
+    const int64_t blocks = (prompts + block - 1) / block;
+    EXPECT_GE(double(prompts) / double(blocks * block), 0.75)
+        << prompts << " prompts in blocks of " << block << ": " << r.policy.describe();
+    expect_executable(r, spec, w, b);
+  }
+}
+
 // FlexGen: OPT-175B on the same T4 with a 1.5 TB disk: 0.69 token/s (weights 0/50/50,
 // block 32×8), 1.12 token/s with 4-bit compression.
 TEST(PolicySearch, FlexGenOpt175bOnT4WithDisk) {

@@ -1,8 +1,10 @@
 // The engine's compute thread count: the policy's count when it has one, else
 // OMP_NUM_THREADS when the user set it, else every core the process may run on
-// (LibTorch's own default can be 1 on virtual machines, which left decode on one core).
+// (LibTorch's own default can be 1 on virtual machines, which left decode on one core);
+// and the copy queues' threads compute on themselves alone.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sched.h>
 
 #include <atomic>
@@ -130,7 +132,7 @@ std::set<std::thread::id> threads_of_a_parallel_loop() {
 // The copy queues (runtime/worker.h, and the emulated streams) open no OpenMP teams of
 // their own: libgomp counts every team's threads, and past the cores it makes every
 // thread, the compute team's included, sleep after 100 pauses of waiting instead of
-// about 300000, so the compute team slept and woke between products (decode 1.04-1.3x
+// about 300000, so the compute team slept and woke between products (decode 1.04-1.34x
 // faster without).
 TEST(CopyQueueThreads, AWorkersParallelLoopsRunOnItsOwnThread) {
   if (affinity_cores() < 2) GTEST_SKIP() << "one usable core: every loop is serial";
@@ -139,11 +141,14 @@ TEST(CopyQueueThreads, AWorkersParallelLoopsRunOnItsOwnThread) {
   at::set_num_threads(affinity_cores());  // the count a new thread of LibTorch starts with
   runtime::Worker worker(true);
   std::thread::id worker_thread;
+  int kernel_threads = 0;  // what the CPU kernels' own parallel regions would use
   const std::set<std::thread::id> on_worker = worker.submit([&] {
     worker_thread = std::this_thread::get_id();
+    kernel_threads = omp_get_max_threads();
     return threads_of_a_parallel_loop();
   }).get();
   EXPECT_EQ(on_worker, std::set<std::thread::id>{worker_thread});
+  EXPECT_EQ(kernel_threads, 1);
   // The compute thread keeps its team.
   EXPECT_EQ(at::get_num_threads(), affinity_cores());
   EXPECT_EQ(static_cast<int>(threads_of_a_parallel_loop().size()), affinity_cores());
@@ -154,8 +159,8 @@ TEST(CopyQueueThreads, AnEmulatedStreamsParallelLoopsRunOnItsOwnThread) {
   ThreadState restore;
   unsetenv("OMP_NUM_THREADS");
   at::set_num_threads(affinity_cores());  // the count a new thread of LibTorch starts with
+  std::promise<std::pair<std::thread::id, std::set<std::thread::id>>> seen;  // outlives the stream's thread
   runtime::EmulatedStream stream(runtime::AsyncEmulation{});
-  std::promise<std::pair<std::thread::id, std::set<std::thread::id>>> seen;
   stream.enqueue([&] { seen.set_value({std::this_thread::get_id(), threads_of_a_parallel_loop()}); });
   const auto [stream_thread, on_stream] = seen.get_future().get();
   EXPECT_EQ(on_stream, std::set<std::thread::id>{stream_thread});

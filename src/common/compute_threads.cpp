@@ -27,8 +27,8 @@ void set_compute_threads(int requested) {
 }
 
 void compute_serially_on_this_thread() {
-  // LibTorch sets a thread's OpenMP thread count to its default on the thread's first
-  // use of it: that first, then this thread's own count.
+  // LibTorch gives a thread, on its first use of the count, the count last passed to
+  // at::set_num_threads (else its default): that first, then this thread's own count.
   (void)at::get_num_threads();
   omp_set_num_threads(1);
 }

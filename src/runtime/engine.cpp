@@ -102,9 +102,11 @@ Engine::Engine(const model::Spec& spec, const model::WeightSource& source, const
   weights_ = std::make_unique<WeightStore>(spec_, policy_, source, *tiers_, options_.device,
                                            options_.device.compute.is_cpu() && !options_.dequantize_weights_on_cpu,
                                            stage_.layers);
+  // Before the runner starts its copy queues: a new thread takes LibTorch's thread count
+  // as it stands when the thread first uses it.
+  apply_threads(policy_.threads);
   runner_ = std::make_unique<BlockRunner>(spec_, policy_, *weights_, *tiers_, options_.device, stats_, options_.faults,
                                           pipeline_stage());
-  apply_threads(policy_.threads);
   apply_small_row_limit(policy_.small_matmul);
 }
 

@@ -7,7 +7,9 @@ namespace tiergen::runtime {
 Worker::Worker(bool threaded, std::function<void()> on_start) : threaded_(threaded) {
   if (threaded_) {
     thread_ = std::thread([this, on_start = std::move(on_start)] {
-      // Its tasks are copies beside the compute: they must not add OpenMP threads.
+      // A copy engine beside the compute, one thread: its copies and, on a host standing
+      // in for the GPU, the KV cache's (de)quantization run serially, as the profile
+      // times them (policy/profiler.cpp), and add no OpenMP threads.
       compute_serially_on_this_thread();
       if (on_start) on_start();
       run();

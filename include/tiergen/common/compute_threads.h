@@ -20,7 +20,8 @@ void set_compute_threads(int requested = 0);
 // theirs). For the threads that copy beside the compute (runtime/worker.h): a thread
 // that opens OpenMP teams of its own adds threads to libgomp's count, and once that count
 // exceeds the cores libgomp cuts every thread's spin before it sleeps to 100 pauses, so
-// the compute team's threads sleep and are woken between consecutive products.
+// the compute team's threads sleep and are woken between consecutive products (decode
+// 1.04-1.34x faster without, on a 2-core KVM guest).
 void compute_serially_on_this_thread();
 
 // Restores LibTorch's intra-op thread count of its construction when it goes.
