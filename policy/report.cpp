@@ -199,15 +199,15 @@ std::string chosen_by_text(const SearchResult& r) {
   if (r.guardrails_fitted == 0) return "chosen by: the LP (no guardrail policy fits the budgets)\n";
   if (r.chosen_by == "guardrail") {
     return fmt::format(
-        "chosen by: a guardrail (FlexGen-shaped policy, {} fitted): predicted {:.3f} token/s at default threads; "
-        "the LP's best {} (taken only when more than {:.0f}% faster)\n",
+        "chosen by: a guardrail (FlexGen-shaped policy, {} fitted): predicted {:.3f} token/s over the job at default "
+        "threads; the LP's best {} (taken only when more than {:.0f}% faster)\n",
         r.guardrails_fitted, r.guardrail_best_throughput,
         r.lp_best_throughput > 0 ? fmt::format("{:.3f}", r.lp_best_throughput) : std::string("found none"),
         r.guardrail_margin * 100);
   }
   return fmt::format(
-      "chosen by: the LP, predicted {:.2f}x the best of {} guardrail policies ({:.3f} token/s; the LP's plan needed "
-      "{:.0f}% more)\n",
+      "chosen by: the LP, predicted {:.2f}x the best of {} guardrail policies ({:.3f} token/s over the job; the LP's "
+      "plan needed {:.0f}% more)\n",
       r.lp_best_throughput / r.guardrail_best_throughput, r.guardrails_fitted, r.guardrail_best_throughput,
       r.guardrail_margin * 100);
 }
