@@ -474,6 +474,12 @@ Prediction predict(const model::Spec& spec, const runtime::Policy& policy, const
   return evaluate(build_cost_model(sizes, policy, workload, hw), effective_fractions(sizes, policy));
 }
 
+double job_total_throughput(const Prediction& prediction, int64_t block_size, int64_t num_sequences) {
+  if (num_sequences <= 0 || block_size <= 0) return prediction.total_throughput;
+  const int64_t blocks = (num_sequences + block_size - 1) / block_size;
+  return prediction.total_throughput * double(num_sequences) / double(blocks * block_size);
+}
+
 nlohmann::json prediction_to_json(const Prediction& r) {
   return {{"prefill_layer", phase_to_json(r.prefill)},
           {"decode_layer", phase_to_json(r.decode)},

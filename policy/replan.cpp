@@ -24,8 +24,10 @@ std::string fitted_factors(const Calibration& c) {
   return out;
 }
 
+// Over the rest of the job, its last block partly empty where the blocks do not divide it.
 double total_throughput(const runtime::Policy& policy, const ReplanInput& in, const HardwareProfile& hw) {
-  return predict(in.first_block.spec, policy, in.remaining, hw, in.first_block.dtype_bytes).total_throughput;
+  return job_total_throughput(predict(in.first_block.spec, policy, in.remaining, hw, in.first_block.dtype_bytes),
+                              policy.block_size(), in.remaining.num_sequences);
 }
 
 }  // namespace

@@ -157,17 +157,9 @@ int cache_tiers(const runtime::Policy& p) {
   return (p.cache_gpu_percent > 0) + (p.cache_cpu_percent > 0) + (p.cache_disk_percent() > 1e-9);
 }
 
-// A plan's throughput over the whole job of `num_sequences` (0: unknown, one block):
-// the job runs in blocks of the plan's size, the last one partly empty, and a block
-// costs about the same full or not (it streams the same weights through the same
-// steps). So 32 prompts in blocks of 24 take two blocks' time for 32 sequences: 0.67 of
-// the block's own throughput, where blocks of 16 or 32 waste nothing (measured on a
-// 2-core Zen 4 stand-in: 24x1 ran the 32-prompt job at 0.74 of its 24-prompt rate).
+// A plan's throughput over the whole job of `num_sequences` (job_total_throughput).
 double job_throughput(const SearchResult& r, int64_t num_sequences) {
-  const int64_t block = r.policy.block_size();
-  if (num_sequences <= 0 || block <= 0) return r.prediction.total_throughput;
-  const int64_t blocks = (num_sequences + block - 1) / block;
-  return r.prediction.total_throughput * double(num_sequences) / double(blocks * block);
+  return job_total_throughput(r.prediction, r.policy.block_size(), num_sequences);
 }
 
 // The fastest policy over the job, except that among those within `near_tie` of it
