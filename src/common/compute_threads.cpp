@@ -28,8 +28,12 @@ void set_compute_threads(int requested) {
 
 void compute_serially_on_this_thread() {
   // LibTorch gives a thread, on its first use of the count, the count last passed to
-  // at::set_num_threads (else its default): that first, then this thread's own count.
+  // at::set_num_threads (else its default). What marks that first use is an inline
+  // function's thread_local: LibTorch's own copy (behind at::get_num_threads) and, where
+  // LibTorch 2.x does not export it, this program's copy (behind the at::parallel_for
+  // instantiated here) are two flags. Both first, then this thread's own count.
   (void)at::get_num_threads();
+  at::internal::lazy_init_num_threads();
   omp_set_num_threads(1);
 }
 
