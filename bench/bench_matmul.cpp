@@ -9,6 +9,8 @@
 // interleaved rounds. Reported: weight GB/s and the share of the streaming read.
 // Usage: bench_matmul [--hidden 2048] [--intermediate 5632] [--kv-dim 256] [--reps 7]
 //                     [--threads N] [--rows 1,4,16,32,64] [--layers 8] [--prefill-rows 128]
+//                     [--sections float,bfloat16,half,quantized,prefill]
+// --sections: the tables to run (default all), for iterating on one kernel.
 // --prefill-rows: prefill-sized products of one layer, fp32 GEMM against bf16 weights
 // through LibTorch's bf16 GEMM and through the widened fp32 GEMM (model::
 // widened_linear_product); 0 skips them.
@@ -45,6 +47,8 @@ struct Options {
   int layers = 8;
   std::vector<int64_t> rows = {1, 4, 8, 16, 32, 64};
   std::vector<int64_t> prefill_rows = {128};
+  std::string sections = "float,bfloat16,half,quantized,prefill";
+  bool runs(const std::string& section) const { return ("," + sections + ",").find("," + section + ",") != std::string::npos; }
 };
 
 std::vector<int64_t> parse_list(const std::string& s) {
@@ -66,6 +70,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--rows") o.rows = parse_list(v);
     else if (k == "--layers") o.layers = std::max(1, std::atoi(v.c_str()));
     else if (k == "--prefill-rows") o.prefill_rows = parse_list(v);
+    else if (k == "--sections") o.sections = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);
@@ -302,10 +307,10 @@ int main(int argc, char** argv) {
   at::set_num_threads(omp_get_max_threads());
   std::printf("threads: %d (OpenMP and LibTorch); medians of %d interleaved rounds after a warm-up\n",
               omp_get_max_threads(), o.reps);
-  bench_dtype(o, at::kFloat);
-  bench_dtype(o, at::kBFloat16);
-  bench_dtype(o, at::kHalf);
-  bench_quantized(o);
-  bench_prefill(o);
+  if (o.runs("float")) bench_dtype(o, at::kFloat);
+  if (o.runs("bfloat16")) bench_dtype(o, at::kBFloat16);
+  if (o.runs("half")) bench_dtype(o, at::kHalf);
+  if (o.runs("quantized")) bench_quantized(o);
+  if (o.runs("prefill")) bench_prefill(o);
   return 0;
 }

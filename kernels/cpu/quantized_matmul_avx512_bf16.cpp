@@ -26,45 +26,60 @@ constexpr int64_t kChunk = 32;  // packed bytes (64 levels) per step
 // W rows [j, j + R) times x rows [m, m + C): each W byte's levels are looked up once
 // and multiplied with all C rows of x. Every (W row, x row) pair sums in the same order
 // whatever R and C are, so a row's result does not depend on the rows around it.
+// The loops over R and C are unrolled explicitly: left to -O3, GCC 12 kept one W row's
+// accumulators in memory, a store and a reload per group (1.66 against 1.46 ms for a
+// TinyLlama layer at one row of x, before the row-by-row order).
 template <int R, int C>
 TG_AVX512_BF16 void tile(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                          const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j, int64_t m) {
   const int64_t g = a.format.group_size, group_bytes = g / 2;
   const uint16_t* xr[C];
+  #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) xr[c] = x.values_bf16.data() + (m + c) * x.row_len;
   __m512 acc[R][C];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t group = 0; group < l.groups_per_row; ++group) {
     __m512 dot[R][C];
     const uint8_t* bytes[R];
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+      #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) dot[r][c] = _mm512_setzero_ps();
       bytes[r] = a.packed + (j + r) * l.packed_bytes_per_row + group * group_bytes;
       _mm_prefetch(prefetch_address(bytes[r], kPrefetchTiles * R * l.packed_bytes_per_row), _MM_HINT_T0);
     }
     for (int64_t chunk = 0; chunk < group_bytes; chunk += kChunk) {
       __m512bh even[C], odd[C];
+      #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
         even[c] = (__m512bh)_mm512_loadu_si512(xr[c] + group * g + chunk);
         odd[c] = (__m512bh)_mm512_loadu_si512(xr[c] + group * g + group_bytes + chunk);
       }
+      #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes[r] + chunk)));
         const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(b, table);
         const __m512bh high = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), table);
+        #pragma GCC unroll 16
         for (int c = 0; c < C; ++c) {
           dot[r][c] = _mm512_dpbf16_ps(dot[r][c], low, even[c]);
           dot[r][c] = _mm512_dpbf16_ps(dot[r][c], high, odd[c]);
         }
       }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 scale = _mm512_set1_ps(scales[r * l.groups_per_row + group]);
+      #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(dot[r][c], scale, acc[r][c]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const float* sums = x.group_sums.data() + (m + c) * x.groups;
       float sum = avx512::lane_sum(acc[r][c]) + min_terms(a.mins + (j + r) * l.groups_per_row, sums, l.groups_per_row);
@@ -109,9 +124,11 @@ bool quantized_matmul_avx512_bf16_supports(QuantFormat format) {
 
 TG_AVX512_BF16 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x,
                                                          int64_t y_row_stride, int64_t j0, int64_t j1) {
-  // One row of x (decode at batch 1): four W rows per tile keep four chains in flight.
-  // More rows: two W rows times four x rows (16 accumulators and 8 x vectors of the 32
-  // registers), so each level lookup serves four rows.
+  // One row of x (decode at batch 1): one W row at a time, W read front to back
+  // (kRowSequentialMaxRows). Up to three rows: four W rows per tile keep four chains in
+  // flight. More rows: two W rows times four x rows (16 accumulators and 8 x vectors of
+  // the 32 registers), so each level lookup serves four rows.
+  if (a.rows <= kRowSequentialMaxRows) return columns<1>(a, x, y_row_stride, j0, j1);
   if (a.rows < kTileX) return columns<kTileW>(a, x, y_row_stride, j0, j1);
   columns<kTileWMany>(a, x, y_row_stride, j0, j1);
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/quantized_matmul.h"
+#include "kernels/cpu/row_sequential.h"
 
 namespace tiergen::kernels::detail {
 

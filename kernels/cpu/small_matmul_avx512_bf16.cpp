@@ -84,7 +84,10 @@ TG_AVX512_BF16 void all_rows(const SmallMatmulArgs& a, const SmallMatmulShape& s
 void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0,
                                       int64_t j1) {
   int64_t j = j0;
-  for (; j + kTileW <= j1; j += kTileW) all_rows<kTileW>(a, s, j);
+  // One row of x: one W row at a time, W read front to back (kRowSequentialMaxRows).
+  if (a.rows > kRowSequentialMaxRows) {
+    for (; j + kTileW <= j1; j += kTileW) all_rows<kTileW>(a, s, j);
+  }
   for (; j < j1; ++j) all_rows<1>(a, s, j);
 }
 

@@ -4,6 +4,7 @@
 // small_matmul_avx2.cpp; the caller splits the columns between threads.
 #include <cstdint>
 
+#include "kernels/cpu/row_sequential.h"
 #include "kernels/cpu/small_matmul.h"
 
 namespace tiergen::kernels::detail {
