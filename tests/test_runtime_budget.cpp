@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/error.h"
@@ -254,6 +257,50 @@ TEST(HostAllocator, LargeFreedTemporariesStayInTheHeapForReuse) {
   // sanitizer's allocator glibc's counters stay 0 and say nothing).
   EXPECT_EQ(mapped_while_held, mapped_before);
   if (mallinfo2().arena > 0) EXPECT_GE(kept_after_free, 96u << 20);
+}
+
+// The same for blocks allocated on another thread and freed on this one, as a copy
+// queue allocates a layer's weights and the compute thread frees them: by default glibc
+// gives that thread an arena of its own, whose mapped heaps (at most 64 MiB each) it
+// unmaps once they are empty, so the next layer's blocks page-fault in anew. Counted
+// in a fresh process (the threadsafe death test style runs the statement in a new run
+// of this binary), where no thread has an arena yet; in this one, earlier tests'
+// threads have theirs. 120 MiB is 30720 pages.
+TEST(HostAllocator, BlocksAllocatedOnOtherThreadsStayInTheHeapToo) {
+  if (std::getenv("MALLOC_ARENA_MAX") || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_")) {
+    GTEST_SKIP() << "the environment sets glibc's malloc settings";
+  }
+#if defined(TIERGEN_TEST_SANITIZED) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's (and keeps freed blocks in quarantine)";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        runtime::keep_freed_host_memory_for_reuse();
+        auto minor_faults = [] {
+          rusage usage{};
+          getrusage(RUSAGE_SELF, &usage);
+          return usage.ru_minflt;
+        };
+        auto allocate_elsewhere_free_here = [] {
+          std::vector<char*> blocks;
+          std::thread([&] {
+            for (int i = 0; i < 3; ++i) {
+              char* block = static_cast<char*>(std::malloc(40u << 20));
+              if (!block) std::_Exit(2);
+              for (size_t page = 0; page < (40u << 20); page += 4096) static_cast<volatile char*>(block)[page] = 1;
+              blocks.push_back(block);
+            }
+          }).join();
+          for (char* block : blocks) std::free(block);
+        };
+        allocate_elsewhere_free_here();
+        const long before = minor_faults();
+        allocate_elsewhere_free_here();
+        std::_Exit(minor_faults() - before < 3072 ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
 }
 
 TEST(DefaultBudgets, UnitLessSmallSizesAreRefused) {
