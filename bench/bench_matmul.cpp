@@ -58,6 +58,13 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> parse_names(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -70,7 +77,15 @@ Options parse(int argc, char** argv) {
     else if (k == "--rows") o.rows = parse_list(v);
     else if (k == "--layers") o.layers = std::max(1, std::atoi(v.c_str()));
     else if (k == "--prefill-rows") o.prefill_rows = parse_list(v);
-    else if (k == "--sections") o.sections = v;
+    else if (k == "--sections") {
+      o.sections = v;
+      for (const std::string& name : parse_names(v)) {
+        if (name != "float" && name != "bfloat16" && name != "half" && name != "quantized" && name != "prefill") {
+          std::fprintf(stderr, "unknown section %s (float, bfloat16, half, quantized, prefill)\n", name.c_str());
+          std::exit(2);
+        }
+      }
+    }
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);

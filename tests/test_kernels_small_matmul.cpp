@@ -8,12 +8,16 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/simd_avx512_bf16.h"
+#endif
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/error.h"
 #include "tiergen/model/linear.h"
@@ -227,6 +231,40 @@ TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
     }
   }
 }
+
+#if defined(__x86_64__)
+TG_AVX512_BF16 float avx512_lane_sum(const float* lanes) { return avx512::lane_sum(_mm512_loadu_ps(lanes)); }
+
+uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// The 16-lane sum that ends every W row of the AVX-512 BF16 kernels keeps the order
+// their results are defined by (lane i plus lane i + 8, then the same with 4, 2 and 1):
+// on lanes of mixed signs and magnitudes, where another order shows in the bits, it
+// equals that order computed one float at a time.
+TEST(SmallMatmul, LaneSumKeepsItsPairwiseOrder) {
+  KernelScope scope(Path::Avx512Bf16);
+  if (!scope.available()) GTEST_SKIP() << "no AVX-512 BF16 kernels on this CPU (or TIERGEN_CPU_ISA caps them)";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-24, 24);
+  int differs_from_in_order = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    float lanes[16], pairwise[16];
+    for (int i = 0; i < 16; ++i) lanes[i] = pairwise[i] = std::ldexp(normal(rng), exponent(rng));
+    for (int width = 8; width >= 1; width /= 2)
+      for (int i = 0; i < width; ++i) pairwise[i] += pairwise[i + width];
+    float in_order = 0.0f;
+    for (float lane : lanes) in_order += lane;
+    ASSERT_EQ(float_bits(avx512_lane_sum(lanes)), float_bits(pairwise[0])) << "trial " << trial;
+    differs_from_in_order += float_bits(in_order) != float_bits(pairwise[0]);
+  }
+  EXPECT_GT(differs_from_in_order, 1000);  // the lanes do tell the orders apart
+}
+#endif
 
 TEST(SmallMatmul, RefusesInconsistentArguments) {
   Problem p = make_problem({2, 8, 4, 8, 4, false}, ElemType::F32, ElemType::F32, 5);

@@ -13,9 +13,12 @@ namespace tiergen::kernels::detail {
 
 // The SIMD kernels prefetch each group's bytes in the W rows this many tiles ahead: a
 // decode row converts every level it reads, so without it W's loads wait on memory in
-// line with the arithmetic (4-bit TinyLlama decode at batch 1: 17.4 tok/s without,
-// 19.3 one tile ahead, 19.9 two; the rows of a tile are too short for a distance
-// within the row). An address past W's end is harmless: prefetches never fault.
+// line with the arithmetic (4-bit TinyLlama decode at batch 1, in tiles of four W
+// rows: 17.4 tok/s without, 19.3 one tile ahead, 19.9 two; the rows of a tile are too
+// short for a distance within the row). Measured before the AVX-512 BF16 kernel took a
+// decode row's W rows one at a time (row_sequential.h), where it now reaches two W rows
+// ahead of one stream that the hardware prefetchers follow anyway. An address past W's
+// end is harmless: prefetches never fault.
 constexpr int64_t kPrefetchTiles = 2;
 
 inline const char* prefetch_address(const uint8_t* p, int64_t ahead_bytes) {

@@ -2,7 +2,8 @@
 // vdpbf16ps multiplies 32 bf16 pairs (exact products) and adds them into 16 fp32
 // lanes, so no conversion instructions sit between the loads and the multiply-adds.
 // Tiles of 4 W rows x 4 x rows keep sixteen accumulators in flight (of 32 zmm
-// registers). The k tail is a masked load (zeros add nothing), so every element's
+// registers); one row of x (decode at batch 1) takes one W row at a time
+// (row_sequential.h). The k tail is a masked load (zeros add nothing), so every element's
 // order is: lanes over k in steps of 32, then the lanes summed pairwise. Like the
 // instruction, results treat bf16 subnormal inputs as zero.
 #if defined(__x86_64__)

@@ -104,13 +104,14 @@ std::string version_text() {
 }  // namespace tiergen::cli
 
 int main(int argc, char** argv) {
+  // First: it holds only for threads that have not allocated yet.
+  tiergen::runtime::keep_freed_host_memory_for_reuse();
   tiergen::reopen_closed_standard_streams();  // before anything opens a file
   // Logs go to stderr; stdout is reserved for results.
   // Through the progress bar's sink, so log lines never land on the bar's line.
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "tiergen", tiergen::cli::bar_aware_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>())));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
-  tiergen::runtime::keep_freed_host_memory_for_reuse();
   // A wrong TIERGEN_CPU_ISA fails here, before any command loads a model.
   try {
     (void)tiergen::kernels::cpu_isa_cap();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -130,14 +131,18 @@ std::optional<std::string> ram_backed_filesystem(const std::string& dir) {
 
 void keep_freed_host_memory_for_reuse() {
   // One arena: glibc gives each thread that allocates an arena of its own, made of
-  // mapped heaps of at most 64 MiB that it unmaps and trims on its own terms, and maps
-  // a block too large for such a heap afresh at every allocation. The runtime's copy
-  // queues allocate on their threads (the stand-in's device copies, disk staging): on
-  // opt-125m with its weights streamed from the cpu tier (--device cpu, 32x1), every
-  // layer's weights page-faulted in anew, 3.2 million faults in a 16-token run, and
-  // decode ran at half the rate it does from one arena (86.5 against 170.1 tok/s).
-  // Big blocks are few and far between, so one arena's lock costs nothing measurable.
-  if (!std::getenv("MALLOC_ARENA_MAX")) ::mallopt(M_ARENA_MAX, 1);
+  // mapped heaps of at most 64 MiB that it unmaps once empty, and maps a block too large
+  // for such a heap afresh at every allocation. The runtime's copy queues allocate on
+  // their threads (the stand-in's device copies, disk staging) what the compute thread
+  // frees: on opt-125m with its weights streamed from the cpu tier (--device cpu, 32x1)
+  // every layer's weights page-faulted in anew, 3.2 million faults in a 16-token run,
+  // and decode ran at half the rate it does from one arena (bench/RESULTS.md: 2.02x).
+  // Small blocks come from each thread's own cache (tcache) before the arena's lock, and
+  // plans that stream nothing ran at the same rate either way.
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const bool arena_set_outside =
+      std::getenv("MALLOC_ARENA_MAX") || (tunables && std::strstr(tunables, "glibc.malloc.arena_max"));
+  if (!arena_set_outside) ::mallopt(M_ARENA_MAX, 1);
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_")) return;
   // Both: a fixed mmap threshold alone leaves the heap trimmed after every prefill
   // step, a trim threshold alone fixes the mmap threshold at its 128 KiB default.

@@ -40,8 +40,9 @@ std::optional<std::string> ram_backed_filesystem(const std::string& dir);
 // CPU, 40-60% of its compute time). Keeps blocks of up to 512 MiB in the heap and up to
 // 1 GiB of free heap top for the next step; the peak resident memory stays about the
 // same. Every thread allocates from the one (main) arena, so this holds for the blocks
-// the copy queues allocate too. Call it before any other thread allocates. For the
-// whole process; where MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_ or
+// the copy queues allocate too; call it before any other thread allocates (a thread
+// with an arena of its own keeps it). For the whole process; where MALLOC_ARENA_MAX (or
+// the glibc.malloc.arena_max tunable), MALLOC_MMAP_THRESHOLD_ or
 // MALLOC_TRIM_THRESHOLD_ is set, glibc's settings from the environment stay.
 void keep_freed_host_memory_for_reuse();
 
