@@ -20,10 +20,18 @@ std::vector<int64_t> batch_counts(const GuardrailShape& s, int64_t gpu_batch_siz
 }
 
 // Where the KV cache and the activations live, as in FlexGen's hand policies: both on
-// the gpu, or both on the cpu (attention there, where allowed, else the cache is loaded).
+// the gpu, or both on the cpu (attention there, where allowed, else the cache is loaded);
+// on a stand-in also the cache on the cpu with attention there and the activations on
+// the gpu tier (see guardrails.h).
 struct Homes {
   bool cache_on_cpu, act_on_cpu;
 };
+
+std::vector<Homes> homes_for(const GuardrailShape& s) {
+  std::vector<Homes> homes = {Homes{false, false}, Homes{true, true}};
+  if (s.host_weights_multiplied_at_home && s.allow_cpu_attention) homes.push_back(Homes{true, false});
+  return homes;
+}
 
 }  // namespace
 
@@ -31,7 +39,7 @@ std::vector<runtime::Policy> guardrail_policies(const GuardrailShape& s) {
   std::vector<runtime::Policy> out;
   for (int64_t gbs : s.gpu_batch_sizes) {
     for (int64_t ngb : batch_counts(s, gbs)) {
-      for (Homes homes : {Homes{false, false}, Homes{true, true}}) {
+      for (Homes homes : homes_for(s)) {
         if (homes.act_on_cpu && ngb < 2) continue;  // store, load and compute would run in series
         for (int w_gpu = 100; w_gpu >= 0; w_gpu -= 10) {
           runtime::Policy p;

@@ -14,7 +14,13 @@
 // multiplied where they live: there the device's products are the CPU's own kernels
 // over the same memory, so that variant is the same policy less a copy within host
 // memory, and the copies, which take the compute's cores, were what separated the
-// family from the best hand policies of the CPU sweep (bench/RESULTS.md). The search takes its LP plan only
+// family from the best hand policies of the CPU sweep (bench/RESULTS.md). A stand-in
+// also gets the KV cache on the cpu tier with attention there and the activations on
+// the gpu tier, at any number of gpu batches: its "gpu" attention is LibTorch's
+// operators on the same cores, slower than the CPU attention kernel, and without this
+// the family had no plan with one gpu batch and CPU attention (llama-768 s8 n32 on a
+// 2-core Zen 4: the family's best ran at 0.80 of the sweep's best; bench/RESULTS.md).
+// The search takes its LP plan only
 // when that plan is predicted faster than the best guardrail that fits the full budgets
 // by more than SearchOptions::guardrail_margin (by default its plan class's band,
 // plan_class.h).

@@ -237,7 +237,8 @@ TEST(PolicyGuardrails, AreFlexGenShapedPolicies) {
 }
 
 // On a host standing in for the GPU, each guardrail with weights on the cpu tier comes
-// twice: as FlexGen runs it, and with those weights multiplied where they live.
+// twice: as FlexGen runs it, and with those weights multiplied where they live; and
+// the cache may sit on the cpu tier (CPU attention) while the activations stay.
 TEST(PolicyGuardrails, OnAStandInHostWeightsAreAlsoMultipliedWhereTheyLive) {
   GuardrailShape shape;
   shape.gpu_batch_sizes = {8, 32};
@@ -255,8 +256,27 @@ TEST(PolicyGuardrails, OnAStandInHostWeightsAreAlsoMultipliedWhereTheyLive) {
     EXPECT_EQ(p.cpu_weight_compute_layer_percent, 100) << p.describe();
   }
   EXPECT_GT(with_host_weights, 0u);
-  EXPECT_EQ(at_home, with_host_weights);
-  EXPECT_EQ(stand_in.size(), flexgen.size() + with_host_weights);
+  // Beside FlexGen's homes, the cache on the cpu with CPU attention and the activations
+  // on the gpu tier, at every block shape (one gpu batch too), each split of weights,
+  // with weights at home or loaded (those on the cpu tier).
+  size_t cache_only_on_cpu = 0;
+  for (const auto& p : stand_in) {
+    EXPECT_NO_THROW(p.validate()) << p.describe();
+    EXPECT_EQ(p.cpu_cache_compute, p.cache_cpu_percent == 100) << p.describe();
+    if (p.cache_cpu_percent == 100 && p.act_gpu_percent == 100) ++cache_only_on_cpu;
+  }
+  for (const auto& p : flexgen) EXPECT_EQ(p.cache_cpu_percent, p.act_cpu_percent) << p.describe();
+  const size_t per_shape = 11 + 10;  // weights 100..0% on the gpu; 90..0% also multiplied at home
+  EXPECT_EQ(cache_only_on_cpu, per_shape * 5);  // 8x1 to 8x4 and 32x1 (blocks up to the 32 sequences)
+  EXPECT_EQ(stand_in.size(), flexgen.size() + with_host_weights + cache_only_on_cpu);
+  bool one_batch = false;
+  for (const auto& p : stand_in) {
+    one_batch = one_batch || (p.cache_cpu_percent == 100 && p.act_gpu_percent == 100 && p.num_gpu_batches == 1 &&
+                              p.cpu_weight_compute_decode && p.w_cpu_percent == 60);
+  }
+  EXPECT_TRUE(one_batch);
+  shape.allow_cpu_attention = false;
+  for (const auto& p : guardrail_policies(shape)) EXPECT_EQ(p.cache_cpu_percent, p.act_cpu_percent) << p.describe();
 }
 
 // The LP plans within 0.8 of each budget; a guardrail is checked against the full
