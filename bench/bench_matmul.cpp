@@ -47,21 +47,22 @@ struct Options {
   int layers = 8;
   std::vector<int64_t> rows = {1, 4, 8, 16, 32, 64};
   std::vector<int64_t> prefill_rows = {128};
-  std::string sections = "float,bfloat16,half,quantized,prefill";
-  bool runs(const std::string& section) const { return ("," + sections + ",").find("," + section + ",") != std::string::npos; }
+  std::vector<std::string> sections = {"float", "bfloat16", "half", "quantized", "prefill"};
+  bool runs(const std::string& section) const {
+    return std::find(sections.begin(), sections.end(), section) != sections.end();
+  }
 };
-
-std::vector<int64_t> parse_list(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::atoll(item.c_str()));
-  return out;
-}
 
 std::vector<std::string> parse_names(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  for (const std::string& item : parse_names(s)) out.push_back(std::atoll(item.c_str()));
   return out;
 }
 
@@ -78,9 +79,10 @@ Options parse(int argc, char** argv) {
     else if (k == "--layers") o.layers = std::max(1, std::atoi(v.c_str()));
     else if (k == "--prefill-rows") o.prefill_rows = parse_list(v);
     else if (k == "--sections") {
-      o.sections = v;
-      for (const std::string& name : parse_names(v)) {
-        if (name != "float" && name != "bfloat16" && name != "half" && name != "quantized" && name != "prefill") {
+      const Options all;
+      o.sections = parse_names(v);
+      for (const std::string& name : o.sections) {
+        if (!all.runs(name)) {
           std::fprintf(stderr, "unknown section %s (float, bfloat16, half, quantized, prefill)\n", name.c_str());
           std::exit(2);
         }

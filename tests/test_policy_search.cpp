@@ -250,12 +250,13 @@ TEST(PolicyGuardrails, OnAStandInHostWeightsAreAlsoMultipliedWhereTheyLive) {
   for (const auto& p : flexgen) with_host_weights += p.w_cpu_percent > 0;
   for (const auto& p : stand_in) {
     if (!p.cpu_weight_compute_decode) continue;
-    ++at_home;
+    at_home += p.cache_cpu_percent == p.act_cpu_percent;  // counted in FlexGen's homes
     EXPECT_TRUE(p.cpu_weight_compute_prefill) << p.describe();
     EXPECT_GT(p.w_cpu_percent, 0) << p.describe();
     EXPECT_EQ(p.cpu_weight_compute_layer_percent, 100) << p.describe();
   }
   EXPECT_GT(with_host_weights, 0u);
+  EXPECT_EQ(at_home, with_host_weights);
   // Beside FlexGen's homes, the cache on the cpu with CPU attention and the activations
   // on the gpu tier, at every block shape (one gpu batch too), each split of weights,
   // with weights at home or loaded (those on the cpu tier).
