@@ -2,7 +2,8 @@
 // (src/cli/first_block_replan.h, policy/replan.h): on a profile whose link is 1000x
 // faster than this host's, the searched plan streams weights; the first block measures
 // the link, the plan changes, and every result line is the same as without a re-plan,
-// under emulated asynchronous streams too.
+// under emulated asynchronous streams too. `tiergen bench --policy auto` settles its
+// plan the same way in its first run and measures the settled plan.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -120,3 +121,50 @@ TEST_F(CliReplan, AGivenPolicyAndAOneBlockJobAreNeverReplanned) {
 }
 
 }  // namespace
+
+// bench --policy auto over several blocks: the first run's first block calibrates the
+// searched plan, and the measured runs are of the plan it settles on; --no-replan
+// measures the searched plan as searched.
+TEST_F(CliReplan, BenchMeasuresThePlanItsFirstRunSettlesOn) {
+  const std::string hw = wrong_profile().string();
+  const auto bench = [&](const std::string& name, const std::vector<std::string>& extra) {
+    const fs::path record = dir_ / (name + ".json");
+    std::vector<std::string> a = {kTiergen, "bench", "--model", model().string(), "--device", "cpu", "--policy",
+                                  "auto", "--hw", hw, "--gpu-mem", "1MiB", "-s", "16", "-n", "32", "--num-prompts",
+                                  "24", "-r", "2", "-q", "--json", record.string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const Exit e = run(a);
+    EXPECT_TRUE(e.exited && e.code == 0) << e.describe();
+    last_log_ = e.err + e.out;
+    return json::parse(read_file(record));
+  };
+  const json kept = bench("kept", {"--warmup", "0", "--no-replan"});
+  EXPECT_FALSE(kept.contains("replan"));
+  EXPECT_EQ(last_log_.find("settling run"), std::string::npos) << last_log_;
+
+  // --warmup 0: one settling run before the measured ones.
+  const json settled = bench("settled", {"--warmup", "0"});
+  ASSERT_TRUE(settled.contains("replan")) << settled.dump(1);
+  const json& r = settled["replan"];
+  EXPECT_TRUE(r["replanned"].get<bool>()) << r.dump(1);
+  EXPECT_EQ(r["first_block_policy"], kept["policy"]);
+  EXPECT_NE(settled["policy"], kept["policy"]);
+  EXPECT_NE(last_log_.find("settling run (before the measured runs"), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("plan settled on the first run's first block, which ran on"), std::string::npos)
+      << last_log_;
+  ASSERT_EQ(settled["runs"].size(), 2u);
+  for (const json& run : settled["runs"]) {
+    EXPECT_EQ(run["sequences"], 24);
+    EXPECT_EQ(run["generated_tokens"], 24 * 32);
+  }
+  EXPECT_EQ(settled["warmup_runs"], 0);
+
+  // With a warm-up run, that run settles the plan: no run more.
+  const json warm = bench("warm", {"--warmup", "1"});
+  ASSERT_TRUE(warm.contains("replan")) << warm.dump(1);
+  EXPECT_TRUE(warm["replan"]["replanned"].get<bool>()) << warm.dump(1);
+  EXPECT_EQ(warm["replan"]["first_block_policy"], kept["policy"]);
+  EXPECT_EQ(last_log_.find("settling run"), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("warm-up run 1/1: the first block calibrates the searched plan"), std::string::npos)
+      << last_log_;
+}

@@ -54,8 +54,9 @@ llama_b16() {  # round name gguf
 tiergen_run() {  # round batch name extra-args...
     local r=$1 b=$2 name=$3; shift 3
     local log=$OUT/r$r-tiergen-b$b-$name.log
+    # warm like llama.cpp's benches, which run a warm-up pass before they time
     "$TIERGEN" bench -m "$MODEL" --device cpu --dtype bfloat16 -s 16 -n 32 --gpu-batch-size "$b" \
-        --percent 100 0 100 0 100 0 -r 1 --warmup 0 --hw t4-flexgen "$@" >"$log" 2>&1 || true
+        --percent 100 0 100 0 100 0 -r 1 --warmup 1 --hw t4-flexgen "$@" >"$log" 2>&1 || true
     report "$r" tiergen "$name" "$b" \
         "$(sed -n 's/.*decode throughput: *\([0-9.]*\) token\/s.*/\1/p' "$log" | head -1)" "$log"
 }

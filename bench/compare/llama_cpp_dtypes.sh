@@ -24,6 +24,10 @@
 # decode = decode tokens / decode seconds, total = generated tokens / (prefill + decode
 # seconds). llama.cpp batch 1: llama-bench pp(PROMPT) and tg(GEN); batch B > 1:
 # llama-batched-bench S_PP and S_TG over B sequences of their own prompts.
+# Every engine runs warm: llama-bench and llama-batched-bench run a warm-up pass before
+# they time, so tiergen's bench does too (--warmup 1). A cold tiergen run pays for first
+# touches of its buffers and thread start-up inside a 128-token prefill (at batch 1 on a
+# 2-core Zen 4: 515-628 prefill tok/s cold, 667-693 warm).
 set -euo pipefail
 
 if [ $# -lt 5 ]; then
@@ -71,7 +75,7 @@ tiergen_run() {  # round config batch dtype extra-args...
     [ -n "${HW:-}" ] && hw=(--hw "$HW")
     rm -f "$record"
     "$TIERGEN" bench -m "$MODEL" --device cpu --dtype "$dtype" -s "$P" -n "$G" --gpu-batch-size "$b" \
-        --num-prompts "$b" --percent 100 0 100 0 100 0 -r 1 --warmup 0 --json "$record" "${hw[@]}" "$@" \
+        --num-prompts "$b" --percent 100 0 100 0 100 0 -r 1 --warmup 1 --json "$record" "${hw[@]}" "$@" \
         >"$log" 2>&1 || true
     if [ -s "$record" ]; then
         /usr/bin/env python3 - "$record" "$r" "$name" "$b" "$log" <<'EOF'

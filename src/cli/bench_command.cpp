@@ -24,6 +24,7 @@
 #include "src/cli/bench_report.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/first_block_replan.h"
 #include "src/cli/flexgen_flags.h"
 #include "src/cli/host_profile.h"
 #include "src/cli/pipeline_ranks.h"
@@ -52,6 +53,7 @@ struct BenchFlags {
   std::string log_file;         // FlexGen's: the report lines appended to this file
   bool no_log = false;
   bool quiet = false;
+  bool no_replan = false;  // keep a searched plan for every block (first_block_replan.h)
 };
 
 // FlexGen's log file name for --log-file auto (flex_opt.py get_filename + ".log").
@@ -179,7 +181,8 @@ void run_bench(BenchFlags& f) {
   runtime::StageLink* link = options.link.get();
   const AbortPipelineOnFailure abort_on_failure{link};
   if (link) check_ranks_agree(*link, "bench", bench_job(f, spec, options.device));
-  const runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options, UnplacedDefault::AllOnGpu);
+  std::optional<policy::HardwareProfile> planned_on;  // the profile a searched plan was priced on
+  runtime::Policy policy = make_policy(f.engine, 4, spec, workload, options, UnplacedDefault::AllOnGpu, &planned_on);
   if (link) check_ranks_agree_on_block_shape(*link, policy);
   const bool reports = link == nullptr || link->is_last();
   // A pipeline keeps a block in flight per stage (FlexGen's ring: gpu batch size x
@@ -191,13 +194,24 @@ void run_bench(BenchFlags& f) {
   runtime::install_interrupt_handlers("\ntiergen: interrupted\n");
 
   const auto weights = load_weights(f.engine, spec);
-  runtime::Engine engine(spec, *weights, policy, options, workload);
+  const auto placing = std::chrono::steady_clock::now();
+  std::optional<runtime::Engine> engine(std::in_place, spec, *weights, policy, options, workload);
+  const double placement_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - placing).count();
   // This rank's layers, as the engine split them (split_stages is a pure function).
   const std::string stage =
       link ? runtime::split_stages(spec, link->world_size())[static_cast<size_t>(link->rank())].describe(spec) : "";
   const auto requests = make_requests(spec, num_prompts, run_len, f);
+  // A searched plan for a job of several blocks settles as `generate`'s does: the first
+  // run's first block runs on it, the profile is fitted to what that block measured,
+  // and the rest of the run, and every later run, take the plan the fitted profile
+  // picks when it wins by more than its band. That first run is the first warm-up run,
+  // or with --warmup 0 one run more; the measured runs are of the settled plan.
+  const bool settles = !link && planned_on &&
+                       job_replans(placement_is_searched(f.engine, UnplacedDefault::AllOnGpu), f.no_replan,
+                                   requests.size(), policy, replan_scope(options.device, policy));
+  const int64_t settling_runs = settles && f.warmup == 0 ? 1 : 0;
   // The bar counts every run, warm-up included: each generates exactly N·n tokens.
-  const int64_t total_runs = f.warmup + f.repetitions;
+  const int64_t total_runs = settling_runs + f.warmup + f.repetitions;
   ProgressOptions bar_options;
   bar_options.item_name = "runs";
   ProgressBar progress(total_runs, total_runs * num_prompts * run_len,
@@ -209,9 +223,20 @@ void run_bench(BenchFlags& f) {
   };
   const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
 
-  for (int64_t w = 0; w < f.warmup; ++w) {
+  std::optional<ReplannedJob> settled;
+  if (settles) {
+    spdlog::info("{}: the first block calibrates the searched plan",
+                 settling_runs ? "settling run (before the measured runs; --warmup 0)"
+                               : fmt::format("warm-up run 1/{}", f.warmup));
+    const int64_t later_runs = f.warmup + f.repetitions - (settling_runs ? 0 : 1);
+    const ReplanContext context{f.engine, spec, options, *weights, *planned_on, workload, placement_seconds, later_runs};
+    settled = run_with_replan(context, requests, engine, policy, on_result, on_token);
+    TG_CHECK(!failure, "the settling run: a sequence failed: {}", failure.value_or(""));
+    progress.end_item();
+  }
+  for (int64_t w = settled && !settling_runs ? 1 : 0; w < f.warmup; ++w) {
     spdlog::info("warm-up run {}/{}", w + 1, f.warmup);
-    engine.generate(requests, on_result, on_token);
+    engine->generate(requests, on_result, on_token);
     TG_CHECK(!failure, "warm-up run {}: a sequence failed: {}", w + 1, failure.value_or(""));
     progress.end_item();
   }
@@ -219,13 +244,13 @@ void run_bench(BenchFlags& f) {
   std::vector<double> wall_seconds;  // each measured run's, start to end of its generate call
   StatsSnapshot measured_sum;
   for (int64_t r = 0; r < f.repetitions; ++r) {
-    if (r + 1 == f.repetitions) engine.clear_trace();  // the trace shows the last measured run
-    const StatsSnapshot before = StatsSnapshot::of(engine.stats());
+    if (r + 1 == f.repetitions) engine->clear_trace();  // the trace shows the last measured run
+    const StatsSnapshot before = StatsSnapshot::of(engine->stats());
     const auto start = std::chrono::steady_clock::now();
-    engine.generate(requests, on_result, on_token);
+    engine->generate(requests, on_result, on_token);
     wall_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     progress.end_item();
-    runs.push_back(StatsSnapshot::of(engine.stats()) - before);
+    runs.push_back(StatsSnapshot::of(engine->stats()) - before);
     TG_CHECK(!failure, "run {}: a sequence failed: {}", r + 1, failure.value_or(""));
     // A pipeline's other stages retire the same sequences but never hold their tokens.
     TG_CHECK(runs.back().sequences == num_prompts && (!reports || runs.back().generated_tokens == num_prompts * run_len),
@@ -245,7 +270,7 @@ void run_bench(BenchFlags& f) {
   progress.finish();
   if (!f.engine.trace.empty()) {
     const std::string path = rank_trace_path(f.engine.trace, link);
-    engine.write_trace(path);
+    engine->write_trace(path);
     spdlog::info("trace of every task in the last measured run: {}", path);
   }
   if (!reports) {
@@ -255,7 +280,7 @@ void run_bench(BenchFlags& f) {
 
   const BenchSizes sizes = bench_sizes(spec, num_prompts, f.prompt_len, f.gen_len, dtype_bytes);
   const MetricSummaries metrics = MetricSummaries::of(runs);
-  const runtime::TierBytes& peak = engine.stats().peak_bytes;
+  const runtime::TierBytes& peak = engine->stats().peak_bytes;
   runtime::Stats measured;  // all measured runs together, for the per-task comparison
   measured_sum.fill(measured);
   measured.peak_bytes = peak;
@@ -285,6 +310,12 @@ void run_bench(BenchFlags& f) {
                           (num_prompts != one_block_each ? fmt::format(", blocks of {}", policy.block_size()) : ""),
                       device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
+            << (!settled                      ? ""
+                : settled->decision.replanned ? fmt::format("plan settled on the first run's first block, which ran "
+                                                            "on {}: {}\n",
+                                                            settled->first_plan.describe(), settled->decision.reason)
+                                              : fmt::format("plan settled on the first run's first block: {}\n",
+                                                            settled->decision.reason))
             << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median, projected) : "")
             << policy.exactness() << "\n"
             << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
@@ -350,6 +381,7 @@ void run_bench(BenchFlags& f) {
         {"prediction", predicted ? policy::prediction_to_json(*predicted) : nlohmann::json()},
         {"predicted_vs_measured", predicted ? predicted_vs_measured_json(*predicted, measured, scale)
                                             : measured_only_json(measured)}};
+    if (settled) j["replan"] = replan_json(settled->decision, settled->first_plan);
     if (f.format == "text") std::cout << text.str();
     else std::cout << format_bench_record(j, f.format);
     std::cout.flush();
@@ -393,6 +425,9 @@ void setup_bench(CLI::App& app) {
   c->add_option("--log-file", f->log_file, "Append FlexGen's report lines to this file ('auto': FlexGen's file name "
                 "for the run)");
   c->add_flag("--no-log", f->no_log, "Write no --log-file (FlexGen's flag)");
+  c->add_flag("--no-replan", f->no_replan, "Measure the searched plan as searched (by default, with --policy auto "
+              "and --num-prompts of several blocks, the first run's first block fits the hardware profile and the "
+              "runs measure the plan it settles on, as `generate` re-plans a job)");
   c->callback([f] { run_bench(*f); });
 }
 

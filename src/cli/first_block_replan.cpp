@@ -92,12 +92,16 @@ policy::ReplanDecision decide_replan(const ReplanContext& c, const std::vector<r
   for (const size_t i : first) first_requests.push_back(requests[i]);
   policy::ReplanInput in;
   in.current = current;
-  in.remaining = {c.max_workload.prompt_len, c.max_workload.gen_len, static_cast<int64_t>(rest.size())};
+  // Later runs of the whole job outweigh this run's rest: the plan is then searched for
+  // the whole job, as those runs are.
+  const size_t planned_sequences = c.later_runs > 0 ? requests.size() : rest.size();
+  in.remaining = {c.max_workload.prompt_len, c.max_workload.gen_len, static_cast<int64_t>(planned_sequences)};
   in.profile = c.planned_on;
   in.first_block = first_block_run(c.spec, current, first_block_stats, first_requests,
                                    compat::dtype_name(c.options.device.dtype));
   in.scope = replan_scope(c.options.device, current);
   for (const size_t i : rest) in.remaining_tokens += static_cast<double>(requests[i].max_new_tokens);
+  for (const auto& r : requests) in.remaining_tokens += static_cast<double>(c.later_runs * r.max_new_tokens);
   in.rebuild_seconds = c.placement_seconds;
   const bool placement_only = in.scope == policy::ReplanScope::PlacementOnly;
   return policy::replan_after_first_block(in, [&](const policy::HardwareProfile& hw) {

@@ -52,6 +52,10 @@ struct ReplanContext {
   const policy::HardwareProfile& planned_on;  // the profile the first plan was searched on
   runtime::Workload max_workload;             // the whole job's, as the first engine was built for
   double placement_seconds = 0;               // how long the engine took to place the weights
+  // Whole runs of the same requests after this one, which the chosen plan runs too
+  // (bench's later warm-up and measured runs): the savings and the searched workload
+  // count them.
+  int64_t later_runs = 0;
 };
 
 // A job run so: the decision, the plan of its first block, and when the engine was
