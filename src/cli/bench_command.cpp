@@ -201,15 +201,16 @@ void run_bench(BenchFlags& f) {
   const std::string stage =
       link ? runtime::split_stages(spec, link->world_size())[static_cast<size_t>(link->rank())].describe(spec) : "";
   const auto requests = make_requests(spec, num_prompts, run_len, f);
-  // A searched plan for a job of several blocks settles as `generate`'s does: the first
-  // run's first block runs on it, the profile is fitted to what that block measured,
-  // and the rest of the run, and every later run, take the plan the fitted profile
-  // picks when it wins by more than its band. That first run is the first warm-up run,
-  // or with --warmup 0 one run more; the measured runs are of the settled plan.
+  // A searched plan for a job of several blocks settles as `generate`'s does, in one run
+  // more after the warm-up runs: its first block runs on the plan, the profile is
+  // fitted to what that block measured, and the rest of the run, and the measured runs,
+  // take the plan the fitted profile picks when it wins by more than its band. After
+  // the warm-up, so that the fit is of warm runs (a process's first run pays for first
+  // touches: fitted there, the stand-in's CPU products came out at half their rate).
   const bool settles = !link && planned_on &&
                        job_replans(placement_is_searched(f.engine, UnplacedDefault::AllOnGpu), f.no_replan,
                                    requests.size(), policy, replan_scope(options.device, policy));
-  const int64_t settling_runs = settles && f.warmup == 0 ? 1 : 0;
+  const int64_t settling_runs = settles ? 1 : 0;
   // The bar counts every run, warm-up included: each generates exactly N·n tokens.
   const int64_t total_runs = settling_runs + f.warmup + f.repetitions;
   ProgressOptions bar_options;
@@ -223,21 +224,20 @@ void run_bench(BenchFlags& f) {
   };
   const auto on_token = [&](size_t, int64_t) { progress.add_token(); };
 
-  std::optional<ReplannedJob> settled;
-  if (settles) {
-    spdlog::info("{}: the first block calibrates the searched plan",
-                 settling_runs ? "settling run (before the measured runs; --warmup 0)"
-                               : fmt::format("warm-up run 1/{}", f.warmup));
-    const int64_t later_runs = f.warmup + f.repetitions - (settling_runs ? 0 : 1);
-    const ReplanContext context{f.engine, spec, options, *weights, *planned_on, workload, placement_seconds, later_runs};
-    settled = run_with_replan(context, requests, engine, policy, on_result, on_token);
-    TG_CHECK(!failure, "the settling run: a sequence failed: {}", failure.value_or(""));
-    progress.end_item();
-  }
-  for (int64_t w = settled && !settling_runs ? 1 : 0; w < f.warmup; ++w) {
+  for (int64_t w = 0; w < f.warmup; ++w) {
     spdlog::info("warm-up run {}/{}", w + 1, f.warmup);
     engine->generate(requests, on_result, on_token);
     TG_CHECK(!failure, "warm-up run {}: a sequence failed: {}", w + 1, failure.value_or(""));
+    progress.end_item();
+  }
+  std::optional<ReplannedJob> settled;
+  if (settles) {
+    spdlog::info("settling run (after {} warm-up run{}): the first block calibrates the searched plan", f.warmup,
+                 f.warmup == 1 ? "" : "s");
+    const ReplanContext context{f.engine, spec, options, *weights, *planned_on, workload, placement_seconds,
+                                f.repetitions};
+    settled = run_with_replan(context, requests, engine, policy, on_result, on_token);
+    TG_CHECK(!failure, "the settling run: a sequence failed: {}", failure.value_or(""));
     progress.end_item();
   }
   std::vector<StatsSnapshot> runs;
@@ -311,10 +311,10 @@ void run_bench(BenchFlags& f) {
                       device, dtype, f.warmup, f.repetitions)
             << "policy: " << policy.describe() << "\n"
             << (!settled                      ? ""
-                : settled->decision.replanned ? fmt::format("plan settled on the first run's first block, which ran "
+                : settled->decision.replanned ? fmt::format("plan settled on the settling run's first block, which ran "
                                                             "on {}: {}\n",
                                                             settled->first_plan.describe(), settled->decision.reason)
-                                              : fmt::format("plan settled on the first run's first block: {}\n",
+                                              : fmt::format("plan settled on the settling run's first block: {}\n",
                                                             settled->decision.reason))
             << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median, projected) : "")
             << policy.exactness() << "\n"
@@ -426,8 +426,8 @@ void setup_bench(CLI::App& app) {
                 "for the run)");
   c->add_flag("--no-log", f->no_log, "Write no --log-file (FlexGen's flag)");
   c->add_flag("--no-replan", f->no_replan, "Measure the searched plan as searched (by default, with --policy auto "
-              "and --num-prompts of several blocks, the first run's first block fits the hardware profile and the "
-              "runs measure the plan it settles on, as `generate` re-plans a job)");
+              "and --num-prompts of several blocks, one settling run after the warm-up fits the hardware profile on "
+              "its first block and the measured runs are of the plan it settles on, as `generate` re-plans a job)");
   c->callback([f] { run_bench(*f); });
 }
 
