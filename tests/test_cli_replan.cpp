@@ -3,7 +3,7 @@
 // faster than this host's, the searched plan streams weights; the first block measures
 // the link, the plan changes, and every result line is the same as without a re-plan,
 // under emulated asynchronous streams too. `tiergen bench --policy auto` settles its
-// plan the same way in its first run and measures the settled plan.
+// plan the same way in a settling run after its warm-up and measures the settled plan.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -120,8 +120,6 @@ TEST_F(CliReplan, AGivenPolicyAndAOneBlockJobAreNeverReplanned) {
   EXPECT_FALSE(one_block.contains("replan")) << one_block.dump(1);
 }
 
-}  // namespace
-
 // bench --policy auto over several blocks: a settling run after the warm-up runs, whose
 // first block calibrates the searched plan, and the measured runs are of the plan it
 // settles on; --no-replan measures the searched plan as searched.
@@ -150,6 +148,8 @@ TEST_F(CliReplan, BenchMeasuresThePlanItsFirstRunSettlesOn) {
   EXPECT_EQ(r["first_block_policy"], kept["policy"]);
   EXPECT_NE(settled["policy"], kept["policy"]);
   EXPECT_NE(last_log_.find("settling run (after 0 warm-up runs)"), std::string::npos) << last_log_;
+  // The fit read the first block alone: its decode passes, n - 1.
+  EXPECT_EQ(r["first_block_decode_passes"], 31);
   EXPECT_NE(last_log_.find("plan settled on the settling run's first block, which ran on"), std::string::npos)
       << last_log_;
   ASSERT_EQ(settled["runs"].size(), 2u);
@@ -169,4 +169,10 @@ TEST_F(CliReplan, BenchMeasuresThePlanItsFirstRunSettlesOn) {
   ASSERT_NE(warm_up, std::string::npos) << last_log_;
   ASSERT_NE(settling, std::string::npos) << last_log_;
   EXPECT_LT(warm_up, settling);
+  // Not the warm-up run's passes as well.
+  EXPECT_EQ(warm["replan"]["first_block_decode_passes"], 31);
+  // The new plan's engine is warmed up before it is measured.
+  EXPECT_NE(last_log_.find("warm-up run 1/1 on the settled plan"), std::string::npos) << last_log_;
 }
+
+}  // namespace

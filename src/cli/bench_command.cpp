@@ -1,7 +1,8 @@
 // `tiergen bench`: FlexGen's synthetic workload. N = gpu_batch_size × num_gpu_batches
 // (× ranks on a pipeline, or --num-prompts) random prompts (seeded token ids) of
 // exactly S tokens each generate exactly n tokens (EOS ignored); one warm-up run, then
-// R measured runs on the same engine. Prints FlexGen's report lines for the median
+// R measured runs on the same engine (with --policy auto over several blocks, a settling
+// run between them first fits the plan to this host: first_block_replan.h). Prints FlexGen's report lines for the median
 // run, the policy, predicted versus measured times and mean ± sd over the runs; --json
 // writes all of it as one record, and
 // --format json|csv|md prints it on stdout in that form instead of the text report.
@@ -205,8 +206,9 @@ void run_bench(BenchFlags& f) {
   // more after the warm-up runs: its first block runs on the plan, the profile is
   // fitted to what that block measured, and the rest of the run, and the measured runs,
   // take the plan the fitted profile picks when it wins by more than its band. After
-  // the warm-up, so that the fit is of warm runs (a process's first run pays for first
-  // touches: fitted there, the stand-in's CPU products came out at half their rate).
+  // the warm-up, so that the fit is of a warm run where there is one (a process's first
+  // run pays for first touches: fitted there, the stand-in's CPU products came out at
+  // half their rate). A new plan's engine is warmed up again before it is measured.
   const bool settles = !link && planned_on &&
                        job_replans(placement_is_searched(f.engine, UnplacedDefault::AllOnGpu), f.no_replan,
                                    requests.size(), policy, replan_scope(options.device, policy));
@@ -234,11 +236,20 @@ void run_bench(BenchFlags& f) {
   if (settles) {
     spdlog::info("settling run (after {} warm-up run{}): the first block calibrates the searched plan", f.warmup,
                  f.warmup == 1 ? "" : "s");
-    const ReplanContext context{f.engine, spec, options, *weights, *planned_on, workload, placement_seconds,
-                                f.repetitions};
+    engine->clear_stats();  // the fit reads the first block alone, not the warm-up runs
+    engine->clear_trace();
+    ReplanContext context{f.engine, spec, options, *weights, *planned_on, workload, placement_seconds, f.repetitions};
+    context.when_unrecoverable = "the benchmark stops";
     settled = run_with_replan(context, requests, engine, policy, on_result, on_token);
     TG_CHECK(!failure, "the settling run: a sequence failed: {}", failure.value_or(""));
     progress.end_item();
+    // The rebuilt engine ran only the rest of the settling run (perhaps at another
+    // block size): warm it as the first one was.
+    for (int64_t w = 0; settled->decision.replanned && w < f.warmup; ++w) {
+      spdlog::info("warm-up run {}/{} on the settled plan", w + 1, f.warmup);
+      engine->generate(requests, on_result, on_token);
+      TG_CHECK(!failure, "warm-up run {} on the settled plan: a sequence failed: {}", w + 1, failure.value_or(""));
+    }
   }
   std::vector<StatsSnapshot> runs;
   std::vector<double> wall_seconds;  // each measured run's, start to end of its generate call
@@ -302,13 +313,20 @@ void run_bench(BenchFlags& f) {
   const std::optional<uint64_t> cuda_reserved = runtime::cuda_peak_reserved_bytes(options.device);
   std::ostringstream text;
   text << fmt::format("tiergen bench: {} ({}), prompt len {}, gen len {}{}, {} prompts ({} x {}{}), {} {}, "
-                      "{} warm-up + {} measured runs\n",
+                      "{} warm-up + {}{} measured runs\n",
                       spec.name, model::family_name(spec.family), f.prompt_len, f.gen_len,
                       projected ? fmt::format(" (runs cut to {}: decode projected)", run_len) : "", num_prompts,
                       policy.gpu_batch_size, policy.num_gpu_batches,
                       (link ? fmt::format(" x {} ranks", link->world_size()) : "") +
-                          (num_prompts != one_block_each ? fmt::format(", blocks of {}", policy.block_size()) : ""),
-                      device, dtype, f.warmup, f.repetitions)
+                          (num_prompts != policy.block_size() * (link ? link->world_size() : 1)
+                               ? fmt::format(", blocks of {}", policy.block_size())
+                               : ""),
+                      device, dtype, f.warmup,
+                      !settled                      ? ""
+                      : settled->decision.replanned ? fmt::format("1 settling + {} warm-up on the settled plan + ",
+                                                                  f.warmup)
+                                                    : "1 settling + ",
+                      f.repetitions)
             << "policy: " << policy.describe() << "\n"
             << (!settled                      ? ""
                 : settled->decision.replanned ? fmt::format("plan settled on the settling run's first block, which ran "
@@ -381,7 +399,7 @@ void run_bench(BenchFlags& f) {
         {"prediction", predicted ? policy::prediction_to_json(*predicted) : nlohmann::json()},
         {"predicted_vs_measured", predicted ? predicted_vs_measured_json(*predicted, measured, scale)
                                             : measured_only_json(measured)}};
-    if (settled) j["replan"] = replan_json(settled->decision, settled->first_plan);
+    if (settled) j["replan"] = replan_json(*settled);
     if (f.format == "text") std::cout << text.str();
     else std::cout << format_bench_record(j, f.format);
     std::cout.flush();

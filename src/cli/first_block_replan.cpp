@@ -123,6 +123,7 @@ ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::
   std::vector<size_t> rest;
   for (const auto& block : rest_blocks) rest.insert(rest.end(), block.begin(), block.end());
   engine->generate_blocks(requests, {blocks.front()}, requests.size(), on_result, on_token);
+  job.first_block_decode_passes = engine->stats().decode_passes;
   try {
     job.decision = decide_replan(c, requests, blocks.front(), rest, policy, engine->stats());
   } catch (const std::exception& e) {
@@ -150,8 +151,7 @@ ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::
         engine.emplace(c.spec, c.weights, policy, c.options, c.max_workload);
       } catch (const std::exception& again) {
         throw Error(fmt::format("after the first block, the engine could not be built again for the first plan "
-                                "either: {}; the finished results are kept: rerun the job with --resume",
-                                again.what()));
+                                "either: {}; {}", again.what(), c.when_unrecoverable));
       }
     }
   }
@@ -165,7 +165,8 @@ ReplannedJob run_with_replan(const ReplanContext& c, const std::vector<runtime::
   return job;
 }
 
-nlohmann::json replan_json(const policy::ReplanDecision& d, const runtime::Policy& first_plan) {
+nlohmann::json replan_json(const ReplannedJob& job) {
+  const policy::ReplanDecision& d = job.decision;
   nlohmann::json terms = nlohmann::json::array();
   for (const auto& t : d.calibration.terms) {
     if (t.runs == 0 || !t.identifiable) continue;
@@ -173,7 +174,8 @@ nlohmann::json replan_json(const policy::ReplanDecision& d, const runtime::Polic
                      {"predicted_s", t.predicted_before}});
   }
   return {{"replanned", d.replanned},
-          {"first_block_policy", runtime::policy_to_json(first_plan)},
+          {"first_block_policy", runtime::policy_to_json(job.first_plan)},
+          {"first_block_decode_passes", job.first_block_decode_passes},
           {"fitted_terms", terms},
           {"current_predicted_total", d.current_throughput},
           {"searched_predicted_total", d.searched_throughput},

@@ -53,9 +53,10 @@ struct ReplanContext {
   runtime::Workload max_workload;             // the whole job's, as the first engine was built for
   double placement_seconds = 0;               // how long the engine took to place the weights
   // Whole runs of the same requests after this one, which the chosen plan runs too
-  // (bench's later warm-up and measured runs): the savings and the searched workload
-  // count them.
+  // (bench's measured runs): the savings and the searched workload count them.
   int64_t later_runs = 0;
+  // What to do when neither plan's engine can be built after the first block.
+  std::string when_unrecoverable = "the finished results are kept: rerun the job with --resume";
 };
 
 // A job run so: the decision, the plan of its first block, and when the engine was
@@ -66,6 +67,7 @@ struct ReplannedJob {
   // The first engine's stats outlive it (Stats holds a mutex: neither copied nor moved).
   std::unique_ptr<runtime::Stats> first_plan_stats;  // null: one engine ran every block
   size_t sequences_on_last_plan = 0;
+  int64_t first_block_decode_passes = 0;  // what the fit read: the first block's passes
 };
 
 // Runs `requests` on `engine` (built for `policy`): its first block, the decision, then
@@ -77,6 +79,6 @@ ReplannedJob run_with_replan(const ReplanContext& context, const std::vector<run
                              const runtime::ResultCallback& on_result, const runtime::TokenCallback& on_token);
 
 // The decision as the --stats-json "replan" object.
-nlohmann::json replan_json(const policy::ReplanDecision& decision, const runtime::Policy& first_plan);
+nlohmann::json replan_json(const ReplannedJob& job);
 
 }  // namespace tiergen::cli

@@ -481,7 +481,7 @@ void run_generate(GenerateFlags& f) {
       nlohmann::json j = job_stats.to_json();
       j["policy"] = runtime::policy_to_json(*policy);
       j["exact"] = policy->exact();
-      if (replan) j["replan"] = replan_json(replan->decision, replan->first_plan);
+      if (replan) j["replan"] = replan_json(*replan);
       j["predicted_vs_measured"] =
           predicted ? predicted_vs_measured_json(*predicted, engine->stats(), scale) : nlohmann::json();
       write_stats_json(f.stats_json, j);

@@ -125,6 +125,19 @@ void Stats::absorb(const Stats& other) {
   }
 }
 
+void Stats::clear_counts() {
+  std::scoped_lock lock(mutex_);
+  task_seconds_.clear();
+  device_seconds_.clear();
+  absorbed_device_times_ = false;
+  compute_steps_ = {};
+  computed_rows_ = {};
+  prefill_positions_ = 0;
+  prefill_seconds = decode_seconds = 0;
+  passes = refilled_batches = decode_passes = 0;
+  sequences = prompt_tokens = padded_prompt_tokens = generated_tokens = decode_tokens = 0;
+}
+
 std::string Stats::report() const {
   std::string out = fmt::format(
       "prefill latency: {:.3f} s  prefill throughput: {:.3f} token/s\n"

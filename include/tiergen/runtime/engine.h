@@ -69,6 +69,9 @@ class Engine {
                        size_t job_sequences, const ResultCallback& on_result, const TokenCallback& on_token = {});
 
   const Stats& stats() const { return stats_; }
+  // Forgets the runs so far: stats() then counts from the next run on (a run that is
+  // read alone, as bench's settling run). Not while a run is in progress.
+  void clear_stats() { stats_.clear_counts(); }
   const MemoryPlan& memory_plan() const { return plan_; }
   const Policy& policy() const { return policy_; }
   const StageShape& stage() const { return stage_; }

@@ -84,6 +84,8 @@ class Stats {
   // run by two engines one after the other reports as one (a re-planned job). A Stats
   // that absorbs device-timed tasks reports device times (absorb into a fresh Stats).
   void absorb(const Stats& other);
+  // Forgets the times and counts so far; the peaks, budgets and timeline stay.
+  void clear_counts();
 
  private:
   mutable std::mutex mutex_;
