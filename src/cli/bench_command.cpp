@@ -207,8 +207,8 @@ void run_bench(BenchFlags& f) {
   // fitted to what that block measured, and the rest of the run, and the measured runs,
   // take the plan the fitted profile picks when it wins by more than its band. After
   // the warm-up, so that the fit is of a warm run where there is one (a process's first
-  // run pays for first touches: fitted there, the stand-in's CPU products came out at
-  // half their rate). A new plan's engine is warmed up again before it is measured.
+  // run also pays for first touches). A new plan's engine is warmed up again before it
+  // is measured.
   const bool settles = !link && planned_on &&
                        job_replans(placement_is_searched(f.engine, UnplacedDefault::AllOnGpu), f.no_replan,
                                    requests.size(), policy, replan_scope(options.device, policy));
