@@ -2,9 +2,9 @@
 // (× ranks on a pipeline, or --num-prompts) random prompts (seeded token ids) of
 // exactly S tokens each generate exactly n tokens (EOS ignored); one warm-up run, then
 // R measured runs on the same engine (with --policy auto over several blocks, a settling
-// run between them first fits the plan to this host: first_block_replan.h). Prints FlexGen's report lines for the median
-// run, the policy, predicted versus measured times and mean ± sd over the runs; --json
-// writes all of it as one record, and
+// run between them first fits the plan to this host: first_block_replan.h). Prints
+// FlexGen's report lines for the median run, the policy, predicted versus measured
+// times and mean ± sd over the runs; --json writes all of it as one record, and
 // --format json|csv|md prints it on stdout in that form instead of the text report.
 // FlexGen's own flags are accepted as flex_opt.py spells them (flexgen_flags.h).
 #include <spdlog/spdlog.h>
@@ -156,6 +156,23 @@ std::string pipeline_report_line(const runtime::StageLink& link, const std::stri
                      link.world_size(), stage, projected ? "cut " : "", median_wall);
 }
 
+// The report's runs beside the warm-up and measured ones, and its line on how the plan
+// settled (both empty without a settling run).
+std::string settling_runs_text(const std::optional<ReplannedJob>& settled, int64_t warmup) {
+  if (!settled) return "";
+  if (!settled->decision.replanned) return "1 settling + ";
+  return fmt::format("1 settling + {} warm-up on the settled plan + ", warmup);
+}
+
+std::string settled_plan_line(const std::optional<ReplannedJob>& settled) {
+  if (!settled) return "";
+  if (!settled->decision.replanned) {
+    return fmt::format("plan settled on the settling run's first block: {}\n", settled->decision.reason);
+  }
+  return fmt::format("plan settled on the settling run's first block, which ran on {}: {}\n",
+                     settled->first_plan.describe(), settled->decision.reason);
+}
+
 void run_bench(BenchFlags& f) {
   prepare_engine_flags(f.engine);
   TG_CHECK(f.prompt_len > 0 && f.gen_len > 0, "--prompt-len and --gen-len must be positive");
@@ -212,9 +229,8 @@ void run_bench(BenchFlags& f) {
   const bool settles = !link && planned_on &&
                        job_replans(placement_is_searched(f.engine, UnplacedDefault::AllOnGpu), f.no_replan,
                                    requests.size(), policy, replan_scope(options.device, policy));
-  const int64_t settling_runs = settles ? 1 : 0;
   // The bar counts every run, warm-up included: each generates exactly N·n tokens.
-  const int64_t total_runs = settling_runs + f.warmup + f.repetitions;
+  const int64_t total_runs = (settles ? 1 : 0) + f.warmup + f.repetitions;
   ProgressOptions bar_options;
   bar_options.item_name = "runs";
   ProgressBar progress(total_runs, total_runs * num_prompts * run_len,
@@ -245,7 +261,8 @@ void run_bench(BenchFlags& f) {
     progress.end_item();
     // The rebuilt engine ran only the rest of the settling run (perhaps at another
     // block size): warm it as the first one was.
-    for (int64_t w = 0; settled->decision.replanned && w < f.warmup; ++w) {
+    const int64_t rewarm = settled->decision.replanned ? f.warmup : 0;
+    for (int64_t w = 0; w < rewarm; ++w) {
       spdlog::info("warm-up run {}/{} on the settled plan", w + 1, f.warmup);
       engine->generate(requests, on_result, on_token);
       TG_CHECK(!failure, "warm-up run {} on the settled plan: a sequence failed: {}", w + 1, failure.value_or(""));
@@ -321,19 +338,9 @@ void run_bench(BenchFlags& f) {
                           (num_prompts != policy.block_size() * (link ? link->world_size() : 1)
                                ? fmt::format(", blocks of {}", policy.block_size())
                                : ""),
-                      device, dtype, f.warmup,
-                      !settled                      ? ""
-                      : settled->decision.replanned ? fmt::format("1 settling + {} warm-up on the settled plan + ",
-                                                                  f.warmup)
-                                                    : "1 settling + ",
-                      f.repetitions)
+                      device, dtype, f.warmup, settling_runs_text(settled, f.warmup), f.repetitions)
             << "policy: " << policy.describe() << "\n"
-            << (!settled                      ? ""
-                : settled->decision.replanned ? fmt::format("plan settled on the settling run's first block, which ran "
-                                                            "on {}: {}\n",
-                                                            settled->first_plan.describe(), settled->decision.reason)
-                                              : fmt::format("plan settled on the settling run's first block: {}\n",
-                                                            settled->decision.reason))
+            << settled_plan_line(settled)
             << (link ? pipeline_report_line(*link, stage, summarize(wall_seconds).median, projected) : "")
             << policy.exactness() << "\n"
             << flexgen_report(sizes, peak[runtime::Tier::Gpu], metrics, projected)
