@@ -103,7 +103,7 @@ double predicted_decode(const std::vector<const CalibrationRun*>& runs, Task tas
   double seconds = 0;
   for (const CalibrationRun* r : runs) {
     const Prediction p = predict(r->spec, r->policy, r->workload, hw.with_cpu_products_of(r->dtype), r->dtype_bytes);
-    seconds += p.decode.tasks[static_cast<int>(task)] * r->decode_layer_runs;
+    seconds += task_seconds(p, task, false, r->spec.num_layers, r->decode_steps);
   }
   return seconds;
 }
@@ -153,7 +153,7 @@ CalibrationRun calibration_run_from_record(const nlohmann::json& record, const s
              "{}: {} prompts, {} repetitions, gen_len {}: no decode to calibrate on", source, prompts, reps,
              run.workload.gen_len);
     const int64_t blocks = (prompts + run.policy.block_size() - 1) / run.policy.block_size();
-    run.decode_layer_runs = double(run.spec.num_layers * blocks * reps * (run.workload.gen_len - 1));
+    run.decode_steps = double(blocks * reps * (run.workload.gen_len - 1));
     const nlohmann::json& tasks = comparison.at("tasks");
     run.weight_load_seconds = measured_decode(tasks, "weight_load", source);
     run.cpu_attention_seconds = measured_decode(tasks, "cpu_attention", source);

@@ -35,7 +35,8 @@
 namespace tiergen::policy {
 
 // One measured run: what ran and the decode seconds of the tasks calibration reads,
-// summed over the run (every measured repetition, every block, every layer).
+// summed over the run (every measured repetition, every block, every step: the decoder
+// layers' and the embedding's and head's, as the runtime times them).
 struct CalibrationRun {
   std::string source;  // the record's file, for messages
   model::Spec spec;
@@ -43,7 +44,7 @@ struct CalibrationRun {
   runtime::Workload workload;
   int dtype_bytes = 2;           // the run's compute dtype, in bytes
   std::string dtype = "float16";  // and by name: its CPU products are priced in it
-  double decode_layer_runs = 0;  // decoder-layer executions in decode: layers x blocks x reps x (gen - 1)
+  double decode_steps = 0;  // a block's decode steps, over the run: blocks x reps x (gen - 1)
   double weight_load_seconds = 0;
   double cpu_attention_seconds = 0;
   double compute_seconds = 0;  // the layer's compute span, CPU attention inside it

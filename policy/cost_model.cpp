@@ -474,6 +474,13 @@ Prediction predict(const model::Spec& spec, const runtime::Policy& policy, const
   return evaluate(build_cost_model(sizes, policy, workload, hw), effective_fractions(sizes, policy));
 }
 
+double task_seconds(const Prediction& prediction, Task task, bool prefill, int64_t num_layers, double steps) {
+  const PhaseTimes& layer = prefill ? prediction.prefill : prediction.decode;
+  const PhaseTimes& edges = prefill ? prediction.prefill_edges : prediction.decode_edges;
+  const auto t = static_cast<size_t>(task);
+  return (layer.tasks[t] * double(num_layers) + edges.tasks[t]) * steps;
+}
+
 double job_total_throughput(const Prediction& prediction, int64_t block_size, int64_t num_sequences) {
   if (num_sequences <= 0 || block_size <= 0) return prediction.total_throughput;
   const int64_t blocks = (num_sequences + block_size - 1) / block_size;

@@ -129,6 +129,12 @@ struct Prediction {
   double prefill_throughput = 0, decode_throughput = 0, total_throughput = 0;
 };
 
+// A task's seconds over `steps` steps of a block (prefill: one per block; decode: one
+// per token after the first, per block), as the runtime measures them: every decoder
+// layer's share and the embedding's and head's (the runtime times their steps' loads
+// and products under the same tasks). Reports and calibration compare runs with this.
+double task_seconds(const Prediction& prediction, Task task, bool prefill, int64_t num_layers, double steps);
+
 // A prediction's total throughput over a whole job of `num_sequences` (0: unknown, one
 // block) run in blocks of `block_size`: the last block partly empty, and a block costs
 // about the same full or not (it streams the same weights through the same steps). So 32

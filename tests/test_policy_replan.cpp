@@ -38,16 +38,17 @@ struct Job {
     return search_policy(spec, workload, budgets, hw, options).policy;
   }
   // The first block of `policy` as `truth` would have measured it (every task at its
-  // predicted seconds; the layer's compute span holds CPU attention, as the runtime times it).
+  // predicted seconds, the embedding's and head's steps among them; the layer's compute
+  // span holds CPU attention, as the runtime times it).
   CalibrationRun first_block(const HardwareProfile& truth, const runtime::Policy& policy) const {
     CalibrationRun r;
     r.source = "first block";
     r.spec = spec;
     r.policy = policy;
     r.workload = {workload.prompt_len, workload.gen_len, policy.block_size()};
-    r.decode_layer_runs = double(spec.num_layers * (workload.gen_len - 1));
+    r.decode_steps = double(workload.gen_len - 1);
     const Prediction p = predict(spec, policy, r.workload, truth);
-    const auto seconds = [&](Task t) { return p.decode.tasks[static_cast<int>(t)] * r.decode_layer_runs; };
+    const auto seconds = [&](Task t) { return task_seconds(p, t, false, r.spec.num_layers, r.decode_steps); };
     r.weight_load_seconds = seconds(Task::WeightLoad);
     r.cpu_attention_seconds = seconds(Task::CpuAttention);
     r.compute_seconds = seconds(Task::Compute) + r.cpu_attention_seconds;
@@ -190,7 +191,7 @@ TEST(Replan, NothingToFitOrNothingThatFitsKeepsThePlan) {
   const runtime::Policy current = job.search(job.wrong);
 
   ReplanInput no_decode = job.wrong_link_input(current);
-  no_decode.first_block.decode_layer_runs = 0;
+  no_decode.first_block.decode_steps = 0;
   no_decode.first_block.weight_load_seconds = no_decode.first_block.cpu_attention_seconds =
       no_decode.first_block.compute_seconds = 0;
   int searches = 0;

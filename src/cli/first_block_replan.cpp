@@ -45,7 +45,7 @@ policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::P
   // The mean prompt: a decode step's attention reads every sequence's own cache.
   const auto mean_prompt = static_cast<int64_t>(std::ceil(prompt_tokens / std::max<double>(1, block.size())));
   run.workload = {std::max<int64_t>(1, mean_prompt), longest_generation, sequences};
-  run.decode_layer_runs = static_cast<double>(spec.num_layers * stats.decode_passes);
+  run.decode_steps = static_cast<double>(stats.decode_passes);
   // Rows that decoded, of the block's rows over its decode passes: sequences that ended
   // early leave their rows, and the products and attention time with them.
   const double full_rows = static_cast<double>(stats.decode_passes) * static_cast<double>(sequences);

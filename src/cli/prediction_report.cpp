@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tiergen::cli {
 
 namespace {
@@ -18,9 +20,12 @@ constexpr TaskPair kTaskPairs[] = {
     {policy::Task::CpuAttention, runtime::Task::CpuAttention},
 };
 
-// Whole-run seconds of a task from the model's per-layer time.
-double predicted_total(const policy::PhaseTimes& phase, policy::Task task, double layer_runs) {
-  return phase.tasks[static_cast<int>(task)] * layer_runs;
+// Whole-run seconds of a task: the decoder layers' and the embedding's and head's, as
+// the runtime's task times hold both.
+double predicted_total(const policy::Prediction& p, policy::Task task, bool prefill, const PredictionScale& s) {
+  const double blocks = static_cast<double>(s.blocks);
+  const double steps = prefill ? blocks : blocks * static_cast<double>(std::max<int64_t>(0, s.gen_len - 1));
+  return policy::task_seconds(p, task, prefill, s.num_layers, steps);
 }
 
 double ratio(double measured, double predicted) { return predicted > 0 ? measured / predicted : 0.0; }
@@ -28,8 +33,6 @@ double ratio(double measured, double predicted) { return predicted > 0 ? measure
 }  // namespace
 
 std::string predicted_vs_measured(const policy::Prediction& p, const runtime::Stats& m, const PredictionScale& s) {
-  const double prefill_runs = static_cast<double>(s.num_layers * s.blocks);
-  const double decode_runs = prefill_runs * static_cast<double>(std::max<int64_t>(0, s.gen_len - 1));
   std::string out = "predicted vs measured (cost model vs this run):\n";
   out += fmt::format("  {:<16} {:>12} {:>12} {:>8}\n", "throughput", "predicted", "measured", "ratio");
   const std::pair<const char*, std::pair<double, double>> rows[] = {
@@ -43,22 +46,20 @@ std::string predicted_vs_measured(const policy::Prediction& p, const runtime::St
                      "pred decode", "meas decode");
   for (const auto& pair : kTaskPairs) {
     out += fmt::format("  {:<16} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", policy::task_name(pair.predicted),
-                       predicted_total(p.prefill, pair.predicted, prefill_runs), m.seconds(pair.measured, true),
-                       predicted_total(p.decode, pair.predicted, decode_runs), m.seconds(pair.measured, false));
+                       predicted_total(p, pair.predicted, true, s), m.seconds(pair.measured, true),
+                       predicted_total(p, pair.predicted, false, s), m.seconds(pair.measured, false));
   }
   return out;
 }
 
 nlohmann::json predicted_vs_measured_json(const policy::Prediction& p, const runtime::Stats& m,
                                           const PredictionScale& s) {
-  const double prefill_runs = static_cast<double>(s.num_layers * s.blocks);
-  const double decode_runs = prefill_runs * static_cast<double>(std::max<int64_t>(0, s.gen_len - 1));
   nlohmann::json tasks = nlohmann::json::object();
   for (const auto& pair : kTaskPairs) {
     tasks[policy::task_name(pair.predicted)] = {
-        {"predicted_prefill_s", predicted_total(p.prefill, pair.predicted, prefill_runs)},
+        {"predicted_prefill_s", predicted_total(p, pair.predicted, true, s)},
         {"measured_prefill_s", m.seconds(pair.measured, true)},
-        {"predicted_decode_s", predicted_total(p.decode, pair.predicted, decode_runs)},
+        {"predicted_decode_s", predicted_total(p, pair.predicted, false, s)},
         {"measured_decode_s", m.seconds(pair.measured, false)}};
   }
   return {{"throughput",
