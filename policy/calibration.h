@@ -47,7 +47,7 @@ struct CalibrationRun {
   double decode_steps = 0;  // a block's decode steps, over the run: blocks x reps x (gen - 1)
   double weight_load_seconds = 0;
   double cpu_attention_seconds = 0;
-  double compute_seconds = 0;  // the layer's compute span, CPU attention inside it
+  double compute_seconds = 0;  // the steps' compute spans (layers, embedding, head), CPU attention inside
 };
 
 // A `tiergen bench --json` record (one with per-task seconds: run with a profile).

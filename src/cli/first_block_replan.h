@@ -36,7 +36,8 @@ bool job_replans(bool placement_searched, bool no_replan, size_t sequences, cons
                  policy::ReplanScope scope);
 
 // The first block's decode as calibration reads a recorded run: the block's mean
-// prompt and longest generation, its decode passes over every decoder layer, and the
+// prompt and longest generation, its decode passes (each a step of every layer, the
+// embedding and head included, over every gpu batch), and the
 // measured seconds of the tasks calibration fits, its compute and CPU attention scaled
 // to a full block where sequences ended early (the cost model prices full blocks).
 policy::CalibrationRun first_block_run(const model::Spec& spec, const runtime::Policy& policy,
