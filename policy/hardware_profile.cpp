@@ -113,7 +113,9 @@ void read_schedule_costs(HardwareProfile& p, const json& j, const std::string& s
 // Fields a profile may leave out (older profiles, built-ins without a measurement).
 template <class Profile>
 auto optional_cpu_fields(Profile& p) {
-  return std::array{std::pair{"matmul_flops", &p.cpu_matmul_flops}, std::pair{"gemv_bandwidth", &p.cpu_gemv_bandwidth}};
+  return std::array{std::pair{"matmul_flops", &p.cpu_matmul_flops}, std::pair{"gemv_bandwidth", &p.cpu_gemv_bandwidth},
+                    std::pair{"attention_call_seconds", &p.cpu_attention_call_seconds},
+                    std::pair{"attention_head_seconds", &p.cpu_attention_head_seconds}};
 }
 
 void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string& source) {
@@ -429,6 +431,11 @@ void HardwareProfile::validate(const std::string& where) const {
   TG_CHECK(cpu_threads >= 1, "{}: hardware profile field 'cpu.threads' must be at least 1", where);
   TG_CHECK(cpu_matmul_flops >= 0 && cpu_gemv_bandwidth >= 0,
            "{}: hardware profile fields 'cpu.matmul_flops' and 'cpu.gemv_bandwidth' must not be negative", where);
+  TG_CHECK(cpu_attention_call_seconds >= 0 && cpu_attention_call_seconds < 1 && cpu_attention_head_seconds >= 0 &&
+               cpu_attention_head_seconds < 1,
+           "{}: hardware profile fields 'cpu.attention_call_seconds' and 'cpu.attention_head_seconds' must be "
+           "seconds in [0, 1)",
+           where);
   TG_CHECK(stage_link_bandwidth >= 0 && stage_link_latency >= 0,
            "{}: hardware profile fields 'stage_link.bandwidth' and 'stage_link.latency' must not be negative", where);
   TG_CHECK(step_seconds >= 0 && step_seconds < 1, "{}: hardware profile field 'schedule.step_seconds' must be seconds in [0, 1)",
@@ -473,6 +480,11 @@ json profile_to_json(const HardwareProfile& p) {
                 {"gpu_flops", "FLOP/s"},
                 {"cpu.memory_bandwidth", "bytes/s"},
                 {"cpu.attention_bandwidth", "bytes of fp16 KV cache read by decode attention per second"},
+                {"cpu.attention_call_seconds",
+                 "seconds one decode attention call costs beside its bytes, at every core (optional)"},
+                {"cpu.attention_head_seconds",
+                 "seconds decode attention costs per sequence and query head beside its bytes, at every core "
+                 "(optional)"},
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},

@@ -252,8 +252,15 @@ double bmm_flops(const Device& d, int64_t batch, int64_t m, int64_t k, int64_t n
 // Built once, timed at each thread count.
 class CpuAttentionProbe {
  public:
+  struct Sequences {
+    int64_t count;
+  };
+  // Enough sequences of `context` positions for `bytes` beyond the caches.
   CpuAttentionProbe(uint64_t bytes, int64_t context)
-      : batch_(sequences_for(bytes, context)),
+      : CpuAttentionProbe(Sequences{sequences_for(bytes, context)}, context) {}
+  // `sequences.count` sequences of `context` positions each.
+  CpuAttentionProbe(Sequences sequences, int64_t context)
+      : batch_(sequences.count),
         k_(repeated_randn({batch_, kHeads, context, kHeadDim}, at::kHalf)),
         v_(repeated_randn({batch_, kHeads, context, kHeadDim}, at::kHalf)),
         q_(at::randn({batch_, kHeads, kHeadDim})),
@@ -270,12 +277,14 @@ class CpuAttentionProbe {
   }
 
   // At the calling thread's current LibTorch thread count.
-  double bandwidth(int reps) const {
+  double bandwidth(int reps) const { return static_cast<double>(bytes()) / seconds(reps); }
+  double seconds(int reps) const {
     kernels::DecodeAttentionArgs args = args_;
     args.num_threads = at::get_num_threads();
-    const double seconds = median_seconds(reps, [&] { kernels::decode_attention(args); });
-    return static_cast<double>(kernels::decode_attention_kv_bytes(args)) / seconds;
+    return median_seconds(reps, [&] { kernels::decode_attention(args); });
   }
+  int64_t bytes() const { return kernels::decode_attention_kv_bytes(args_); }
+  int64_t heads() const { return batch_ * kHeads; }  // sequences x query heads
 
  private:
   static constexpr int64_t kHeads = 32, kHeadDim = 128;
@@ -287,6 +296,39 @@ class CpuAttentionProbe {
   at::Tensor k_, v_, q_, out_;
   kernels::DecodeAttentionArgs args_;
 };
+
+// Decode attention's costs beside its bytes (HardwareProfile::cpu_attention_call_seconds
+// and _head_seconds), at the process's thread count: calls of one position per sequence,
+// whose bytes (at `bandwidth`, measured over a large cache) are a small part, over few
+// and over many sequences; the two times give the cost per call and per sequence-head.
+void attention_costs_beside_bytes(HardwareProfile& p, int reps, const Recorder& record) {
+  using Sequences = CpuAttentionProbe::Sequences;
+  const CpuAttentionProbe few(Sequences{1}, 1), many(Sequences{256}, 1);
+  const int calls = std::max(reps, 3) * 10;  // tens of microseconds each: many, for a steady median
+  const double few_seconds = few.seconds(calls) - double(few.bytes()) / p.cpu_attention_bandwidth;
+  const double many_seconds = many.seconds(calls) - double(many.bytes()) / p.cpu_attention_bandwidth;
+  const double per_head = std::max(0.0, (many_seconds - few_seconds) / double(many.heads() - few.heads()));
+  p.cpu_attention_head_seconds = record("cpu attention, per sequence and head", per_head, "s");
+  p.cpu_attention_call_seconds =
+      record("cpu attention, per call", std::max(0.0, few_seconds - per_head * double(few.heads())), "s");
+}
+
+// A call of CPU attention as the runtime makes it costs more than the kernel's call
+// (on a 2-core Zen 4: 16-22 us in the runs, 1.4 us in the kernel): its views of the
+// cache's homes, its output. Timed through the runner over a cache of a few positions,
+// less what the kernel's per-head and per-byte prices already hold.
+void attention_call_through_the_runner(HardwareProfile& p, const std::string& device, int reps,
+                                       const Recorder& record) {
+  std::vector<double> beside;
+  for (const AttentionCallSample& c : measure_cpu_attention_calls(device, reps)) {
+    beside.push_back(std::max(0.0, c.seconds_per_call - c.heads_per_call * p.cpu_attention_head_seconds -
+                                       c.kv_bytes_per_call / p.cpu_attention_bandwidth));
+  }
+  const double kernel_call = p.cpu_attention_call_seconds;
+  p.cpu_attention_call_seconds = record("cpu attention through the runner, per call", median_of(beside), "s");
+  spdlog::info("cpu attention per call: {:.1f} us through the runner, {:.1f} us in the kernel alone",
+               p.cpu_attention_call_seconds * 1e6, kernel_call * 1e6);
+}
 
 std::vector<std::pair<int, double>> thread_scaling(const CpuAttentionProbe& probe, int max_threads, bool quick,
                                                    const Recorder& record) {
@@ -649,6 +691,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   {
     const CpuAttentionProbe attention(o.quick ? (128u << 20) : (512u << 20), o.quick ? 1024 : 2048);
     p.cpu_attention_bandwidth = record("cpu attention", attention.bandwidth(reps), "B/s");
+    attention_costs_beside_bytes(p, reps, record);
     const int scaling_threads = o.max_threads > 0 ? std::min(o.max_threads, p.cpu_threads) : p.cpu_threads;
     p.cpu_thread_scaling = plausible_thread_scaling(attention, scaling_threads, o.quick, record);
   }
@@ -678,11 +721,13 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
                    "was likely busy during the copy",
                    streamed / 1e9, idle_link / 1e9);
     }
+    attention_call_through_the_runner(p, compute_device, reps, record);
   } catch (const std::exception& e) {
     // The rest of the profile stands: without the probes the model prices no fixed
-    // step cost and the idle copy's link rate.
+    // step cost, the idle copy's link rate and the attention kernel's own call cost.
     spdlog::warn("profile: could not time the block runner ({}); what it did not measure is left as the idle "
-                 "benchmarks give it (no fixed step cost, the idle copy's link rate)",
+                 "benchmarks give it (no fixed step cost, the idle copy's link rate, the attention kernel's own "
+                 "cost per call)",
                  e.what());
   }
   // Device (de)quantization with CUDA, until the CUDA kernels are measured: a
@@ -707,7 +752,9 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "product, over a weight at least 4x the last-level cache) per dtype of host weights in "
              "cpu.product_tables, with the kernel path each took; the cpu fields outside them are the default "
              "compute dtype's (fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
-             "attention kernel over an fp16 cache at least 4x the last-level cache; cache-slice link rates equal the "
+             "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per sequence-head from "
+             "calls of one position per sequence (1 and 256 sequences of 32 heads), its cost per call through the "
+             "real block runner (cache of a few positions on the cpu tier); cache-slice link rates equal the "
              "bulk rates" +
              fmt::format("; CPU kernels timed on {} compute threads (every usable core unless OMP_NUM_THREADS says "
                          "otherwise, as runs compute)",

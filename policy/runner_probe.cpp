@@ -49,11 +49,13 @@ struct Totals {
   double decode_seconds = 0;
   int64_t passes = 0;
   double weight_load_seconds = 0;  // prefill and decode
+  double cpu_attention_seconds = 0;  // decode (prefill attends on the compute device)
 };
 
 Totals totals_of(const runtime::Stats& stats) {
   return {stats.decode_seconds, stats.passes,
-          stats.seconds(runtime::Task::LoadWeight, true) + stats.seconds(runtime::Task::LoadWeight, false)};
+          stats.seconds(runtime::Task::LoadWeight, true) + stats.seconds(runtime::Task::LoadWeight, false),
+          stats.seconds(runtime::Task::CpuAttention, false)};
 }
 
 // Runs the probe's job `reps` + 1 times on one engine (the first warms it up) and
@@ -139,6 +141,34 @@ std::vector<double> measure_weight_stream_rate(const std::string& device, int re
     TG_CHECK(seconds > 0, "profile: the runner's weight loads took no measurable time");
     return passes * model_bytes / seconds;
   });
+}
+
+std::vector<AttentionCallSample> measure_cpu_attention_calls(const std::string& device, int reps) {
+  // Layers of hidden size 64 (4 heads of 16), every weight on the compute device, the
+  // KV cache on the cpu tier and attended there: a call reads a few KiB.
+  ProbeRun probe{probe_spec(64, 8), probe_policy(100), 17};
+  probe.policy.cache_gpu_percent = 0;
+  probe.policy.cache_cpu_percent = 100;
+  probe.policy.cpu_cache_compute = true;
+  const int64_t decode_steps = probe.new_tokens - 1;
+  const double calls_per_run = double(decode_steps * probe.spec.num_layers * kBatches);
+  AttentionCallSample shape;
+  shape.heads_per_call = double(kBatchSize * probe.spec.num_heads);
+  // The mean context over the decode steps: the prompt, then one more position a step.
+  const double mean_context = double(kPromptLen) + double(decode_steps + 1) / 2;
+  shape.kv_bytes_per_call = double(kBatchSize) * mean_context * double(probe.spec.kv_dim()) * 2 /* K, V */ *
+                            (device == "cpu" ? 4 : 2);
+  std::vector<AttentionCallSample> samples;
+  for (const double seconds :
+       run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {
+         return after.cpu_attention_seconds - before.cpu_attention_seconds;
+       })) {
+    TG_CHECK(seconds > 0, "profile: the runner's CPU attention took no measurable time");
+    AttentionCallSample sample = shape;
+    sample.seconds_per_call = seconds / calls_per_run;
+    samples.push_back(sample);
+  }
+  return samples;
 }
 
 }  // namespace tiergen::policy

@@ -7,7 +7,10 @@
 //   whose layers do almost no work, every tier on the compute device;
 // - the rate weights reach the compute device at as the runtime streams them from the
 //   cpu tier (its own copies, from its own homes, while the runner works), which the
-//   cost model uses as the host-to-device link rate (HardwareProfile::cpu_to_gpu).
+//   cost model uses as the host-to-device link rate (HardwareProfile::cpu_to_gpu);
+// - what one call of CPU decode attention costs as the runtime makes it (its views of
+//   the cache's homes, its output, the kernel's threads), over a cache of a few
+//   positions on the cpu tier (HardwareProfile::cpu_attention_call_seconds).
 #include <string>
 #include <vector>
 
@@ -19,5 +22,15 @@ std::vector<double> measure_step_seconds(const std::string& device, int reps);
 
 // Bytes per second of weight loads from the cpu tier on `device`, one sample per run.
 std::vector<double> measure_weight_stream_rate(const std::string& device, int reps);
+
+// What the runtime's CPU attention calls took, one sample per run: seconds per call
+// (one layer's gpu batch) and the call's sequences x query heads and KV bytes read, so
+// that the caller can take out what its per-head and per-byte prices account for.
+struct AttentionCallSample {
+  double seconds_per_call = 0;
+  double heads_per_call = 0;
+  double kv_bytes_per_call = 0;
+};
+std::vector<AttentionCallSample> measure_cpu_attention_calls(const std::string& device, int reps);
 
 }  // namespace tiergen::policy

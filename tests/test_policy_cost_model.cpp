@@ -144,6 +144,31 @@ TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {
   EXPECT_EQ(slow.decode.tasks[static_cast<int>(Task::CacheLoad)], 0);
 }
 
+// Short contexts are mostly what the kernel costs beside its bytes: a call per gpu batch
+// and a task per sequence and query head, as the profile timed them.
+TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndHeadsBesideItsBytes) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{8, 32};
+  auto profile = hw("t4-flexgen");
+  const int attention = static_cast<int>(Task::CpuAttention);
+  const double bytes_only = predict(spec, offload_policy(16, 4, 0, true), w, profile).decode.tasks[attention];
+  profile.cpu_attention_call_seconds = 20e-6;
+  profile.cpu_attention_head_seconds = 0.3e-6;
+  const auto four_batches = predict(spec, offload_policy(16, 4, 0, true), w, profile);
+  // 4 calls, 64 sequences x 12 heads.
+  EXPECT_NEAR(four_batches.decode.tasks[attention], bytes_only + 4 * 20e-6 + 64 * 12 * 0.3e-6, 1e-12);
+  // The same block in one gpu batch: one call.
+  const auto one_batch = predict(spec, offload_policy(64, 1, 0, true), w, profile);
+  EXPECT_NEAR(four_batches.decode.tasks[attention] - one_batch.decode.tasks[attention], 3 * 20e-6, 1e-12);
+  // Calibration scales them with the bytes' rate.
+  HardwareProfile twice_as_fast = profile;
+  twice_as_fast.cpu_attention_bandwidth *= 2;
+  twice_as_fast.cpu_attention_call_seconds /= 2;
+  twice_as_fast.cpu_attention_head_seconds /= 2;
+  EXPECT_NEAR(predict(spec, offload_policy(16, 4, 0, true), w, twice_as_fast).decode.tasks[attention] * 2,
+              four_batches.decode.tasks[attention], 1e-12);
+}
+
 TEST(PolicyCostModel, GroupedQueryAttentionShrinksTheCache) {
   // LLaMA-2-70B has 8 KV heads for 64 query heads: 1/8 of the KV bytes of full MHA.
   auto spec = model::resolve_spec("llama-2-70b");
