@@ -54,14 +54,14 @@ const std::vector<TermRule>& term_rules() {
        [](const CalibrationRun& r) { return r.weight_load_seconds; },
        [](HardwareProfile& hw, double f) { hw.cpu_to_gpu *= f; }},
       // Every cost of the kernel alike: its bytes' rate and its costs beside them.
-      {"cpu attention", "cpu.attention_bandwidth, cpu.attention_call_seconds, cpu.attention_head_seconds",
+      {"cpu attention", "cpu.attention_bandwidth, cpu.attention_call_seconds, cpu.attention_task_seconds",
        Task::CpuAttention,
        [](const CalibrationRun& r, const HardwareProfile&) { return attention_over_cpu_cache(r.policy); },
        [](const CalibrationRun& r) { return r.cpu_attention_seconds; },
        [](HardwareProfile& hw, double f) {
          hw.cpu_attention_bandwidth *= f;
          hw.cpu_attention_call_seconds /= f;
-         hw.cpu_attention_head_seconds /= f;
+         hw.cpu_attention_task_seconds /= f;
        }},
       // The stand-in prices its "gpu" products at the CPU's measured rates instead.
       {"decode products", "gpu_flops.mm_decode, gpu_flops.bmm_decode", Task::Compute,

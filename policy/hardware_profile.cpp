@@ -115,7 +115,7 @@ template <class Profile>
 auto optional_cpu_fields(Profile& p) {
   return std::array{std::pair{"matmul_flops", &p.cpu_matmul_flops}, std::pair{"gemv_bandwidth", &p.cpu_gemv_bandwidth},
                     std::pair{"attention_call_seconds", &p.cpu_attention_call_seconds},
-                    std::pair{"attention_head_seconds", &p.cpu_attention_head_seconds}};
+                    std::pair{"attention_task_seconds", &p.cpu_attention_task_seconds}};
 }
 
 void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string& source) {
@@ -431,9 +431,9 @@ void HardwareProfile::validate(const std::string& where) const {
   TG_CHECK(cpu_threads >= 1, "{}: hardware profile field 'cpu.threads' must be at least 1", where);
   TG_CHECK(cpu_matmul_flops >= 0 && cpu_gemv_bandwidth >= 0,
            "{}: hardware profile fields 'cpu.matmul_flops' and 'cpu.gemv_bandwidth' must not be negative", where);
-  TG_CHECK(cpu_attention_call_seconds >= 0 && cpu_attention_call_seconds < 1 && cpu_attention_head_seconds >= 0 &&
-               cpu_attention_head_seconds < 1,
-           "{}: hardware profile fields 'cpu.attention_call_seconds' and 'cpu.attention_head_seconds' must be "
+  TG_CHECK(cpu_attention_call_seconds >= 0 && cpu_attention_call_seconds < 1 && cpu_attention_task_seconds >= 0 &&
+               cpu_attention_task_seconds < 1,
+           "{}: hardware profile fields 'cpu.attention_call_seconds' and 'cpu.attention_task_seconds' must be "
            "seconds in [0, 1)",
            where);
   TG_CHECK(stage_link_bandwidth >= 0 && stage_link_latency >= 0,
@@ -482,8 +482,8 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.attention_bandwidth", "bytes of fp16 KV cache read by decode attention per second"},
                 {"cpu.attention_call_seconds",
                  "seconds one decode attention call costs beside its bytes, at every core (optional)"},
-                {"cpu.attention_head_seconds",
-                 "seconds decode attention costs per sequence and query head beside its bytes, at every core "
+                {"cpu.attention_task_seconds",
+                 "seconds decode attention costs per task (a sequence's kv head) beside its bytes, at every core "
                  "(optional)"},
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},

@@ -81,12 +81,14 @@ struct HardwareProfile {
   double cpu_memory_bandwidth = 0;   // bytes/s, memcpy
   double cpu_attention_bandwidth = 0;  // bytes of KV cache per second, all threads
   // Optional (0: not measured; bytes alone are priced): what decode attention costs
-  // beside its bytes, at every core. Per call (one layer's gpu batch: the threads'
-  // start and join, their scratch) and per sequence and query head (a task handed to a
-  // thread, its softmax and output). Short contexts are mostly these: on a 2-core Zen 4
-  // the runs' attention took 2-7x its bytes' time at contexts of 8-40 positions.
+  // beside its bytes, at every core. Per call (one layer's gpu batch as the runtime
+  // makes it: its views of the cache's homes, its output, the kernel's threads started
+  // and joined) and per kernel task (one sequence's kv head with its query heads: handed
+  // to a thread, its scores' softmax set up, its output written). Short contexts are
+  // mostly these: on a 2-core Zen 4 the runs' attention took 2-7x its bytes' time at
+  // contexts of 8-40 positions.
   double cpu_attention_call_seconds = 0;
-  double cpu_attention_head_seconds = 0;
+  double cpu_attention_task_seconds = 0;
   int cpu_threads = 1;
   // (threads, speedup over one thread) of the attention operators, ascending threads.
   std::vector<std::pair<int, double>> cpu_thread_scaling;

@@ -284,7 +284,7 @@ class CpuAttentionProbe {
     return median_seconds(reps, [&] { kernels::decode_attention(args); });
   }
   int64_t bytes() const { return kernels::decode_attention_kv_bytes(args_); }
-  int64_t heads() const { return batch_ * kHeads; }  // sequences x query heads
+  int64_t tasks() const { return batch_ * kHeads; }  // sequences x kv heads (here every head has its own)
 
  private:
   static constexpr int64_t kHeads = 32, kHeadDim = 128;
@@ -298,30 +298,32 @@ class CpuAttentionProbe {
 };
 
 // Decode attention's costs beside its bytes (HardwareProfile::cpu_attention_call_seconds
-// and _head_seconds), at the process's thread count: calls of one position per sequence,
-// whose bytes (at `bandwidth`, measured over a large cache) are a small part, over few
-// and over many sequences; the two times give the cost per call and per sequence-head.
+// and _task_seconds), at the process's thread count: calls of one position per sequence,
+// whose bytes are a small part, over few and over many sequences; the two times give the
+// cost per call and per task. The bytes are taken out at `bandwidth`, a rate over a
+// cache beyond the caches: these few KiB and MiB read faster, so the task's cost comes
+// out a little low (a tenth, on a 2-core Zen 4), never above what it is.
 void attention_costs_beside_bytes(HardwareProfile& p, int reps, const Recorder& record) {
   using Sequences = CpuAttentionProbe::Sequences;
   const CpuAttentionProbe few(Sequences{1}, 1), many(Sequences{256}, 1);
   const int calls = std::max(reps, 3) * 10;  // tens of microseconds each: many, for a steady median
   const double few_seconds = few.seconds(calls) - double(few.bytes()) / p.cpu_attention_bandwidth;
   const double many_seconds = many.seconds(calls) - double(many.bytes()) / p.cpu_attention_bandwidth;
-  const double per_head = std::max(0.0, (many_seconds - few_seconds) / double(many.heads() - few.heads()));
-  p.cpu_attention_head_seconds = record("cpu attention, per sequence and head", per_head, "s");
+  const double per_task = std::max(0.0, (many_seconds - few_seconds) / double(many.tasks() - few.tasks()));
+  p.cpu_attention_task_seconds = record("cpu attention, per task (a sequence's kv head)", per_task, "s");
   p.cpu_attention_call_seconds =
-      record("cpu attention, per call", std::max(0.0, few_seconds - per_head * double(few.heads())), "s");
+      record("cpu attention, per call", std::max(0.0, few_seconds - per_task * double(few.tasks())), "s");
 }
 
 // A call of CPU attention as the runtime makes it costs more than the kernel's call
 // (on a 2-core Zen 4: 16-22 us in the runs, 1.4 us in the kernel): its views of the
 // cache's homes, its output. Timed through the runner over a cache of a few positions,
-// less what the kernel's per-head and per-byte prices already hold.
+// less what the kernel's per-task and per-byte prices already hold.
 void attention_call_through_the_runner(HardwareProfile& p, const std::string& device, int reps,
                                        const Recorder& record) {
   std::vector<double> beside;
   for (const AttentionCallSample& c : measure_cpu_attention_calls(device, reps)) {
-    beside.push_back(std::max(0.0, c.seconds_per_call - c.heads_per_call * p.cpu_attention_head_seconds -
+    beside.push_back(std::max(0.0, c.seconds_per_call - c.tasks_per_call * p.cpu_attention_task_seconds -
                                        c.kv_bytes_per_call / p.cpu_attention_bandwidth));
   }
   const double kernel_call = p.cpu_attention_call_seconds;
@@ -705,8 +707,9 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
     if (dtype == compat::dtype_name(primary)) price_cpu_products_with(p, table);
   }
   // Through the real runner on the compute device: the schedule's fixed cost per step,
-  // and the rate its weight loads reach (its own copies from its own homes, while it
-  // works), which is the host-to-device rate runs get, not an idle copy's.
+  // the rate its weight loads reach (its own copies from its own homes, while it works),
+  // which is the host-to-device rate runs get, not an idle copy's, and what a CPU
+  // attention call costs as the runtime makes it.
   const std::string compute_device = p.gpu_is_host ? "cpu" : "cuda";
   try {
     p.step_seconds = record("schedule step", median_of(measure_step_seconds(compute_device, reps)), "s");
@@ -752,7 +755,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "product, over a weight at least 4x the last-level cache) per dtype of host weights in "
              "cpu.product_tables, with the kernel path each took; the cpu fields outside them are the default "
              "compute dtype's (fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
-             "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per sequence-head from "
+             "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per task (a sequence's kv head) from "
              "calls of one position per sequence (1 and 256 sequences of 32 heads), its cost per call through the "
              "real block runner (cache of a few positions on the cpu tier); cache-slice link rates equal the "
              "bulk rates" +

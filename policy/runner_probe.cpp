@@ -153,7 +153,7 @@ std::vector<AttentionCallSample> measure_cpu_attention_calls(const std::string& 
   const int64_t decode_steps = probe.new_tokens - 1;
   const double calls_per_run = double(decode_steps * probe.spec.num_layers * kBatches);
   AttentionCallSample shape;
-  shape.heads_per_call = double(kBatchSize * probe.spec.num_heads);
+  shape.tasks_per_call = double(kBatchSize * probe.spec.num_kv_heads);
   // The mean context over the decode steps: the prompt, then one more position a step.
   const double mean_context = double(kPromptLen) + double(decode_steps + 1) / 2;
   shape.kv_bytes_per_call = double(kBatchSize) * mean_context * double(probe.spec.kv_dim()) * 2 /* K, V */ *

@@ -24,11 +24,12 @@ std::vector<double> measure_step_seconds(const std::string& device, int reps);
 std::vector<double> measure_weight_stream_rate(const std::string& device, int reps);
 
 // What the runtime's CPU attention calls took, one sample per run: seconds per call
-// (one layer's gpu batch) and the call's sequences x query heads and KV bytes read, so
-// that the caller can take out what its per-head and per-byte prices account for.
+// (one layer's gpu batch) and the call's kernel tasks (sequences x kv heads) and KV
+// bytes read, so that the caller can take out what its per-task and per-byte prices
+// account for.
 struct AttentionCallSample {
   double seconds_per_call = 0;
-  double heads_per_call = 0;
+  double tasks_per_call = 0;
   double kv_bytes_per_call = 0;
 };
 std::vector<AttentionCallSample> measure_cpu_attention_calls(const std::string& device, int reps);

@@ -66,10 +66,15 @@ const CalibrationTerm& term(const Calibration& c, const std::string& name) {
 }
 
 TEST(Calibration, RecoversTheRatesThatProducedTheRuns) {
-  const HardwareProfile base = *builtin_profile("h100-spr");
+  HardwareProfile base = *builtin_profile("h100-spr");
+  base.cpu_attention_call_seconds = 20e-6;
+  base.cpu_attention_task_seconds = 0.3e-6;
   HardwareProfile truth = base;
   truth.cpu_to_gpu *= 0.8;
+  // CPU attention 0.7x as fast, its costs beside the bytes too: one factor fits all three.
   truth.cpu_attention_bandwidth *= 0.7;
+  truth.cpu_attention_call_seconds /= 0.7;
+  truth.cpu_attention_task_seconds /= 0.7;
   truth.mm_flops_decode *= 2.0;
   truth.bmm_flops_decode *= 2.0;
   const std::vector<CalibrationRun> runs = {measured_under(truth, "opt-13b", offloaded(24, 70)),
@@ -88,6 +93,8 @@ TEST(Calibration, RecoversTheRatesThatProducedTheRuns) {
     EXPECT_GT(std::abs(t.predicted_before / t.measured_seconds - 1.0), 0.1) << t.name;
   }
   EXPECT_NEAR(fit.profile.cpu_to_gpu / truth.cpu_to_gpu, 1.0, 0.01);
+  EXPECT_NEAR(fit.profile.cpu_attention_call_seconds / truth.cpu_attention_call_seconds, 1.0, 0.01);
+  EXPECT_NEAR(fit.profile.cpu_attention_task_seconds / truth.cpu_attention_task_seconds, 1.0, 0.01);
   EXPECT_NE(fit.profile.name.find("calibrated on 3 runs"), std::string::npos) << fit.profile.name;
   EXPECT_NE(calibration_table(fit).find("cpu attention"), std::string::npos);
 }

@@ -145,7 +145,7 @@ TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {
 }
 
 // Short contexts are mostly what the kernel costs beside its bytes: a call per gpu batch
-// and a task per sequence and query head, as the profile timed them.
+// and a task per sequence and kv head, as the profile timed them.
 TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndHeadsBesideItsBytes) {
   const auto spec = model::resolve_spec("opt-125m");
   const runtime::Workload w{8, 32};
@@ -153,18 +153,31 @@ TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndHeadsBesideItsBytes) {
   const int attention = static_cast<int>(Task::CpuAttention);
   const double bytes_only = predict(spec, offload_policy(16, 4, 0, true), w, profile).decode.tasks[attention];
   profile.cpu_attention_call_seconds = 20e-6;
-  profile.cpu_attention_head_seconds = 0.3e-6;
+  profile.cpu_attention_task_seconds = 0.3e-6;
   const auto four_batches = predict(spec, offload_policy(16, 4, 0, true), w, profile);
-  // 4 calls, 64 sequences x 12 heads.
+  // 4 calls, 64 sequences x 12 kv heads.
   EXPECT_NEAR(four_batches.decode.tasks[attention], bytes_only + 4 * 20e-6 + 64 * 12 * 0.3e-6, 1e-12);
   // The same block in one gpu batch: one call.
   const auto one_batch = predict(spec, offload_policy(64, 1, 0, true), w, profile);
   EXPECT_NEAR(four_batches.decode.tasks[attention] - one_batch.decode.tasks[attention], 3 * 20e-6, 1e-12);
+  // A task is a sequence's kv head: LLaMA-2-70B's 64 query heads share 8.
+  const auto gqa = model::resolve_spec("llama-2-70b");
+  auto bytes_priced = profile;
+  bytes_priced.cpu_attention_call_seconds = bytes_priced.cpu_attention_task_seconds = 0;
+  EXPECT_NEAR(predict(gqa, offload_policy(16, 4, 0, true), w, profile).decode.tasks[attention] -
+                  predict(gqa, offload_policy(16, 4, 0, true), w, bytes_priced).decode.tasks[attention],
+              4 * 20e-6 + 64 * 8 * 0.3e-6, 1e-12);
+  // Half the cache on the gpu: half the tasks, every call.
+  runtime::Policy half = offload_policy(16, 4, 0, true);
+  half.cache_gpu_percent = half.cache_cpu_percent = 50;
+  EXPECT_NEAR(predict(spec, half, w, profile).decode.tasks[attention] -
+                  predict(spec, half, w, bytes_priced).decode.tasks[attention],
+              4 * 20e-6 + 32 * 12 * 0.3e-6, 1e-12);
   // Calibration scales them with the bytes' rate.
   HardwareProfile twice_as_fast = profile;
   twice_as_fast.cpu_attention_bandwidth *= 2;
   twice_as_fast.cpu_attention_call_seconds /= 2;
-  twice_as_fast.cpu_attention_head_seconds /= 2;
+  twice_as_fast.cpu_attention_task_seconds /= 2;
   EXPECT_NEAR(predict(spec, offload_policy(16, 4, 0, true), w, twice_as_fast).decode.tasks[attention] * 2,
               four_batches.decode.tasks[attention], 1e-12);
 }

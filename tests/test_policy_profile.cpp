@@ -81,9 +81,9 @@ TEST(PolicyProfile, ErrorsNameFileAndField) {
   auto slow_call = j;  // seconds, not microseconds
   slow_call["cpu"]["attention_call_seconds"] = 15;
   EXPECT_NE(error_for(slow_call).find("cpu.attention_call_seconds"), std::string::npos);
-  auto no_head_cost = j;
-  no_head_cost["cpu"]["attention_head_seconds"] = 0;
-  EXPECT_NE(error_for(no_head_cost).find("cpu.attention_head_seconds"), std::string::npos);
+  auto negative_task_cost = j;
+  negative_task_cost["cpu"]["attention_task_seconds"] = -1e-6;
+  EXPECT_NE(error_for(negative_task_cost).find("cpu.attention_task_seconds"), std::string::npos);
 
   auto text = j;
   text["capacity"]["gpu"] = "16GB";
@@ -254,17 +254,19 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   // profile's JSON (the cost model charges it to every step).
   EXPECT_GT(measured.step_seconds, 0);
   EXPECT_EQ(profile_from_json(profile_to_json(measured), "round trip").step_seconds, measured.step_seconds);
-  // Decode attention's costs beside its bytes: per sequence-head through the engine's
-  // kernel, per call through the real runner (its views and output around the kernel's
-  // own call, which costs something already: threads start and join).
-  EXPECT_GT(measured.cpu_attention_head_seconds, 0);
-  EXPECT_GT(value_of("cpu attention, per call"), 0);
-  EXPECT_LT(measured.cpu_attention_head_seconds, measured.cpu_attention_call_seconds);
+  // Decode attention's costs beside its bytes: per task through the engine's kernel (not
+  // below zero however the bytes taken out ran), per call through the real runner (its
+  // views and output around the kernel's own call: microseconds, against a fraction of
+  // one per task).
+  EXPECT_GE(measured.cpu_attention_task_seconds, 0);
+  EXPECT_GE(value_of("cpu attention, per call"), 0);
+  EXPECT_GT(measured.cpu_attention_call_seconds, 0);
+  EXPECT_LT(measured.cpu_attention_task_seconds, measured.cpu_attention_call_seconds);
   EXPECT_EQ(measured.cpu_attention_call_seconds, value_of("cpu attention through the runner, per call"));
-  EXPECT_EQ(measured.cpu_attention_head_seconds, value_of("cpu attention, per sequence and head"));
+  EXPECT_EQ(measured.cpu_attention_task_seconds, value_of("cpu attention, per task (a sequence's kv head)"));
   const HardwareProfile back = profile_from_json(profile_to_json(measured), "round trip");
   EXPECT_EQ(back.cpu_attention_call_seconds, measured.cpu_attention_call_seconds);
-  EXPECT_EQ(back.cpu_attention_head_seconds, measured.cpu_attention_head_seconds);
+  EXPECT_EQ(back.cpu_attention_task_seconds, measured.cpu_attention_task_seconds);
   // The small-row limit for the products' dtype (fp32 on the CPU, fp16 with CUDA): not
   // measured where the default has no limit; else the default, or one of the timed row
   // counts above it where the kernel won, and then the row just past it is timed too.
