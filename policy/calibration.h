@@ -13,7 +13,7 @@
 // Three terms, each fitted on the runs where the task is priced by that rate alone:
 //   weight link     LoadWeight in decode          -> bandwidth.cpu_to_gpu
 //   cpu attention   CpuAttention in decode        -> cpu.attention_bandwidth (and the
-//                   attention costs beside the bytes, cpu.attention_call/head_seconds)
+//                   attention costs beside the bytes, cpu.attention_call_seconds and _task_seconds)
 //   decode products Compute minus CpuAttention in decode (the runtime times CPU
 //                   attention inside the layer's compute) -> gpu_flops.mm_decode and
 //                   bmm_decode (a GPU host only: the stand-in's products are CPU rates)

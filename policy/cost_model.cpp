@@ -261,15 +261,16 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
       threads > 0 && threads < t.hw.cpu_threads ? t.hw.thread_speedup(threads) / t.hw.thread_speedup(t.hw.cpu_threads) : 1.0;
   const double rate = t.hw.cpu_attention_bandwidth * thread_share;
   // Beside the bytes, as the profile timed them: a task per sequence and kv head, spread
-  // over the threads like the bytes and as many as the share of the cache off the gpu;
-  // and a call per gpu batch, whole whatever that share (the LP's terms are linear in
-  // the shares: a fixed cost is charged wherever CPU attention is on; a cache split over
-  // cpu and disk makes a call per tier, the second not priced).
+  // over the threads like the bytes, and a call per gpu batch. Both are charged by the
+  // share of the cache off the gpu, as the LP's terms are linear in the shares: right
+  // for a cache wholly off the gpu or wholly on it (no call: the flag does nothing
+  // there), a part of a call short for a cache split between them, and a call short
+  // for one split over cpu and disk (a kernel call per tier).
   const double tasks = t.bls * double(t.sizes.num_kv_heads());
-  phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention,
-            Linear::sum(dense / rate + tasks * t.hw.cpu_attention_task_seconds / thread_share, {kCc, kCn}));
   const double calls = double(t.policy.num_gpu_batches);
-  phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention, Linear::of(calls * t.hw.cpu_attention_call_seconds));
+  const double beside_bytes =
+      tasks * t.hw.cpu_attention_task_seconds / thread_share + calls * t.hw.cpu_attention_call_seconds;
+  phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention, Linear::sum(dense / rate + beside_bytes, {kCc, kCn}));
   if (t.policy.compress_cache.enabled) {
     phase.add(Lane::Compute, Task::Dequantize, RT::CpuAttention, Linear::sum(dense / t.hw.cpu_dequantize, {kCc, kCn}));
     phase.add(Lane::Compute, Task::Quantize, RT::CpuAttention, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));

@@ -146,7 +146,7 @@ TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {
 
 // Short contexts are mostly what the kernel costs beside its bytes: a call per gpu batch
 // and a task per sequence and kv head, as the profile timed them.
-TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndHeadsBesideItsBytes) {
+TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndTasksBesideItsBytes) {
   const auto spec = model::resolve_spec("opt-125m");
   const runtime::Workload w{8, 32};
   auto profile = hw("t4-flexgen");
@@ -167,12 +167,11 @@ TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndHeadsBesideItsBytes) {
   EXPECT_NEAR(predict(gqa, offload_policy(16, 4, 0, true), w, profile).decode.tasks[attention] -
                   predict(gqa, offload_policy(16, 4, 0, true), w, bytes_priced).decode.tasks[attention],
               4 * 20e-6 + 64 * 8 * 0.3e-6, 1e-12);
-  // Half the cache on the gpu: half the tasks, every call.
-  runtime::Policy half = offload_policy(16, 4, 0, true);
-  half.cache_gpu_percent = half.cache_cpu_percent = 50;
-  EXPECT_NEAR(predict(spec, half, w, profile).decode.tasks[attention] -
-                  predict(spec, half, w, bytes_priced).decode.tasks[attention],
-              4 * 20e-6 + 32 * 12 * 0.3e-6, 1e-12);
+  // The whole cache on the gpu: no CPU attention call, however the flag is set.
+  runtime::Policy on_gpu = offload_policy(16, 4, 0, true);
+  on_gpu.cache_gpu_percent = 100;
+  on_gpu.cache_cpu_percent = 0;
+  EXPECT_EQ(predict(spec, on_gpu, w, profile).decode.tasks[attention], 0);
   // Calibration scales them with the bytes' rate.
   HardwareProfile twice_as_fast = profile;
   twice_as_fast.cpu_attention_bandwidth *= 2;
