@@ -316,9 +316,9 @@ void attention_costs_beside_bytes(HardwareProfile& p, int reps, const Recorder& 
 }
 
 // A call of CPU attention as the runtime makes it costs more than the kernel's call
-// (on a 2-core Zen 4: 16-22 us in the runs, 1.4 us in the kernel): its views of the
-// cache's homes, its output. Timed through the runner over a cache of a few positions,
-// less what the kernel's per-task and per-byte prices already hold.
+// (on a 2-core Zen 4: 13 us through the runner, 1.1-1.4 us in the kernel): its views
+// of the cache's homes, its output. Timed through the runner over a cache of a few
+// positions, less what the kernel's per-task and per-byte prices already hold.
 void attention_call_through_the_runner(HardwareProfile& p, const std::string& device, int reps,
                                        const Recorder& record) {
   std::vector<double> beside;
@@ -755,10 +755,10 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "product, over a weight at least 4x the last-level cache) per dtype of host weights in "
              "cpu.product_tables, with the kernel path each took; the cpu fields outside them are the default "
              "compute dtype's (fp32 standing in, fp16 with CUDA); cpu.attention_bandwidth is the engine's decode "
-             "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per task (a sequence's kv head) from "
-             "calls of one position per sequence (1 and 256 sequences of 32 heads), its cost per call through the "
-             "real block runner (cache of a few positions on the cpu tier); cache-slice link rates equal the "
-             "bulk rates" +
+             "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per task (a "
+             "sequence's kv head) from calls of one position per sequence (1 and 256 sequences of 32 heads), its "
+             "cost per call through the real block runner (cache of a few positions on the cpu tier); cache-slice "
+             "link rates equal the bulk rates" +
              fmt::format("; CPU kernels timed on {} compute threads (every usable core unless OMP_NUM_THREADS says "
                          "otherwise, as runs compute)",
                          at::get_num_threads());
