@@ -38,6 +38,9 @@ model::Spec probe_spec(int64_t hidden, int64_t layers) {
 
 constexpr int64_t kPromptLen = 4, kBatchSize = 2, kBatches = 2;
 
+// Bytes of an element in the dtype run_probe computes in on `device`.
+int probe_dtype_bytes(const std::string& device) { return device == "cpu" ? 4 : 2; }
+
 struct ProbeRun {
   model::Spec spec;
   runtime::Policy policy;
@@ -64,7 +67,8 @@ std::vector<double> run_probe(const ProbeRun& probe, const std::string& device, 
                               const std::function<double(const Totals&, const Totals&)>& measure) {
   const auto weights = model::make_dummy_weights(7);
   runtime::EngineOptions options;
-  options.device = runtime::make_device_context(device, device == "cpu" ? "float32" : "float16", device != "cpu");
+  options.device =
+      runtime::make_device_context(device, probe_dtype_bytes(device) == 4 ? "float32" : "float16", device != "cpu");
   // Room for the GPU probe's 1.3 GiB of host weights and its staged layers.
   const uint64_t budget = device == "cpu" ? 2ull << 30 : 8ull << 30;
   options.budgets = runtime::Budgets{budget, budget, budget};
@@ -110,11 +114,14 @@ runtime::Policy probe_policy(double weights_on_gpu) {
   return policy;
 }
 
+// Layers of hidden size 64 (4 heads of 16), every weight on the compute device: their
+// products and attention cost microseconds, so a step's time is what it costs beside them.
+ProbeRun near_idle_probe() { return {probe_spec(64, 8), probe_policy(100), 17}; }
+
 }  // namespace
 
 std::vector<double> measure_step_seconds(const std::string& device, int reps) {
-  // Layers of hidden size 64: their products and attention cost microseconds.
-  const ProbeRun probe{probe_spec(64, 8), probe_policy(100), 17};
+  const ProbeRun probe = near_idle_probe();
   const int64_t steps_per_pass = runtime::schedule::steps_per_token(probe.spec.num_weight_layers(), kBatches);
   return run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {
     return (after.decode_seconds - before.decode_seconds) / double((probe.new_tokens - 1) * steps_per_pass);
@@ -131,7 +138,7 @@ std::vector<double> measure_weight_stream_rate(const std::string& device, int re
   const int64_t hidden = device == "cpu" ? 1024 : 4096;
   const ProbeRun probe{probe_spec(hidden, 4), probe_policy(0), 5};
   const double model_bytes =
-      ModelSizes(probe.spec, device == "cpu" ? 4 : 2).total_weight_bytes(runtime::CompressionConfig{});
+      ModelSizes(probe.spec, probe_dtype_bytes(device)).total_weight_bytes(runtime::CompressionConfig{});
   return run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {
     // Each pass loads every weight layer once; the run's last pass also loads its
     // first layer ahead for a pass that never comes (the embedding: about 0.1% of the
@@ -144,9 +151,9 @@ std::vector<double> measure_weight_stream_rate(const std::string& device, int re
 }
 
 std::vector<AttentionCallSample> measure_cpu_attention_calls(const std::string& device, int reps) {
-  // Layers of hidden size 64 (4 heads of 16), every weight on the compute device, the
-  // KV cache on the cpu tier and attended there: a call reads a few KiB.
-  ProbeRun probe{probe_spec(64, 8), probe_policy(100), 17};
+  // The near-idle layers with the KV cache on the cpu tier, attended there: a call reads
+  // a few KiB.
+  ProbeRun probe = near_idle_probe();
   probe.policy.cache_gpu_percent = 0;
   probe.policy.cache_cpu_percent = 100;
   probe.policy.cpu_cache_compute = true;
@@ -156,8 +163,8 @@ std::vector<AttentionCallSample> measure_cpu_attention_calls(const std::string& 
   shape.tasks_per_call = double(kBatchSize * probe.spec.num_kv_heads);
   // The mean context over the decode steps: the prompt, then one more position a step.
   const double mean_context = double(kPromptLen) + double(decode_steps + 1) / 2;
-  shape.kv_bytes_per_call = double(kBatchSize) * mean_context * double(probe.spec.kv_dim()) * 2 /* K, V */ *
-                            (device == "cpu" ? 4 : 2);
+  shape.kv_bytes_per_call =
+      double(kBatchSize) * mean_context * ModelSizes(probe.spec, probe_dtype_bytes(device)).kv_bytes_per_token();
   std::vector<AttentionCallSample> samples;
   for (const double seconds :
        run_probe(probe, device, reps, [&](const Totals& before, const Totals& after) {
