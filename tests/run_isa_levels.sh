@@ -11,7 +11,7 @@ set -euo pipefail
 tiergen=$1
 tests=$2
 filter='SmallMatmul.*:LinearProduct.*:CpuIsa.*:QuantizedMatmul.*:KernelsAttention.*:KernelsQuantize.*:KernelsHalf.*'
-filter+=':RmsNormKernel.*:RotaryKernel.*:ForwardTest.*:PolicyTest.*:PolicyReference.*:QuantizedWeights.*'
+filter+=':RmsNormKernel.*:RotaryKernel.*:SiluGateKernel.*:ForwardTest.*:PolicyTest.*:PolicyReference.*:QuantizedWeights.*'
 filter+=':CpuWeightCompute.*:AttentionRange.*'
 
 version=$(env -u TIERGEN_CPU_ISA "$tiergen" --version)

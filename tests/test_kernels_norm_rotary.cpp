@@ -7,12 +7,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
 #include "kernels/cpu/silu_gate.h"
 #include "tiergen/common/error.h"
 #include "tiergen/common/kernel_elem_type.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/simd_avx2.h"
+#endif
 
 namespace tiergen::kernels {
 namespace {
@@ -122,6 +128,57 @@ TEST(RotaryKernel, MatchesTransformersBitForBitIn16BitTypesAndToRoundingInFp32) 
   }
 }
 
+// A prefill's rows are shared between threads: every row the same as on one thread,
+// and as that row alone.
+TEST(RmsNormAndRotaryKernels, PrefillRowsOnTwoThreadsAreTheRowsAlone) {
+  at::manual_seed(11);
+  const int64_t rows = 64, heads = 8, d = 64, cols = heads * d * 4;
+  for (at::ScalarType type : kTypes) {
+    SCOPED_TRACE(c10::toString(type));
+    const at::Tensor x = (at::randn({rows, cols}) * 3).to(type), weight = (at::rand({cols}) + 0.5).to(type);
+    auto norm = [&](const at::Tensor& in, int threads) {
+      at::Tensor y = at::empty_like(in);
+      RmsNormArgs a;
+      a.x = in.data_ptr();
+      a.weight = weight.data_ptr();
+      a.y = y.data_ptr();
+      a.type = kernel_elem_type(type);
+      a.cols = cols;
+      a.rows = in.numel() / cols;
+      a.eps = 1e-5f;
+      a.num_threads = threads;
+      rms_norm(a);
+      return y;
+    };
+    const at::Tensor normed = norm(x, 2);
+    EXPECT_TRUE(at::equal(normed, norm(x, 1)));
+    for (int64_t row : {0, 31, 63}) EXPECT_TRUE(at::equal(normed[row], norm(x[row].contiguous(), 2))) << row;
+
+    const at::Tensor angles = at::rand({rows, d / 2}) * 40;
+    const at::Tensor emb = at::cat({angles, angles}, -1);
+    const at::Tensor cos = emb.cos().to(type), sin = emb.sin().to(type);
+    const at::Tensor q = (at::randn({rows, heads * d}) * 4).to(type);
+    auto rotate = [&](const at::Tensor& in, int64_t first_row, int threads) {
+      at::Tensor out = in.clone();
+      RotaryArgs a;
+      a.x = out.data_ptr();
+      a.cos = cos[first_row].data_ptr();
+      a.sin = sin[first_row].data_ptr();
+      a.type = kernel_elem_type(type);
+      a.rows = in.numel() / (heads * d);
+      a.heads = heads;
+      a.head_dim = d;
+      a.num_threads = threads;
+      apply_rotary(a);
+      return out;
+    };
+    const at::Tensor rotated = rotate(q, 0, 2);
+    EXPECT_FALSE(at::equal(rotated, q));
+    EXPECT_TRUE(at::equal(rotated, rotate(q, 0, 1)));
+    for (int64_t row : {0, 40, 63}) EXPECT_TRUE(at::equal(rotated[row], rotate(q[row].contiguous(), row, 2))) << row;
+  }
+}
+
 TEST(RotaryKernel, AnOddHeadDimIsRefused) {
   float x[6] = {}, cs[3] = {};
   RotaryArgs a;
@@ -171,6 +228,74 @@ TEST(SiluGateKernel, MatchesTransformersAndDoesNotDependOnTheRowsBesideIt) {
   bad.count = 3;
   EXPECT_THROW(silu_gate(bad), Error) << "null pointers";
 }
+
+// Beyond the range of the random test: where e^-g overflows (silu is -0), underflows
+// (silu is g), and non-finite gates, the same as the scalar formula with std::exp.
+TEST(SiluGateKernel, ExtremeGatesGiveWhatTheScalarFormulaGives) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> gates = {-1e30f, -200.0f, -104.5f, -89.0f, -88.7f, -87.0f, -30.0f, -1e-30f, 0.0f,
+                                    1e-30f, 30.0f, 87.0f, 88.8f, 104.5f, 200.0f, 1e30f, inf, -inf};
+  const at::Tensor gate = at::tensor(gates), up = at::ones({static_cast<int64_t>(gates.size())});
+  const at::Tensor got = silu_gate_kernel(gate, up, 1);
+  for (size_t i = 0; i < gates.size(); ++i) {
+    const float g = gates[i];
+    const float want = g / (1.0f + std::exp(-g));
+    const float have = got[static_cast<int64_t>(i)].item<float>();
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(have)) << "gate " << g;
+    } else if (std::isinf(want)) {
+      EXPECT_EQ(have, want) << "gate " << g;
+    } else {
+      EXPECT_NEAR(have, want, 4 * std::abs(want) * std::numeric_limits<float>::epsilon()) << "gate " << g;
+      EXPECT_EQ(std::signbit(have), std::signbit(want)) << "gate " << g;
+    }
+  }
+  const at::Tensor nan = silu_gate_kernel(at::full({9}, std::nanf("")), at::ones({9}), 1);
+  EXPECT_TRUE(nan.isnan().all().item<bool>()) << "a NaN gate stays NaN";
+}
+
+#if defined(__x86_64__)
+TG_AVX2 void exp8_of(const float* x, float* y) { avx2::store8_f32(y, avx2::exp8(avx2::load8_f32(x))); }
+
+// The AVX2 silu's exp: within 2 units of fp32 of the exact value over the whole range
+// (subnormal results within 2 subnormal units), +inf past ln(FLT_MAX), 0 far below,
+// NaN for NaN, and each lane alone (the same value in every lane position).
+TEST(SiluGateKernel, TheVectorExpIsWithinTwoUnitsEverywhere) {
+  if (!use_avx2_kernels()) GTEST_SKIP() << "no AVX2 kernels on this CPU or under this TIERGEN_CPU_ISA";
+  std::vector<float> xs;
+  for (double x = -106.0; x <= 89.0; x += 0.0137) xs.push_back(static_cast<float>(x));
+  for (float x : {88.72283935546875f, 88.7228f, 88.7229f, -87.3365f, -103.97f, -0.0f, 1e-7f, -1e-7f, 0.5f * 0.6931472f})
+    xs.push_back(x);
+  while (xs.size() % 8) xs.push_back(1.0f);
+  std::vector<float> ys(xs.size());
+  for (size_t i = 0; i < xs.size(); i += 8) exp8_of(&xs[i], &ys[i]);
+  const double unit_min = std::numeric_limits<float>::denorm_min(), flt_max = std::numeric_limits<float>::max();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double exact = std::exp(static_cast<double>(xs[i]));
+    if (exact > flt_max) {
+      EXPECT_TRUE(std::isinf(ys[i])) << "x " << xs[i];
+      continue;
+    }
+    const double unit = std::max(unit_min, std::ldexp(1.0, std::ilogb(exact) - 23));
+    EXPECT_LE(std::abs(ys[i] - exact), 2 * unit) << "x " << xs[i] << " got " << ys[i] << " exact " << exact;
+  }
+  float specials[8] = {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                       -1e30f, 1e30f, -200.0f, 0.0f, 1.0f};
+  float out[8];
+  exp8_of(specials, out);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isinf(out[1]) && out[1] > 0);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 0.0f);
+  EXPECT_TRUE(std::isinf(out[4]));
+  EXPECT_EQ(out[5], 0.0f);
+  EXPECT_EQ(out[6], 1.0f);
+  // Lane position does not matter: 1.0 in lane 7 here, in lane 0 of its own.
+  float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1}, e1[8];
+  exp8_of(ones, e1);
+  for (float e : e1) EXPECT_EQ(e, out[7]);
+}
+#endif
 
 }  // namespace
 }  // namespace tiergen::kernels

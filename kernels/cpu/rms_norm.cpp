@@ -1,5 +1,7 @@
 #include "kernels/cpu/rms_norm.h"
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "kernels/cpu/elements.h"
@@ -28,9 +30,16 @@ float sum_of_squares(const void* x, int64_t cols) {
   return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
 }
 
+// Rows are independent, so a prefill's rows are shared between threads (a row's result
+// is the same on any thread); a few decode rows stay on the calling one.
+constexpr int64_t kParallelMinElements = 1 << 15;
+
 template <ElemType T>
 void rows(const RmsNormArgs& a) {
   const int64_t bytes = elem_size(T);
+  const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
+  const bool parallel = a.rows > 1 && a.rows * a.cols >= kParallelMinElements;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
   for (int64_t r = 0; r < a.rows; ++r) {
     const void* x = static_cast<const uint8_t*>(a.x) + r * a.cols * bytes;
     void* y = static_cast<uint8_t*>(a.y) + r * a.cols * bytes;

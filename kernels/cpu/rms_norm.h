@@ -19,6 +19,7 @@ struct RmsNormArgs {
   int64_t rows = 0;
   int64_t cols = 0;
   float eps = 1e-6f;
+  int num_threads = 0;           // OpenMP threads for many rows; 0 = the OpenMP default
 };
 
 // Throws tiergen::Error on inconsistent arguments.

@@ -1,5 +1,7 @@
 #include "kernels/cpu/rotary.h"
 
+#include <omp.h>
+
 #include <vector>
 
 #include "kernels/cpu/elements.h"
@@ -9,11 +11,18 @@ namespace tiergen::kernels {
 
 namespace {
 
+// Rows are independent, so a prefill's rows are shared between threads (a row's result
+// is the same on any thread); a few decode rows stay on the calling one.
+constexpr int64_t kParallelMinElements = 1 << 15;
+
 template <ElemType T>
 void rotate_rows(const RotaryArgs& a) {
   const int64_t d = a.head_dim, half = d / 2, bytes = elem_size(T);
-  std::vector<float> head(static_cast<size_t>(d));  // the head's inputs: the update reads both halves
+  const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
+  const bool parallel = a.rows > 1 && a.rows * a.heads * d >= kParallelMinElements;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
   for (int64_t r = 0; r < a.rows; ++r) {
+    std::vector<float> head(static_cast<size_t>(d));  // the head's inputs: the update reads both halves
     const void* cos = static_cast<const uint8_t*>(a.cos) + r * d * bytes;
     const void* sin = static_cast<const uint8_t*>(a.sin) + r * d * bytes;
     for (int64_t h = 0; h < a.heads; ++h) {

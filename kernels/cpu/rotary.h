@@ -19,6 +19,7 @@ struct RotaryArgs {
   int64_t rows = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;  // even
+  int num_threads = 0;   // OpenMP threads for many rows; 0 = the OpenMP default
 };
 
 // Throws tiergen::Error on inconsistent arguments.

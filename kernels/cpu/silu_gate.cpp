@@ -4,8 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/elements.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/simd_avx2.h"
+#endif
 #include "tiergen/common/error.h"
 
 namespace tiergen::kernels {
@@ -16,18 +21,82 @@ namespace {
 // computed alone), only how many threads share a large product.
 constexpr int64_t kElementsPerTask = 16384;
 
+// Elements [begin, end) with the scalar std::exp.
+template <ElemType T>
+void gate_range(const SiluGateArgs& a, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float g = load_element(a.gate, T, i);
+    const float silu = round_to(T, g / (1.0f + std::exp(-g)));
+    store_element(a.y, T, i, silu * load_element(a.up, T, i));
+  }
+}
+
+#if defined(__x86_64__)
+
+template <ElemType T>
+TG_AVX2 __m256 load8(const void* p, int64_t i) {
+  if constexpr (T == ElemType::F32) return avx2::load8_f32(static_cast<const float*>(p) + i);
+  if constexpr (T == ElemType::F16) return avx2::load8_f16(static_cast<const uint16_t*>(p) + i);
+  return avx2::load8_bf16(static_cast<const uint16_t*>(p) + i);
+}
+
+template <ElemType T>
+TG_AVX2 void store8(void* p, int64_t i, __m256 v) {
+  if constexpr (T == ElemType::F32) return avx2::store8_f32(static_cast<float*>(p) + i, v);
+  if constexpr (T == ElemType::F16) return avx2::store8_f16(static_cast<uint16_t*>(p) + i, v);
+  return avx2::store8_bf16(static_cast<uint16_t*>(p) + i, v);
+}
+
+template <ElemType T>
+TG_AVX2 __m256 round8_to(__m256 v) {
+  if constexpr (T == ElemType::F32) return v;
+  if constexpr (T == ElemType::F16) return avx2::round8_to_f16(v);
+  return avx2::round8_to_bf16(v);
+}
+
+// Eight elements from i on: the same steps as gate_range, with avx2::exp8.
+template <ElemType T>
+TG_AVX2 void gate8(const void* gate, const void* up, void* y, int64_t i) {
+  const __m256 g = load8<T>(gate, i);
+  const __m256 e = avx2::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+  const __m256 silu = round8_to<T>(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+  store8<T>(y, i, _mm256_mul_ps(silu, load8<T>(up, i)));
+}
+
+// Elements [begin, end) eight at a time; the last few go through a padded copy, so
+// that they too take exp8 and every element is computed alike wherever it falls.
+template <ElemType T>
+TG_AVX2 void gate_range_avx2(const SiluGateArgs& a, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) gate8<T>(a.gate, a.up, a.y, i);
+  if (i == end) return;
+  const int64_t rest = end - i, bytes = elem_size(T);
+  alignas(32) uint8_t gate[32] = {}, up[32] = {}, y[32];
+  std::memcpy(gate, static_cast<const uint8_t*>(a.gate) + i * bytes, rest * bytes);
+  std::memcpy(up, static_cast<const uint8_t*>(a.up) + i * bytes, rest * bytes);
+  gate8<T>(gate, up, y, 0);
+  std::memcpy(static_cast<uint8_t*>(a.y) + i * bytes, y, rest * bytes);
+}
+
+#endif  // __x86_64__
+
+// With AVX2, a vector exp: LibTorch's vector silu takes 1-2 units of fp32 from expf
+// too, and std::exp element by element was 5% of a TinyLlama bf16 prefill.
 template <ElemType T>
 void gate_elements(const SiluGateArgs& a) {
   const int64_t tasks = (a.count + kElementsPerTask - 1) / kElementsPerTask;
   const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
+  const bool vector = use_avx2_kernels();
 #pragma omp parallel for schedule(static) num_threads(threads) if (tasks > 1)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t end = std::min(a.count, (task + 1) * kElementsPerTask);
-    for (int64_t i = task * kElementsPerTask; i < end; ++i) {
-      const float g = load_element(a.gate, T, i);
-      const float silu = round_to(T, g / (1.0f + std::exp(-g)));
-      store_element(a.y, T, i, silu * load_element(a.up, T, i));
+    const int64_t begin = task * kElementsPerTask, end = std::min(a.count, begin + kElementsPerTask);
+#if defined(__x86_64__)
+    if (vector) {
+      gate_range_avx2<T>(a, begin, end);
+      continue;
     }
+#endif
+    gate_range<T>(a, begin, end);
   }
 }
 

@@ -6,8 +6,10 @@
 // Why not at::silu: LibTorch's vectorized loops compute a tensor's last partial vector
 // with the scalar function and the rest with a vector exp, whose last bits differ, so
 // an element's silu depended on where the tensor's end fell: on how many rows shared
-// the product. Here every element takes the same std::exp, whatever its position, the
-// row count or the thread count, so a sequence's activations do not depend on its batch.
+// the product. Here every element takes the same exp (a vector one where the AVX2
+// kernels run, the last few elements through a padded copy; std::exp elsewhere),
+// whatever its position, the row count or the thread count, so a sequence's activations
+// do not depend on its batch.
 // Kernels here take raw pointers and never LibTorch types.
 #include <cstdint>
 

@@ -64,6 +64,7 @@ at::Tensor rms_norm(const Spec& spec, const LayerWeights& w, const std::string& 
     a.cols = x.size(-1);
     a.rows = x.numel() / a.cols;
     a.eps = static_cast<float>(spec.norm_eps);
+    a.num_threads = at::get_num_threads();
     kernels::rms_norm(a);
     return y;
   }
@@ -127,6 +128,7 @@ at::Tensor rotated_heads(at::Tensor x, const RopeTables& rope, int64_t heads, in
     a.rows = x.size(0) * x.size(1);
     a.heads = heads;
     a.head_dim = head_dim;
+    a.num_threads = at::get_num_threads();
     kernels::apply_rotary(a);
     return split_heads(x, heads, head_dim);
   }
