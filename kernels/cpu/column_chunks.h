@@ -32,9 +32,9 @@ inline ColumnSplit column_split(int64_t n, int64_t k, int num_threads) {
 }
 
 // Calls columns(j0, j1) over [0, n) in chunks; num_threads 0 means the OpenMP default.
-// Guided: each thread first takes a long contiguous run (half the chunks, then half of
-// what is left, ...), so it still streams its own part of W, and the last short runs
-// go to whichever thread is free. A static split made the faster thread wait at the
+// Guided: each thread first takes a long contiguous run (a share of the chunks, then a
+// share of what is left, shrinking), so it still streams its own part of W, and the
+// last short runs go to whichever thread is free. A static split made the faster thread wait at the
 // product's end whenever the two cores ran at different speeds (a virtual machine's
 // vCPUs often do): on a 2-core Zen 4 guest, one TinyLlama layer's seven bf16 products
 // at 128 rows took 3-5% less on average (four runs, interleaved layer by layer against

@@ -20,19 +20,22 @@ void rotate_rows(const RotaryArgs& a) {
   const int64_t d = a.head_dim, half = d / 2, bytes = elem_size(T);
   const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
   const bool parallel = a.rows > 1 && a.rows * a.heads * d >= kParallelMinElements;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
-  for (int64_t r = 0; r < a.rows; ++r) {
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
     std::vector<float> head(static_cast<size_t>(d));  // the head's inputs: the update reads both halves
-    const void* cos = static_cast<const uint8_t*>(a.cos) + r * d * bytes;
-    const void* sin = static_cast<const uint8_t*>(a.sin) + r * d * bytes;
-    for (int64_t h = 0; h < a.heads; ++h) {
-      void* x = static_cast<uint8_t*>(a.x) + (r * a.heads + h) * d * bytes;
-      for (int64_t i = 0; i < d; ++i) head[size_t(i)] = load_element(x, T, i);
-      for (int64_t i = 0; i < d; ++i) {
-        const float rotated = i < half ? -head[size_t(i + half)] : head[size_t(i - half)];
-        const float straight = round_to(T, head[size_t(i)] * load_element(cos, T, i));
-        const float turned = round_to(T, rotated * load_element(sin, T, i));
-        store_element(x, T, i, straight + turned);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const void* cos = static_cast<const uint8_t*>(a.cos) + r * d * bytes;
+      const void* sin = static_cast<const uint8_t*>(a.sin) + r * d * bytes;
+      for (int64_t h = 0; h < a.heads; ++h) {
+        void* x = static_cast<uint8_t*>(a.x) + (r * a.heads + h) * d * bytes;
+        for (int64_t i = 0; i < d; ++i) head[size_t(i)] = load_element(x, T, i);
+        for (int64_t i = 0; i < d; ++i) {
+          const float rotated = i < half ? -head[size_t(i + half)] : head[size_t(i - half)];
+          const float straight = round_to(T, head[size_t(i)] * load_element(cos, T, i));
+          const float turned = round_to(T, rotated * load_element(sin, T, i));
+          store_element(x, T, i, straight + turned);
+        }
       }
     }
   }

@@ -86,7 +86,7 @@ template <ElemType T>
 void gate_elements(const SiluGateArgs& a) {
   const int64_t tasks = (a.count + kElementsPerTask - 1) / kElementsPerTask;
   const int threads = a.num_threads > 0 ? a.num_threads : omp_get_max_threads();
-  const bool vector = use_avx2_kernels();
+  [[maybe_unused]] const bool vector = use_avx2_kernels();
 #pragma omp parallel for schedule(static) num_threads(threads) if (tasks > 1)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t begin = task * kElementsPerTask, end = std::min(a.count, begin + kElementsPerTask);

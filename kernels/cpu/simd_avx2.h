@@ -1,6 +1,7 @@
 #pragma once
-// AVX2/FMA/F16C building blocks shared by the quantization and attention kernels:
-// loading 8 elements of any cache format as fp32 lanes and storing them back. Only
+// AVX2/FMA/F16C building blocks shared by the quantization, attention and SiLU kernels:
+// loading 8 elements of any cache format as fp32 lanes and storing them back, rounding
+// to a 16-bit type in registers, e^x. Only
 // included by x86-64 translation units; every function carries the target attribute,
 // so callers must be TG_AVX2 functions too (selected at run time, cpu_features.h).
 #if defined(__x86_64__)
@@ -91,7 +92,8 @@ TG_AVX2 inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   const __m256 r2 = _mm256_mul_ps(r, r);
   __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
-  // 2^n = 2^n1 * 2^n2 with n1 = floor(n / 2): each factor a normal float for |n| <= 151.
+  // 2^n = 2^n1 * 2^n2 with n1 = floor(n / 2): after the clamp n is in [-150, 128], so
+  // each factor's exponent is in [-75, 64], a normal float, where 2^n alone would not be.
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
   const __m256i bias = _mm256_set1_epi32(127);
