@@ -34,11 +34,11 @@ inline ColumnSplit column_split(int64_t n, int64_t k, int num_threads) {
 // Calls columns(j0, j1) over [0, n) in chunks; num_threads 0 means the OpenMP default.
 // Guided: each thread first takes a long contiguous run (a share of the chunks, then a
 // share of what is left, shrinking), so it still streams its own part of W, and the
-// last short runs go to whichever thread is free. A static split made the faster thread wait at the
-// product's end whenever the two cores ran at different speeds (a virtual machine's
-// vCPUs often do): on a 2-core Zen 4 guest, one TinyLlama layer's seven bf16 products
-// at 128 rows took 3-5% less on average (four runs, interleaved layer by layer against
-// the static split), and 1, 4 and 16 rows took as long or less.
+// last short runs go to whichever thread is free. A static split made the faster
+// thread wait at the product's end whenever the two cores ran at different speeds (a
+// virtual machine's vCPUs often do): on a 2-core Zen 4 guest, one TinyLlama layer's
+// seven bf16 products at 128 rows took 3-5% less on average (four runs, interleaved
+// layer by layer against the static split), and 1, 4 and 16 rows took as long or less.
 template <class Columns>
 void for_each_column_chunk(int64_t n, int64_t k, int num_threads, const Columns& columns) {
   const ColumnSplit split = column_split(n, k, num_threads);
