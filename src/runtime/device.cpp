@@ -8,6 +8,7 @@
 #include "tiergen/common/error.h"
 #include "tiergen/common/torch_compat.h"
 #include "tiergen/runtime/emulated_stream.h"
+#include "src/runtime/pitched_rows.h"
 
 #ifdef TIERGEN_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
@@ -62,24 +63,13 @@ at::Tensor registered_host_tensor(at::IntArrayRef sizes, at::ScalarType type) {
       at::TensorOptions().dtype(type).device(at::kCPU));
 }
 
-// [n, len, width] views whose rows (len * width elements) are contiguous but whose
-// units are `stride(0)` apart, as prefixes of the unit-major caches are: one
-// cudaMemcpy2DAsync instead of ATen's pageable temporaries for non-contiguous copies.
-bool is_row_pitched(const at::Tensor& t) {
-  return t.dim() == 3 && t.stride(2) == 1 && (t.size(1) <= 1 || t.stride(1) == t.size(2));
-}
-
+// One cudaMemcpy2DAsync instead of ATen's pageable temporaries for non-contiguous
+// copies of row-pitched views (pitched_rows.h); false when the copy must go another way.
 bool copy_rows_2d(const at::Tensor& dst, const at::Tensor& src, cudaStream_t stream) {
-  if (dst.scalar_type() != src.scalar_type() || dst.sizes() != src.sizes() || !is_row_pitched(dst) ||
-      !is_row_pitched(src) || (dst.is_contiguous() && src.is_contiguous()) || dst.numel() == 0) {
-    return false;
-  }
-  const uint64_t elem = c10::elementSize(src.scalar_type());
-  const uint64_t width = static_cast<uint64_t>(src.size(1) * src.size(2)) * elem;
-  const uint64_t src_pitch = static_cast<uint64_t>(src.size(0) > 1 ? src.stride(0) : src.size(1) * src.size(2)) * elem;
-  const uint64_t dst_pitch = static_cast<uint64_t>(dst.size(0) > 1 ? dst.stride(0) : dst.size(1) * dst.size(2)) * elem;
-  C10_CUDA_CHECK(cudaMemcpy2DAsync(dst.data_ptr(), dst_pitch, src.data_ptr(), src_pitch, width,
-                                   static_cast<size_t>(src.size(0)), cudaMemcpyDefault, stream));
+  const std::optional<PitchedRows> p = pitched_rows(dst, src);
+  if (!p) return false;
+  C10_CUDA_CHECK(cudaMemcpy2DAsync(dst.data_ptr(), p->dst_pitch, src.data_ptr(), p->src_pitch, p->width_bytes,
+                                   p->rows, cudaMemcpyDefault, stream));
   return true;
 }
 
