@@ -120,24 +120,6 @@ TG_AVX2 void accumulate_tile(const KvRows& v, int64_t row0, const float* p, int6
   }
 }
 
-// exp(x) for x <= 0 (scores minus their max), Cephes-style: 2^n * poly(r), relative
-// error about 1e-7; inputs below -87 flush to ~0.
-TG_AVX2 inline __m256 exp_nonpositive(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
-}
-
 // In place: s <- softmax(s) over len scores.
 TG_AVX2 void softmax(float* s, int64_t len) {
   __m256 vmax = _mm256_set1_ps(-INFINITY);
@@ -153,7 +135,7 @@ TG_AVX2 void softmax(float* s, int64_t len) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 vsum = _mm256_setzero_ps();
   for (t = 0; t + 8 <= len; t += 8) {
-    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + t), vm));
+    const __m256 e = avx2::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + t), vm));
     _mm256_storeu_ps(s + t, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -162,7 +144,7 @@ TG_AVX2 void softmax(float* s, int64_t len) {
     float tail[8] = {0};
     for (int64_t i = t; i < len; ++i) tail[i - t] = s[i] - m;
     float e[8];
-    _mm256_storeu_ps(e, exp_nonpositive(_mm256_loadu_ps(tail)));
+    _mm256_storeu_ps(e, avx2::exp8(_mm256_loadu_ps(tail)));
     for (int64_t i = t; i < len; ++i) sum += (s[i] = e[i - t]);
   }
   const __m256 inv = _mm256_set1_ps(1.0f / sum);
