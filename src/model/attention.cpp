@@ -45,30 +45,41 @@ void avoid_per_shape_attention_backends() {
 #endif
 }
 
-// [b, kv_heads, total, d] -> [b, heads, total, d]. The memory-efficient CUDA kernel
-// (the one that takes a mask) has no grouped-query mode, and enable_gqa would send
-// the call to the unfused math fallback, so the kv heads are repeated instead.
+// [b, kv_heads, total, d] -> [b, heads, total, d], for prompts (decode folds the groups
+// into the query dimension instead, attend_all). The memory-efficient CUDA kernel (the
+// one that takes a mask) has no grouped-query mode, and enable_gqa would send the call
+// to the unfused math fallback, so the kv heads are repeated instead.
 at::Tensor repeat_kv_heads(const at::Tensor& kv, int64_t groups) {
   if (groups == 1) return kv;
   const int64_t b = kv.size(0), kv_heads = kv.size(1), total = kv.size(2), d = kv.size(3);
   return kv.unsqueeze(2).expand({b, kv_heads, groups, total, d}).reshape({b, kv_heads * groups, total, d});
 }
 
-at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
-  avoid_per_shape_attention_backends();
-  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
-  const int64_t total = k.size(2), groups = heads / k.size(1);
-  const at::Tensor mask = visibility_mask(step, t, total, q.device());  // true = attend
-  const at::Tensor k_all = repeat_kv_heads(k, groups), v_all = repeat_kv_heads(v, groups);
+at::Tensor scaled_dot_product(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask) {
 #if TIERGEN_SDPA_HAS_SCALE
   // q scaled first and scale 1 for the kernel: not every backend accumulates QK^T in
   // fp32 before scaling (LibTorch 2.6's fp16 CPU kernel turns raw dot products above
   // 65504 into NaN; the range tests catch it).
-  const at::Tensor q_scaled = q * (1.0 / std::sqrt(static_cast<double>(d)));
-  const at::Tensor out = at::scaled_dot_product_attention(q_scaled, k_all, v_all, mask, 0.0, false, 1.0);
+  const at::Tensor q_scaled = q * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  return at::scaled_dot_product_attention(q_scaled, k, v, mask, 0.0, false, 1.0);
 #else
-  const at::Tensor out = at::scaled_dot_product_attention(q, k_all, v_all, mask);
+  return at::scaled_dot_product_attention(q, k, v, mask);
 #endif
+}
+
+at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const StepInputs& step) {
+  avoid_per_shape_attention_backends();
+  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t kv_heads = k.size(1), total = k.size(2), groups = heads / kv_heads;
+  const at::Tensor mask = visibility_mask(step, t, total, q.device());  // [b, 1, t, total], true = attend
+  if (t == 1 && groups > 1) {
+    // Decode with grouped-query attention: one new query per head sees the same keys
+    // in every head of a group, so a kv head's query heads go where query positions go,
+    // [b, kv_heads, groups, d], and K/V are read as they are, not copied `groups` times.
+    const at::Tensor out = scaled_dot_product(q.reshape({b, kv_heads, groups, d}), k, v, mask);
+    return out.reshape({b, 1, heads * d});
+  }
+  const at::Tensor out = scaled_dot_product(q, repeat_kv_heads(k, groups), repeat_kv_heads(v, groups), mask);
   return out.transpose(1, 2).reshape({b, t, heads * d});
 }
 
