@@ -60,6 +60,8 @@ TEST(PitchedRows, PitchesTheTwoDimensionalCopyCannotTakeFallBack) {
   const at::Tensor past_limit = at::empty_strided({3, 2, 4}, {int64_t(1) << 29, 4, 1}, meta);
   EXPECT_TRUE(pitched_rows(far_dst, at_limit).has_value()) << "pitch 2^31 - 4 bytes";
   EXPECT_FALSE(pitched_rows(far_dst, past_limit)) << "pitch 2^31 bytes";
+  EXPECT_FALSE(pitched_rows(past_limit, at::empty_strided({3, 2, 4}, {16, 4, 1}, meta)))
+      << "on the destination side";
 }
 
 }  // namespace

@@ -8,8 +8,9 @@ bool is_row_pitched(const at::Tensor& t) {
 
 namespace {
 
-// Bytes from one row to the next (ATen strides are never negative); a single row is
-// its own width apart.
+// Bytes from one row to the next (ATen strides are never negative). A single row is
+// taken as its own width apart; such a view is contiguous, so pitched_rows() declines
+// it before asking.
 uint64_t row_pitch(const at::Tensor& t, uint64_t width_bytes, uint64_t elem) {
   return t.size(0) <= 1 ? width_bytes : static_cast<uint64_t>(t.stride(0)) * elem;
 }
