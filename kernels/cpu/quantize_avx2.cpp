@@ -82,9 +82,7 @@ TG_AVX2 void dequantize_row_t(const uint8_t* packed, const uint16_t* mins, const
     for (; i + 8 <= n; i += 8) {
       const __m256 q = Bits == 4 ? avx2::load8_levels_q4(pg + i / 2) : avx2::load8_levels_q8(pg + i);
       const __m256 v = _mm256_fmadd_ps(q, vscale, vmin);
-      if constexpr (Type == ElemType::F32) avx2::store8_f32(static_cast<float*>(dst) + j0 + i, v);
-      if constexpr (Type == ElemType::F16) avx2::store8_f16(static_cast<uint16_t*>(dst) + j0 + i, v);
-      if constexpr (Type == ElemType::BF16) avx2::store8_bf16(static_cast<uint16_t*>(dst) + j0 + i, v);
+      avx2::store8<Type>(dst, j0 + i, v);
     }
     for (; i < n; ++i) {
       const float v = quant::dequantize_value(unpack_level(pg, i, Bits), lo, scale);

@@ -33,34 +33,13 @@ void gate_range(const SiluGateArgs& a, int64_t begin, int64_t end) {
 
 #if defined(__x86_64__)
 
-template <ElemType T>
-TG_AVX2 __m256 load8(const void* p, int64_t i) {
-  if constexpr (T == ElemType::F32) return avx2::load8_f32(static_cast<const float*>(p) + i);
-  if constexpr (T == ElemType::F16) return avx2::load8_f16(static_cast<const uint16_t*>(p) + i);
-  return avx2::load8_bf16(static_cast<const uint16_t*>(p) + i);
-}
-
-template <ElemType T>
-TG_AVX2 void store8(void* p, int64_t i, __m256 v) {
-  if constexpr (T == ElemType::F32) return avx2::store8_f32(static_cast<float*>(p) + i, v);
-  if constexpr (T == ElemType::F16) return avx2::store8_f16(static_cast<uint16_t*>(p) + i, v);
-  return avx2::store8_bf16(static_cast<uint16_t*>(p) + i, v);
-}
-
-template <ElemType T>
-TG_AVX2 __m256 round8_to(__m256 v) {
-  if constexpr (T == ElemType::F32) return v;
-  if constexpr (T == ElemType::F16) return avx2::round8_to_f16(v);
-  return avx2::round8_to_bf16(v);
-}
-
 // Eight elements from i on: the same steps as gate_range, with avx2::exp8.
 template <ElemType T>
 TG_AVX2 void gate8(const void* gate, const void* up, void* y, int64_t i) {
-  const __m256 g = load8<T>(gate, i);
+  const __m256 g = avx2::load8<T>(gate, i);
   const __m256 e = avx2::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
-  const __m256 silu = round8_to<T>(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
-  store8<T>(y, i, _mm256_mul_ps(silu, load8<T>(up, i)));
+  const __m256 silu = avx2::round8_to<T>(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+  avx2::store8<T>(y, i, _mm256_mul_ps(silu, avx2::load8<T>(up, i)));
 }
 
 // Elements [begin, end) eight at a time; the last few go through a padded copy, so

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/quantize.h"
+
 #define TG_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace tiergen::kernels::avx2 {
@@ -69,6 +71,42 @@ TG_AVX2 inline __m256 round8_to_bf16(__m256 v) {
 // v rounded to fp16 and back (nearest even), as float_to_half then half_to_float do.
 TG_AVX2 inline __m256 round8_to_f16(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+// Eight elements of an uncompressed row of type T from element i as fp32 lanes, eight
+// lanes stored back as T (16-bit types rounded to nearest even), and lanes rounded to
+// T and back: what storing T and loading it again leaves.
+template <ElemType T>
+TG_AVX2 inline __m256 load8(const void* row, int64_t i) {
+  if constexpr (T == ElemType::F32) {
+    return load8_f32(static_cast<const float*>(row) + i);
+  } else if constexpr (T == ElemType::F16) {
+    return load8_f16(static_cast<const uint16_t*>(row) + i);
+  } else {
+    return load8_bf16(static_cast<const uint16_t*>(row) + i);
+  }
+}
+
+template <ElemType T>
+TG_AVX2 inline void store8(void* row, int64_t i, __m256 v) {
+  if constexpr (T == ElemType::F32) {
+    store8_f32(static_cast<float*>(row) + i, v);
+  } else if constexpr (T == ElemType::F16) {
+    store8_f16(static_cast<uint16_t*>(row) + i, v);
+  } else {
+    store8_bf16(static_cast<uint16_t*>(row) + i, v);
+  }
+}
+
+template <ElemType T>
+TG_AVX2 inline __m256 round8_to(__m256 v) {
+  if constexpr (T == ElemType::F32) {
+    return v;
+  } else if constexpr (T == ElemType::F16) {
+    return round8_to_f16(v);
+  } else {
+    return round8_to_bf16(v);
+  }
 }
 
 // e^x in every lane, within about 2 units in the last place of fp32 over the whole range:

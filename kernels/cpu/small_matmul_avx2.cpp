@@ -28,17 +28,6 @@ constexpr int kTileX = 3;  // rows of x per tile
 constexpr int kLanes = 8;  // fp32 elements of k per step
 
 template <ElemType T>
-TG_AVX2 inline __m256 load_w8(const void* row, int64_t p) {
-  if constexpr (T == ElemType::F32) {
-    return avx2::load8_f32(static_cast<const float*>(row) + p);
-  } else if constexpr (T == ElemType::F16) {
-    return avx2::load8_f16(static_cast<const uint16_t*>(row) + p);
-  } else {
-    return avx2::load8_bf16(static_cast<const uint16_t*>(row) + p);
-  }
-}
-
-template <ElemType T>
 inline float w_at(const void* row, int64_t p) {
   if constexpr (T == ElemType::F32) {
     return static_cast<const float*>(row)[p];
@@ -72,7 +61,7 @@ TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j
     __m256 xv[C];
     for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x[c] + p);
     for (int r = 0; r < R; ++r) {
-      const __m256 wv = load_w8<T>(w[r], p);
+      const __m256 wv = avx2::load8<T>(w[r], p);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
     }
   }

@@ -8,13 +8,6 @@ bool is_row_pitched(const at::Tensor& t) {
 
 namespace {
 
-// Bytes from one row to the next (ATen strides are never negative). A single row is
-// taken as its own width apart; such a view is contiguous, so pitched_rows() declines
-// it before asking.
-uint64_t row_pitch(const at::Tensor& t, uint64_t width_bytes, uint64_t elem) {
-  return t.size(0) <= 1 ? width_bytes : static_cast<uint64_t>(t.stride(0)) * elem;
-}
-
 bool pitch_fits(uint64_t pitch, uint64_t width_bytes) {
   return pitch >= width_bytes && pitch <= kMaxCopyPitchBytes;
 }
@@ -23,15 +16,16 @@ bool pitch_fits(uint64_t pitch, uint64_t width_bytes) {
 
 std::optional<PitchedRows> pitched_rows(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.scalar_type() != src.scalar_type() || dst.sizes() != src.sizes() || !is_row_pitched(dst) ||
-      !is_row_pitched(src) || (dst.is_contiguous() && src.is_contiguous()) || dst.numel() == 0) {
-    return std::nullopt;
+      !is_row_pitched(src) || (dst.is_contiguous() && src.is_contiguous())) {
+    return std::nullopt;  // (an empty view, or one of a single row, is contiguous)
   }
   const uint64_t elem = c10::elementSize(src.scalar_type());
   PitchedRows p;
   p.width_bytes = static_cast<uint64_t>(src.size(1) * src.size(2)) * elem;
   p.rows = static_cast<uint64_t>(src.size(0));
-  p.src_pitch = row_pitch(src, p.width_bytes, elem);
-  p.dst_pitch = row_pitch(dst, p.width_bytes, elem);
+  // ATen strides are never negative; with two or more rows each side has its pitch.
+  p.src_pitch = static_cast<uint64_t>(src.stride(0)) * elem;
+  p.dst_pitch = static_cast<uint64_t>(dst.stride(0)) * elem;
   if (!pitch_fits(p.src_pitch, p.width_bytes) || !pitch_fits(p.dst_pitch, p.width_bytes)) return std::nullopt;
   return p;
 }
