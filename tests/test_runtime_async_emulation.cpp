@@ -156,6 +156,29 @@ TEST_P(HiddenStoreOrder, EmulationCatchesAReaderThatSkipsTheStoreEvent) {
   EXPECT_EQ(engine_tokens(model.spec, *model.weights, policy, options, requests), expected);
 }
 
+// A pass that fails midway leaves no copy queued on any stream: the homes and staging
+// buffers those copies use are freed as the engine unwinds (unregistered and unmapped
+// on a GPU host), so the runner waits for every stream before the error leaves it.
+TEST(FailedPass, EveryStreamIsSettledBeforeTheErrorLeavesTheRunner) {
+  const TinyModel model = make_tiny_model(tiny_llama(62));
+  const auto requests = greedy_requests(make_prompts({9, 4, 12, 7}, model.spec.vocab_size, 5), {6});
+  TempDir offload("offload");
+  // Everything on the cpu tier, two gpu batches: every step's loader queues the next
+  // batch's copies before the step computes.
+  const runtime::Policy policy = make_policy(2, 2, {0, 100, 0, 100, 0, 100}, true);
+  runtime::EngineOptions options = cpu_engine_options(offload.path);
+  options.faults.fail_compute_at_layer = 2;
+  // Which copies are still queued at the failure depends on the threads' timing: a few
+  // runs with different delays (a runner that only drains its workers' host queues
+  // left copies queued in 3 of 4 single runs).
+  for (uint64_t seed : {13, 14, 15}) {
+    options.device.emulation = emulated_streams(seed, 100000);  // copies land up to 100 ms late
+    runtime::Engine engine(model.spec, *model.weights, policy, options, workload_of(requests));
+    EXPECT_THROW(engine.generate(requests), Error);
+    EXPECT_EQ(runtime::EmulatedStream::unfinished_items(), 0) << "seed " << seed;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, HiddenStoreOrder,
                          ::testing::Values(FaultCase{"one_gpu_batch_activations_gpu", 4, 1, {100, 0, 100, 0, 100, 0}},
                                            FaultCase{"two_gpu_batches_activations_gpu_cpu", 2, 2, {100, 0, 100, 0, 50, 50}}),

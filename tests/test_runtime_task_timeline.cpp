@@ -44,14 +44,15 @@ double end_of(const json& span) { return span["ts"].get<double>() + span["dur"].
 // tier: every kind of task runs. Two runs when `runs` is 2, the trace cleared between;
 // `prompts` beyond the block's 4 make more blocks.
 TracedRun traced_run(const TempDir& dir, bool overlap, int runs = 1, const std::string& device = "cpu",
-                     const std::vector<int64_t>& prompt_lengths = {5, 7, 3, 6}, const runtime::ScheduleFaults& faults = {}) {
+                     const std::vector<int64_t>& prompt_lengths = {5, 7, 3, 6}, const runtime::ScheduleFaults& faults = {},
+                     const std::array<double, 6>& percent = {0, 100, 0, 100, 0, 100}) {
   static const TinyModel model = make_tiny_model(tiny_opt());
   const auto requests = greedy_requests(make_prompts(prompt_lengths, model.spec.vocab_size, 11), {kTokens});
   runtime::EngineOptions options = cpu_engine_options(dir.path);
   options.faults = faults;
   if (device != "cpu") options.device = runtime::make_device_context(device, "float32", true);
   options.keep_trace = true;
-  const runtime::Policy policy = make_policy(2, kBatches, {0, 100, 0, 100, 0, 100}, true, overlap);
+  const runtime::Policy policy = make_policy(2, kBatches, percent, percent[2] < 100, overlap);
   runtime::Engine engine(model.spec, *model.weights, policy, options, workload_of(requests));
   for (int r = 0; r < runs; ++r) {
     engine.clear_trace();
@@ -195,6 +196,30 @@ TEST(TaskTimeline, TheNextLayersWeightsLoadWhileEveryBatchOfThisLayerComputes) {
   }
   ASSERT_GT(prefetched, 0);
   EXPECT_EQ(overlapped, prefetched);
+}
+
+// The host threads the spans of `task` ran on.
+std::set<int64_t> threads_of(const TracedRun& run, const std::string& task) {
+  std::set<int64_t> threads;
+  for (const json& s : run.spans.at(task)) threads.insert(s["args"]["thread"].get<int64_t>());
+  return threads;
+}
+
+TEST(TaskTimeline, WeightsThatMoveNothingAreTakenInLineAndTheOthersOnTheLoader) {
+  TempDir dir("timeline");
+  // Every weight resident on the compute device: each layer is taken at its first step
+  // by the compute thread, with no loader task to hand references across.
+  const TracedRun resident = traced_run(dir, /*overlap=*/true, 1, "cpu", {5, 7, 3, 6}, {}, {100, 0, 100, 0, 100, 0});
+  const std::set<int64_t> compute_thread = threads_of(resident, "compute");
+  ASSERT_EQ(compute_thread.size(), 1u);
+  EXPECT_EQ(threads_of(resident, "load_weight"), compute_thread);
+  // Weights on the cpu tier are copied, and prefetched by the weight loader's thread.
+  const TracedRun copied = traced_run(dir, /*overlap=*/true);
+  const std::set<int64_t> copied_compute = threads_of(copied, "compute");
+  ASSERT_EQ(copied_compute.size(), 1u);
+  std::set<int64_t> loader = threads_of(copied, "load_weight");
+  loader.erase(*copied_compute.begin());
+  EXPECT_EQ(loader.size(), 1u);
 }
 
 TEST(TaskTimeline, ClearingKeepsOnlyTheRunsThatFollow) {

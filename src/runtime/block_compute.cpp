@@ -88,6 +88,7 @@ PrefillOutputs prefill_layer(const model::Spec& spec, const model::LayerWeights&
 }  // namespace
 
 void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<BatchState>& batches, Pending& p) {
+  TG_CHECK(j != faults_.fail_compute_at_layer, "injected failure: the compute of weight layer {}", j);
   BatchState& b = batches[static_cast<size_t>(k)];
   const bool prefill = b.prefilling();
   const model::LayerWeights& w = p.weights->weights;

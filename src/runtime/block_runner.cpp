@@ -34,10 +34,20 @@ void BlockRunner::wait_for_store(const std::shared_future<DeviceEvent>& stored) 
   if (!faults_.skip_hidden_store_wait) copies_done.make_current_stream_wait(device_);
 }
 
-void BlockRunner::drain_workers() {
+void BlockRunner::settle_after_failure() {
+  // A stream's own failure is the one being reported already (or a consequence of
+  // it): a synchronize that meets it has still waited for the stream.
+  const DeviceContext device = device_;
+  auto synchronize = [device] {
+    try {
+      device.synchronize();
+    } catch (...) {
+    }
+  };
   for (auto& queue : workers_) {
-    if (queue) queue->drain();
+    if (queue) queue->submit(synchronize).wait();
   }
+  synchronize();
 }
 
 Worker& BlockRunner::worker_for(Task task, int64_t batches_in_pass) const {
@@ -248,8 +258,7 @@ bool BlockRunner::run_token(BlockRun& run) {
     // Spans whose work is done free their events (the rest wait for the next pass).
     if (TaskTimeline* timeline = stats_.timeline()) timeline->collect(stats_, false);
   } catch (...) {
-    // Let queued tasks finish before the buffers they reference go away.
-    drain_workers();
+    settle_after_failure();
     throw;
   }
   for (const int64_t k : p.order) run.batches[static_cast<size_t>(k)].token += 1;
@@ -382,11 +391,11 @@ void BlockRunner::run_step(int64_t pass, int64_t j, size_t n, std::vector<BatchS
   // they would leave the other batches nothing to overlap.
   const int64_t next = next_weight_layer(j);
   const auto running = static_cast<int64_t>(p.order.size());
-  if (first_batch && next >= 0) {
+  // A layer prefetched across the pass boundary is the next pass's, most often one of
+  // decode tokens (a pass of refilled batches' prefills loads it again).
+  const bool next_prefill = next > j && p.pass_prefill;
+  if (first_batch && next >= 0 && schedule::weights_prefetched(weights_.moves_nothing(next, next_prefill))) {
     p.next_weights_layer = next;
-    // A layer prefetched across the pass boundary is the next pass's, most often one
-    // of decode tokens (a pass of refilled batches' prefills loads it again).
-    const bool next_prefill = next > j && p.pass_prefill;
     p.next_weights_prefill = next_prefill;
     const StepId loads = p.step_id(next > j ? pass : pass + 1, next, -1);
     p.next_weights = worker_for(Task::LoadWeight, running).submit([this, loads, next, next_prefill] {

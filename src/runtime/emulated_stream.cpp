@@ -30,6 +30,8 @@ namespace {
 
 thread_local std::unique_ptr<EmulatedStream> this_thread_stream;
 
+std::atomic<int64_t> unfinished{0};  // EmulatedStream::unfinished_items()
+
 // Streams of one process draw different delays from the same seed.
 uint64_t next_stream_seed(uint64_t seed) {
   static std::atomic<uint64_t> streams{0};
@@ -57,6 +59,8 @@ EmulatedStream::~EmulatedStream() {
 
 EmulatedStream* EmulatedStream::current() { return this_thread_stream.get(); }
 
+int64_t EmulatedStream::unfinished_items() { return unfinished.load(); }
+
 void EmulatedStream::make_current(const AsyncEmulation& config) {
   if (!this_thread_stream) this_thread_stream = std::make_unique<EmulatedStream>(config);
 }
@@ -67,6 +71,7 @@ void EmulatedStream::push(std::function<void()> op, bool delayed, bool marker) {
     const auto delay = std::chrono::microseconds(
         delayed && max_delay_us_ > 0 ? static_cast<int64_t>(random_() % static_cast<uint64_t>(max_delay_us_ + 1)) : 0);
     items_.push_back({std::chrono::steady_clock::now() + delay, std::move(op), marker});
+    unfinished.fetch_add(1);
   }
   changed_.notify_all();
 }
@@ -103,12 +108,16 @@ void EmulatedStream::run() {
     std::this_thread::sleep_until(item.not_before);
     // After a failure the stream only completes events, as a CUDA stream with a
     // sticky error refuses further work.
-    if (error_ && !item.marker) continue;
-    try {
-      item.op();
-    } catch (...) {
-      error_ = std::current_exception();
+    // An event is counted done before it completes: its waiters may look at once.
+    if (item.marker) unfinished.fetch_sub(1);
+    if (!error_ || item.marker) {
+      try {
+        item.op();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
     }
+    if (!item.marker) unfinished.fetch_sub(1);
   }
 }
 

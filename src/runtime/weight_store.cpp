@@ -186,24 +186,46 @@ at::Tensor WeightStore::load_on_host(const Home& home, LoadedLayer& loaded) cons
   return home.tier == Tier::Cpu ? home.resident : read_disk(home, loaded.staging);
 }
 
-std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index, bool prefill) const {
+WeightStore::LoadPath WeightStore::load_path(const Home& home, bool prefill) const {
+  if (prefill ? home.at_home_in_prefill : home.at_home_in_decode) {
+    return home.compressed ? LoadPath::Quantized : LoadPath::AtHome;
+  }
+  return home.compressed && quantized_in_place_ ? LoadPath::Quantized : LoadPath::ToDevice;
+}
+
+const WeightStore::Layer& WeightStore::layer_at(int64_t index) const {
   const int64_t local = index - first_layer_;
   TG_CHECK(local >= 0 && local < static_cast<int64_t>(layers_.size()), "internal: weight layer {} is not in this stage",
            index);
-  const Layer& layer = layers_[static_cast<size_t>(local)];
+  return layers_[static_cast<size_t>(local)];
+}
+
+bool WeightStore::moves_nothing(int64_t index, bool prefill) const {
+  for (const Home& home : layer_at(index).tensors) {
+    // A dense copy on the device is the gpu home itself only for a dense gpu home; a
+    // compressed one is dequantized at every load.
+    const bool moves = load_path(home, prefill) == LoadPath::ToDevice ? home.compressed || home.tier != Tier::Gpu
+                                                                      : home.tier == Tier::Disk;
+    if (moves) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index, bool prefill) const {
+  const Layer& layer = layer_at(index);
   auto loaded = std::make_shared<LoadedLayer>();
   loaded->weights = model::LayerWeights(layer.prefix);
   for (const Home& home : layer.tensors) {
-    if (prefill ? home.at_home_in_prefill : home.at_home_in_decode) {
-      if (home.compressed) {
-        loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));
-      } else {
+    switch (load_path(home, prefill)) {
+      case LoadPath::AtHome:
         loaded->weights.set(home.spec.name, load_on_host(home, *loaded));
-      }
-    } else if (home.compressed && quantized_in_place_) {
-      loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));
-    } else {
-      loaded->weights.set(home.spec.name, load_tensor(home, *loaded));
+        break;
+      case LoadPath::Quantized:
+        loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));
+        break;
+      case LoadPath::ToDevice:
+        loaded->weights.set(home.spec.name, load_tensor(home, *loaded));
+        break;
     }
   }
   loaded->ready = DeviceEvent::record(device_);

@@ -68,6 +68,9 @@ struct ScheduleFaults {
   // Each weight load on the weight loader's worker takes at least this long (a slow
   // link), so a test can see what waits for it.
   int slow_weight_loads_ms = 0;
+  // The compute step of this weight layer throws, as a failed kernel would, while the
+  // loaders' copies for the next step may still be queued on their streams.
+  int64_t fail_compute_at_layer = -1;
 };
 
 // The part of the model this process computes, and its link to the other stages
@@ -161,7 +164,11 @@ class BlockRunner {
   // Orders this thread's stream after a hidden-state store (waits on the host for the
   // store to be queued, then on the device for its copies).
   void wait_for_store(const std::shared_future<DeviceEvent>& stored) const;
-  void drain_workers();
+  // After a failure: every task queued on the workers has run, and every copy those
+  // tasks and the compute thread queued on their streams has completed, so the homes
+  // and staging buffers they read or write may go (homes are unregistered and unmapped
+  // as the engine unwinds; queued DMA would still use them).
+  void settle_after_failure();
 
   const model::Spec& spec_;
   const Policy& policy_;

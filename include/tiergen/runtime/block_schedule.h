@@ -8,9 +8,10 @@
 // The schedule in brief: a token runs every weight layer (embedding, decoder layers,
 // head), each as one step per gpu batch. At a layer's first step the next layer's
 // weights are issued on their own queue and taken at the next layer's first step, so
-// they overlap every step of the layer. Within a step the compute queue computes batch
-// k while the cache loader brings batch k+1's KV cache and hidden state and the storer
-// writes batch k-1's; the step ends when all three are done (FlexGen's sync()).
+// they overlap every step of the layer (weights that move nothing are taken in line:
+// weights_prefetched). Within a step the compute queue computes batch k while the
+// cache loader brings batch k+1's KV cache and hidden state and the storer writes
+// batch k-1's; the step ends when all three are done (FlexGen's sync()).
 #include <cstdint>
 
 #include "tiergen/runtime/stats.h"
@@ -28,6 +29,13 @@ const char* queue_name(Queue queue);
 // or (the next layer's weights) at the first step of the next layer.
 enum class Await { StepEnd, NextLayer };
 Await await_of(Queue queue);
+
+// Whether the next layer's weights are issued on the weight loader's queue. A layer
+// whose load moves nothing (each tensor used where it lives: resident on the compute
+// device, or multiplied at a cpu home) is taken in line by the compute queue at its
+// first step instead: a loader task would only hand references across threads, and
+// its hand-off and event cost host time in every layer (weights all on the GPU).
+inline bool weights_prefetched(bool load_moves_nothing) { return !load_moves_nothing; }
 
 // Whether a step's hidden state is loaded ahead, during the step before it. With one
 // gpu batch in the pass the next step's input is this step's own output: it is

@@ -49,6 +49,10 @@ class EmulatedStream {
   void wait_for(std::shared_ptr<const EmulatedEvent> event);  // the stream waits, the host goes on
   void synchronize();  // the host waits for everything queued so far
 
+  // Items queued on any emulated stream and not yet run or skipped: what a test sees
+  // of device work still in flight.
+  static int64_t unfinished_items();
+
   // The calling thread's stream; null on threads that were given none.
   static EmulatedStream* current();
   // Gives the calling thread a stream for the rest of its life.

@@ -39,6 +39,10 @@ class WeightStore {
   // their home tensor itself (cpu), a host copy read from disk, or their quantized
   // parts; model::linear multiplies them there.
   std::shared_ptr<LoadedLayer> load(int64_t index, bool prefill) const;
+  // Whether load(index, prefill) moves and converts nothing: every tensor is used where
+  // it lives (resident on the compute device, or multiplied at a cpu home), none is
+  // read from disk, copied or dequantized. Such a load only gathers references.
+  bool moves_nothing(int64_t index, bool prefill) const;
 
  private:
   struct Home {
@@ -56,6 +60,15 @@ class WeightStore {
     std::string prefix;
     std::vector<Home> tensors;
   };
+
+  // How load() brings a tensor to the computation in a phase.
+  enum class LoadPath {
+    AtHome,     // multiplied where it lives: its dense home or a host copy read from disk
+    Quantized,  // its quantized parts, multiplied in place (read from disk when they live there)
+    ToDevice,   // a dense copy on the compute device (the gpu home itself when it is one)
+  };
+  LoadPath load_path(const Home& home, bool prefill) const;
+  const Layer& layer_at(int64_t index) const;
 
   Home make_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier tier,
                  const model::WeightSource& source);

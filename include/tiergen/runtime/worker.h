@@ -21,9 +21,6 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Returns once every task submitted so far has run (failed tasks included).
-  void drain() { submit([] {}).wait(); }
-
   template <typename F>
   auto submit(F fn) -> std::shared_future<decltype(fn())> {
     using R = decltype(fn());
