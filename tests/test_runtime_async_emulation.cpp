@@ -169,8 +169,8 @@ TEST(FailedPass, EveryStreamIsSettledBeforeTheErrorLeavesTheRunner) {
   runtime::EngineOptions options = cpu_engine_options(offload.path);
   options.faults.fail_compute_at_layer = 2;
   // Which copies are still queued at the failure depends on the threads' timing: a few
-  // runs with different delays (a runner that only drains its workers' host queues
-  // left copies queued in 3 of 4 single runs).
+  // runs with different delays (a runner that only drained its workers' host queues
+  // left copies queued in 13 of 17 single runs, and in each of 6 runs of this loop).
   for (uint64_t seed : {13, 14, 15}) {
     options.device.emulation = emulated_streams(seed, 100000);  // copies land up to 100 ms late
     runtime::Engine engine(model.spec, *model.weights, policy, options, workload_of(requests));
