@@ -83,5 +83,70 @@ TEST(KvCacheOnTheCpuDevice, TheKernelOnAGpuHomeMatchesTheOperatorsOnACopiedHome)
   }
 }
 
+// A decode token's masks (DecodeUnitMasks) are built by its first layer and read by the
+// others: the same outputs as masks built in every layer, and it is the shared mask the
+// attention reads (one with a key hidden changes the result). A cpu home without CPU
+// attention is attended by LibTorch operators; no padding, so one group of sequences.
+TEST(KvCacheOnTheCpuDevice, ADecodeTokensMasksAreBuiltOnceForEveryLayer) {
+  const model::Spec spec = grouped_query_spec();
+  ASSERT_GE(spec.num_layers, 2);
+  const int64_t b = 2, d = spec.head_dim, pos = 3;
+  const A percent{100, 0, 0, 100, 100, 0};
+  const runtime::Policy policy = make_policy(b, 1, percent, false);
+  TempDir offload("kv_cache");
+  const runtime::EngineOptions options = cpu_engine_options(offload.path);
+  runtime::Tiers tiers(options.budgets, options.offload_dir, false, 1);
+  runtime::KvCache cache(spec, policy, tiers, options.device, pos + 1, runtime::StageLayers::whole(spec));
+  runtime::Stats stats;
+  const at::Tensor pad = at::zeros({b}, at::kLong);
+  const model::StepInputs step{at::Tensor(), pad, pos};
+  at::manual_seed(5);
+  const model::QkvProjection qkv{at::randn({b, spec.num_heads, 1, d}), at::randn({b, spec.num_kv_heads, 1, d}),
+                                 at::randn({b, spec.num_kv_heads, 1, d})};
+  auto attend = [&](int64_t layer, runtime::DecodeUnitMasks* shared) {
+    const auto loaded = cache.load(layer, 0, pos);
+    std::vector<std::function<void()>> stores;
+    return cache.decode_attention(layer, 0, qkv, step, pad, loaded.get(), stats, runtime::StepId{pos, layer + 1, 0, 0},
+                                  stores, nullptr, shared);
+  };
+  const at::Tensor own0 = attend(0, nullptr), own1 = attend(1, nullptr);
+
+  runtime::DecodeUnitMasks shared;
+  EXPECT_TRUE(at::equal(attend(0, &shared), own0));
+  ASSERT_TRUE(shared.visibility.defined());
+  EXPECT_EQ(shared.past_len, pos);
+  EXPECT_EQ(shared.visibility.sizes(), at::IntArrayRef({b * spec.num_kv_heads, 1, 1, pos + 1}));
+  const at::Tensor built = shared.visibility;
+  EXPECT_TRUE(at::equal(attend(1, &shared), own1));
+  EXPECT_TRUE(shared.visibility.is_same(built)) << "the second layer built its own";
+
+  runtime::DecodeUnitMasks changed = shared;
+  changed.visibility = built.clone();
+  changed.visibility.select(3, 0).fill_(false);  // the first key hidden
+  EXPECT_FALSE(at::equal(attend(1, &changed), own1));
+
+  runtime::DecodeUnitMasks stale = shared;  // built for another position
+  stale.past_len = pos - 1;
+  stale.visibility = at::zeros_like(built);
+  EXPECT_TRUE(at::equal(attend(1, &stale), own1));
+  EXPECT_EQ(stale.past_len, pos);
+
+  // With left padding, each unit hides its sequence's padding keys, and sees itself.
+  const at::Tensor padded = at::tensor({0, 2}, at::kLong);
+  const model::StepInputs padded_step{at::Tensor(), padded, pos};
+  runtime::DecodeUnitMasks of_padded;
+  const auto loaded = cache.load(0, 0, pos);
+  std::vector<std::function<void()>> stores;
+  cache.decode_attention(0, 0, qkv, padded_step, padded, loaded.get(), stats, runtime::StepId{pos, 1, 0, 0}, stores,
+                         nullptr, &of_padded);
+  ASSERT_TRUE(of_padded.visibility.defined());
+  for (int64_t unit = 0; unit < b * spec.num_kv_heads; ++unit) {
+    const int64_t first_key = padded[unit / spec.num_kv_heads].item<int64_t>();
+    for (int64_t key = 0; key <= pos; ++key) {
+      EXPECT_EQ(of_padded.visibility[unit][0][0][key].item<bool>(), key >= first_key) << unit << " " << key;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tiergen::test

@@ -15,11 +15,6 @@
 
 namespace tiergen::model {
 
-namespace {
-
-// [b, 1, t, total] boolean: key j is visible to new query i when it is not left
-// padding and not in the future. Every query also sees itself, so rows of padding
-// queries stay finite (their outputs are never used) and no row is fully masked.
 at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, const at::Device& device) {
   const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
   const at::Tensor key_index = at::arange(total, opts).view({1, 1, total});
@@ -27,6 +22,15 @@ at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, con
   const at::Tensor pad = step.pad.to(device).view({-1, 1, 1});
   const at::Tensor visible = (key_index >= pad).logical_and(key_index <= query_index);
   return visible.logical_or(key_index == query_index).unsqueeze(1);
+}
+
+namespace {
+
+// The step's own mask when its caller built it for these rows, queries, keys and device.
+at::Tensor step_visibility_mask(const StepInputs& step, int64_t b, int64_t t, int64_t total, const at::Device& device) {
+  const at::Tensor& built = step.visibility;
+  if (built.defined() && built.device() == device && built.sizes() == at::IntArrayRef({b, 1, t, total})) return built;
+  return visibility_mask(step, t, total, device);
 }
 
 #if TIERGEN_HAS_SDPA
@@ -71,7 +75,7 @@ at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   avoid_per_shape_attention_backends();
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1), total = k.size(2), groups = heads / kv_heads;
-  const at::Tensor mask = visibility_mask(step, t, total, q.device());  // [b, 1, t, total], true = attend
+  const at::Tensor mask = step_visibility_mask(step, b, t, total, q.device());  // [b, 1, t, total], true = attend
   if (t == 1 && groups > 1) {
     // Decode with grouped-query attention: one new query per head sees the same keys
     // in every head of a group, so a kv head's query heads go where query positions go,
@@ -108,7 +112,7 @@ at::Tensor attend_all(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   // into the query-length dimension.
   const at::Tensor qg = q_scaled.reshape({b, kv_heads, groups * t, d});
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).to(at::kFloat).view({b, kv_heads, groups, t, total});
-  const at::Tensor mask = visibility_mask(step, t, total, q.device()).unsqueeze(1);  // [b,1,1,t,total]
+  const at::Tensor mask = step_visibility_mask(step, b, t, total, q.device()).unsqueeze(1);  // [b,1,1,t,total]
   scores.masked_fill_(mask.logical_not(), -std::numeric_limits<float>::infinity());
   const at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type()).view({b, kv_heads, groups * t, total});
   const at::Tensor out = at::matmul(probs, v).view({b, heads, t, d});
@@ -134,9 +138,10 @@ at::Tensor attend_in_chunks(const at::Tensor& q, const at::Tensor& k, const at::
   std::vector<at::Tensor> parts;
   for (int64_t s = 0; s < b; s += chunk) {
     const int64_t n = std::min(chunk, b - s);
-    StepInputs part;  // attention reads the padding and past length only
+    StepInputs part;  // attention reads the padding, past length and mask only
     part.pad = step.pad.narrow(0, s, n);
     part.past_len = step.past_len;
+    if (step.visibility.defined() && step.visibility.size(0) == b) part.visibility = step.visibility.narrow(0, s, n);
     parts.push_back(attend_all(q.narrow(0, s, n), k.narrow(0, s, n), v.narrow(0, s, n), part));
   }
   return at::cat(parts, 0);

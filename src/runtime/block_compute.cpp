@@ -180,7 +180,7 @@ void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<B
       const model::QkvProjection full_qkv{full_of(qkv.q), full_of(qkv.k), full_of(qkv.v)};
       const at::Tensor attention =
           live_of(p.cache->decode_attention(j - 1, k, full_qkv, step, b.pad, cache_in.get(), stats_, id, cache_stores,
-                                            b.live.all() ? nullptr : &b.live.indices()));
+                                            b.live.all() ? nullptr : &b.live.indices(), &b.unit_masks));
       for (auto& store : cache_stores) {
         p.owed_stores.push_back([this, store = std::move(store), id] {
           ScopedTimer t(stats_, Task::StoreCache, false, id);

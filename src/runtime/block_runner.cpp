@@ -262,6 +262,8 @@ bool BlockRunner::run_token(BlockRun& run) {
     throw;
   }
   for (const int64_t k : p.order) run.batches[static_cast<size_t>(k)].token += 1;
+  // The token's masks go with it (the next pass builds its own), retired batches' too.
+  for (BatchState& b : run.batches) b.unit_masks = DecodeUnitMasks{};
   run.pass = pass + 1;
   stats_.passes += 1;
   if (!p.pass_prefill) stats_.decode_passes += 1;
@@ -330,6 +332,7 @@ void BlockRunner::start_token(BatchState& b, Pending& p) {
   }
   b.step = b.prefilling() ? step_inputs(b.prefill_pad_on_device, 0, b.prefill_len)
                           : step_inputs(b.pad_on_device, b.token, b.S);
+  b.unit_masks = DecodeUnitMasks{};
   if (b.live.none()) return;
   b.live_step = b.live.gather(b.step);
   // Decode: the step's shared tables once, not in each of its layers (a prefill's

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tiergen/runtime/block_runner.h"
+#include "tiergen/runtime/kv_cache.h"
 #include "tiergen/runtime/live_rows.h"
 #include "tiergen/runtime/split_tensor.h"
 
@@ -44,6 +45,7 @@ struct BlockRunner::BatchState {
   model::StepInputs step;      // positions of the token, built on the compute device
   LiveRows live;               // rows still generating
   model::StepInputs live_step; // `step` for the live rows (decode tokens)
+  DecodeUnitMasks unit_masks;  // what the token's decode attention shares across layers
 
   bool holds() const { return !slots.empty(); }
   bool prefilling() const { return token == 0; }

@@ -108,6 +108,19 @@ std::vector<std::pair<int64_t, int64_t>> live_unit_ranges(const std::vector<int6
   return ranges;
 }
 
+// Each (sequence, kv head) unit's padding and visibility mask for the decode token at
+// position `pos`, on `device`.
+DecodeUnitMasks unit_masks(const at::Tensor& pad, int64_t kv_heads, int64_t pos, const at::Device& device) {
+  DecodeUnitMasks m;
+  m.past_len = pos;
+  m.pad = pad.to(device).repeat_interleave(kv_heads);
+  model::StepInputs step;
+  step.pad = m.pad;
+  step.past_len = pos;
+  m.visibility = model::visibility_mask(step, 1, pos + 1, device);
+  return m;
+}
+
 // The left padding of each (sequence, kv head) unit: pad [b] repeated kv_heads times,
 // on the host (a loop, not repeat_interleave's several operators per layer).
 at::Tensor unit_starts(const at::Tensor& pad_on_host, int64_t kv_heads) {
@@ -133,7 +146,7 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
                                      const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
                                      Stats& stats, const StepId& step_id,
                                      std::vector<std::function<void()>>& pending_stores,
-                                     const std::vector<int64_t>* live_rows) {
+                                     const std::vector<int64_t>* live_rows, DecodeUnitMasks* shared) {
   const int64_t b = qkv.q.size(0), heads = qkv.q.size(1), d = qkv.q.size(3);
   const int64_t groups = heads / kv_heads_, units = b * kv_heads_, pos = step.past_len;
   // Unit-major views: each (sequence, kv head) is an independent attention problem.
@@ -141,7 +154,9 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
   const at::Tensor k_new = qkv.k.reshape({units, 1, d});
   const at::Tensor v_new = qkv.v.reshape({units, 1, d});
   const at::Tensor unit_pad_on_host = unit_starts(pad_on_host, kv_heads_);
-  at::Tensor unit_pad;  // on the compute device, for attention by LibTorch operators
+  DecodeUnitMasks own;  // for attention by LibTorch operators
+  if (shared && shared->past_len != pos) *shared = DecodeUnitMasks{};
+  DecodeUnitMasks& masks = shared ? *shared : own;
   CacheTensor& keys_home = keys(layer, batch);
   CacheTensor& values_home = values(layer, batch);
 
@@ -212,15 +227,16 @@ at::Tensor KvCache::decode_attention(int64_t layer, int64_t batch, const model::
       kt.narrow(1, pos, 1).copy_(keys_home.as_stored(kn));
       vt.narrow(1, pos, 1).copy_(values_home.as_stored(vn));
     }
-    if (!unit_pad.defined()) unit_pad = step.pad.to(qkv.q.device()).repeat_interleave(kv_heads_);
-    const at::Tensor pad = unit_pad.narrow(0, first, n);
+    if (!masks.pad.defined()) masks = unit_masks(step.pad, kv_heads_, pos, qkv.q.device());
+    const at::Tensor pad = masks.pad.narrow(0, first, n), visible = masks.visibility.narrow(0, first, n);
     const at::Tensor kk = kt.narrow(1, 0, pos + 1).unsqueeze(1);  // [n, 1, pos+1, d]
     const at::Tensor vv = vt.narrow(1, 0, pos + 1).unsqueeze(1);
     for (const auto& [begin, end] : ranges) {
       const int64_t len = end - begin;
-      model::StepInputs unit_step;  // attention reads the padding and past length only
+      model::StepInputs unit_step;  // attention reads the padding, past length and mask only
       unit_step.pad = pad.narrow(0, begin, len);
       unit_step.past_len = pos;
+      unit_step.visibility = visible.narrow(0, begin, len);
       place(begin, model::attend(q.narrow(0, begin, len), kk.narrow(0, begin, len), vv.narrow(0, begin, len), unit_step)
                        .view({len, groups, 1, d}));
     }

@@ -228,7 +228,8 @@ void plan_activations(const model::Spec& spec, const Policy& policy, const Workl
 
 // Upper bound of the temporaries of one layer's compute for one gpu batch at the
 // prefill peak: norms, q/k/v, attention scores and probabilities (fp32), MLP
-// intermediates (two for SwiGLU) and the last position's fp32 logits.
+// intermediates (two for SwiGLU) and the last position's fp32 logits; plus every gpu
+// batch's decode attention masks.
 }  // namespace
 
 uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& w, int b) {
@@ -245,7 +246,11 @@ uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, co
   const uint64_t decode_scores = 3ull * policy.gpu_batch_size * spec.num_heads * max_len * 4;
   const uint64_t scores = std::max(prefill_scores, decode_scores);
   const uint64_t logits = static_cast<uint64_t>(policy.gpu_batch_size) * spec.vocab_size * (4 + b);
-  return tokens * per_token + scores + logits;
+  // Each gpu batch's decode masks, kept across the layers of a token (DecodeUnitMasks):
+  // a bool per unit and key, and each unit's padding.
+  const uint64_t masks = static_cast<uint64_t>(policy.num_gpu_batches * policy.gpu_batch_size * spec.num_kv_heads) *
+                         (max_len + 8);
+  return tokens * per_token + scores + logits + masks;
 }
 
 MemoryPlan plan_memory(const model::Spec& spec, const Policy& policy, const Workload& workload,

@@ -22,7 +22,17 @@ struct StepInputs {
   // Built once by prepare_step() for every layer of the step to share; undefined: each
   // layer builds its own.
   RopeTables rope;
+  // visibility_mask() of this step's pad and past_len over its t new tokens and
+  // past_len + t keys, built once by a caller for every layer of a step; attention uses
+  // it where it attends over exactly those rows and keys on its device (undefined, or
+  // of another shape: it builds its own). Whoever changes pad or past_len drops it.
+  at::Tensor visibility;
 };
+
+// [b, 1, t, total] bool on `device`: key j is visible to new token i of sequence s
+// (at position step.past_len + i) when j is not left padding (j >= step.pad[s]) and
+// not in its future; every token sees itself, so no row is fully masked.
+at::Tensor visibility_mask(const StepInputs& step, int64_t t, int64_t total, const at::Device& device);
 
 // Fills what every layer of a step shares (LLaMA's rotary tables for `positions`, on
 // `device` in `dtype`); a no-op for OPT.

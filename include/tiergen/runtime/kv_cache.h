@@ -24,6 +24,18 @@ struct CacheLoad {
   }
 };
 
+// What the decode attention of every layer shares in one token of one gpu batch, on
+// the compute device: each (sequence, kv head) unit's padding and its visibility mask
+// over the token's keys, for attention by LibTorch operators (the CPU kernel takes
+// neither). Built by the first layer that needs them, for the position it attends at;
+// the batch's owner empties them at every token (a refilled batch may meet a position
+// again with other padding).
+struct DecodeUnitMasks {
+  int64_t past_len = -1;  // the position they were built for
+  at::Tensor pad;         // [units]
+  at::Tensor visibility;  // [units, 1, 1, past_len + 1] bool (model::visibility_mask)
+};
+
 class KvCache {
  public:
   // The cache of the decoder layers of `stage` (a pipeline stage holds its own);
@@ -48,10 +60,12 @@ class KvCache {
   // `pad_on_host` is step.pad kept on the host for the CPU kernel. `live_rows` (rows
   // of the batch, ascending; null: all): attention runs for these rows only, the
   // others' outputs are zeros (finished sequences, whose entries are never read again).
+  // `shared` (null: none): the token's masks, built here by the first layer that needs
+  // them and read by the others.
   at::Tensor decode_attention(int64_t layer, int64_t batch, const model::QkvProjection& qkv,
                               const model::StepInputs& step, const at::Tensor& pad_on_host, CacheLoad* loaded,
                               Stats& stats, const StepId& step_id, std::vector<std::function<void()>>& pending_stores,
-                              const std::vector<int64_t>* live_rows = nullptr);
+                              const std::vector<int64_t>* live_rows = nullptr, DecodeUnitMasks* shared = nullptr);
 
   // Throws if the GPU quantizer met a value it cannot store since the last check
   // (compressed cache on a GPU; a no-op elsewhere). Called once per token.

@@ -88,7 +88,8 @@ struct MemoryPlan {
   std::string over_budget(const Budgets& budgets) const;
 };
 
-// Bound of one layer's compute temporaries for one gpu batch (part of working[gpu]).
+// Bound of one layer's compute temporaries for one gpu batch, plus every gpu batch's
+// decode attention masks (part of working[gpu]).
 uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& workload,
                                int dtype_bytes);
 
