@@ -226,12 +226,12 @@ void plan_activations(const model::Spec& spec, const Policy& policy, const Workl
   if (groups > 1) plan.working[Tier::Cpu] += (groups * policy.block_size() + policy.gpu_batch_size) * row;
 }
 
+}  // namespace
+
 // Upper bound of the temporaries of one layer's compute for one gpu batch at the
 // prefill peak: norms, q/k/v, attention scores and probabilities (fp32), MLP
 // intermediates (two for SwiGLU) and the last position's fp32 logits; plus every gpu
 // batch's decode attention masks.
-}  // namespace
-
 uint64_t compute_scratch_bytes(const model::Spec& spec, const Policy& policy, const Workload& w, int b) {
   const uint64_t tokens = static_cast<uint64_t>(policy.gpu_batch_size * w.prompt_len);
   const uint64_t max_len = static_cast<uint64_t>(w.prompt_len + w.gen_len);
