@@ -107,10 +107,12 @@ TG_AVX512_BF16 void columns(const QuantizedMatmulArgs& a, const PreparedX& x, in
   std::vector<float> scales(size_t(R * l.groups_per_row));
   int64_t j = j0;
   for (; j + R <= j1; j += R) {
+    prefetch_metadata(a, l, j + kMetadataAheadRows, R);
     widen_scales(a, l, j, R, scales.data());
     all_rows<R>(a, x, y_row_stride, l, table, scales.data(), j);
   }
   for (; j < j1; ++j) {
+    prefetch_metadata(a, l, j + kMetadataAheadRows, 1);
     widen_scales(a, l, j, 1, scales.data());
     all_rows<1>(a, x, y_row_stride, l, table, scales.data(), j);
   }
