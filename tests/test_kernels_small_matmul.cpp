@@ -214,8 +214,10 @@ TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
   const std::vector<Case> cases = {{70, 2100, 21, 2104, 23, true}, {8, 1030, 9, 1030, 9, false},
                                    {130, 520, 18, 520, 18, true},  {125, 1040, 7, 1040, 7, true},
                                    {9, 5, 6, 5, 6, true}};
-  KernelScope scope(Path::Avx2);  // bf16 x too: converted to fp32 for this kernel
-  if (!scope.available()) GTEST_SKIP() << "no AVX2 kernel on this CPU";
+  // AVX2 (bf16 x too: converted to fp32 for this kernel), then AVX-512 (its fp32 x).
+  for (Path path : {Path::Avx2, Path::Avx512Bf16}) {
+  KernelScope scope(path);
+  if (!scope.available()) continue;
   for (const TypeCombo& t : kTypes) {
     for (size_t i = 0; i < cases.size(); ++i) {
       Problem blocked = make_problem(cases[i], t.x, t.w, uint32_t(7 + i));
@@ -226,8 +228,47 @@ TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
         small_matmul(unblocked.args);
       }
       for (size_t e = 0; e < blocked.y.size(); ++e)
-        ASSERT_EQ(blocked.y[e], unblocked.y[e])
-            << "x " << elem_type_name(t.x) << " w " << elem_type_name(t.w) << " case " << i << " element " << e;
+        ASSERT_EQ(blocked.y[e], unblocked.y[e]) << path_name(path) << " x " << elem_type_name(t.x) << " w "
+                                                << elem_type_name(t.w) << " case " << i << " element " << e;
+    }
+  }
+  }
+}
+
+uint32_t float_bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// The AVX-512 fp32 kernel (fp32 x, at the avx512-bf16 level) runs the AVX2 kernel's
+// lanes two to a register: the same bits for every shape, every weight type, odd row
+// counts (a last pair of one row), k tails, blocked and not, one thread and two.
+TEST(SmallMatmul, Avx512Fp32KernelGivesTheAvx2KernelsBits) {
+  std::vector<Case> cases = kCases;
+  for (const Case& c : {Case{125, 1040, 7, 1040, 7, true}, Case{130, 520, 18, 520, 18, true},
+                        Case{9, 5, 6, 5, 6, true}, Case{70, 2100, 21, 2104, 23, true}})
+    cases.push_back(c);
+  for (int64_t rows = 1; rows <= 11; ++rows) cases.push_back({rows, 203, 13, 205, 14, rows % 2 == 0});
+  for (ElemType w : {ElemType::F32, ElemType::F16, ElemType::BF16}) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      for (int threads : {1, 2}) {
+        Problem avx2 = make_problem(cases[i], ElemType::F32, w, uint32_t(31 + i));
+        Problem avx512 = make_problem(cases[i], ElemType::F32, w, uint32_t(31 + i));
+        avx2.args.num_threads = avx512.args.num_threads = threads;
+        {
+          KernelScope scope(Path::Avx2);
+          if (!scope.available()) GTEST_SKIP() << "no AVX2 kernel on this CPU";
+          small_matmul(avx2.args);
+        }
+        KernelScope scope(Path::Avx512Bf16);
+        if (!scope.available()) GTEST_SKIP() << "no AVX-512 kernels on this CPU (or TIERGEN_CPU_ISA caps them)";
+        ASSERT_STREQ(small_matmul_kernel_name(ElemType::F32, w), "avx512-f32");
+        small_matmul(avx512.args);
+        for (size_t e = 0; e < avx2.y.size(); ++e)
+          ASSERT_EQ(float_bits_of(avx512.y[e]), float_bits_of(avx2.y[e]))
+              << "w " << elem_type_name(w) << " case " << i << " threads " << threads << " element " << e;
+      }
     }
   }
 }
@@ -465,12 +506,13 @@ TEST(LinearProduct, NamesThePathItTakesForEachDtypeOnThisCpu) {
   const std::string bf16_kernel = in_use >= CpuIsa::Amx          ? "amx"
                                   : in_use >= CpuIsa::Avx512Bf16 ? "avx512-bf16"
                                                                  : level;
+  const std::string fp32_kernel = in_use >= CpuIsa::Avx512Bf16 ? "avx512-f32" : level;
   EXPECT_EQ(small_matmul_kernel_name(ElemType::BF16, ElemType::BF16), bf16_kernel);
-  EXPECT_EQ(small_matmul_kernel_name(ElemType::F32, ElemType::BF16), level) << "fp32 x: no bf16 pair kernel";
+  EXPECT_EQ(small_matmul_kernel_name(ElemType::F32, ElemType::BF16), fp32_kernel) << "fp32 x: no bf16 pair kernel";
   // Batch-invariant (the default): every row count on the kernel.
   EXPECT_EQ(model::linear_product_paths(at::kBFloat16), "small_matmul (" + bf16_kernel + ") at every row count");
-  EXPECT_EQ(model::linear_product_paths(at::kFloat), "small_matmul (" + level + ") at every row count");
-  EXPECT_EQ(model::linear_product_path(at::kFloat, 4096), "small_matmul (" + level + ")");
+  EXPECT_EQ(model::linear_product_paths(at::kFloat), "small_matmul (" + fp32_kernel + ") at every row count");
+  EXPECT_EQ(model::linear_product_path(at::kFloat, 4096), "small_matmul (" + fp32_kernel + ")");
   // With a limit, the many-row side: widened where bf16 products are not native.
   MaxRowsScope rows(16);
   const std::string bf16_above = cpu_has_native_bf16_products() ? "LibTorch GEMM (bfloat16)"

@@ -72,7 +72,7 @@ std::array<std::atomic<int64_t>, kElemTypes>& measured_max_rows() {
 
 float weight_at(const SmallMatmulArgs& a, int64_t row, int64_t p) { return load_element(a.w, a.w_type, row * a.k + p); }
 
-enum class Kernel { Portable, Avx2, Avx512Bf16, Amx };
+enum class Kernel { Portable, Avx2, Avx512F32, Avx512Bf16, Amx };
 
 Kernel pick_kernel(ElemType x_type, ElemType w_type) {
 #if defined(__x86_64__)
@@ -80,6 +80,8 @@ Kernel pick_kernel(ElemType x_type, ElemType w_type) {
   if (x_type == ElemType::BF16 && w_type == ElemType::BF16 && use_avx512_bf16_kernels()) {
     return use_amx_kernels() ? Kernel::Amx : Kernel::Avx512Bf16;
   }
+  // fp32 x: the AVX2 kernel's sums, sixteen lanes at a time, where AVX-512 is in use.
+  if (use_avx512_bf16_kernels() && use_avx2_kernels()) return Kernel::Avx512F32;
   if (use_avx2_kernels()) return Kernel::Avx2;
 #endif
   (void)x_type;
@@ -111,6 +113,16 @@ void small_matmul_columns_portable(const SmallMatmulArgs& a, const SmallMatmulSh
       a.y[m * s.y_row_stride + j] = sum;
     }
   }
+}
+
+std::vector<float> x_rows_in_pairs(const float* x, int64_t rows, int64_t k, int64_t x_row_stride) {
+  const int64_t k8 = k / 8 * 8, pairs = (rows + 1) / 2;
+  std::vector<float> out(size_t(pairs * 2 * k8), 0.0f);
+  for (int64_t m = 0; m < rows; ++m) {
+    float* pair = out.data() + (m / 2) * 2 * k8 + (m % 2) * 8;
+    for (int64_t p = 0; p < k8; p += 8) std::copy_n(x + m * x_row_stride + p, 8, pair + 2 * p);
+  }
+  return out;
 }
 
 }  // namespace detail
@@ -147,6 +159,12 @@ void small_matmul(const SmallMatmulArgs& a) {
     s.x_f32 = x_scratch.data();
     s.x_row_stride = a.k;
   }
+  std::vector<float> x_pairs;
+  if (kernel == Kernel::Avx512F32) {
+    x_pairs = detail::x_rows_in_pairs(s.x_f32, a.rows, a.k, s.x_row_stride);
+    s.x_pairs = x_pairs.data();
+    s.x_pair_k = a.k / 8 * 8;
+  }
 #if defined(__x86_64__)
   if (kernel == Kernel::Amx) {
     detail::for_each_thread_columns(a.n, a.k, a.num_threads,
@@ -158,6 +176,7 @@ void small_matmul(const SmallMatmulArgs& a) {
     switch (kernel) {
 #if defined(__x86_64__)
       case Kernel::Avx512Bf16: return detail::small_matmul_columns_avx512_bf16(a, s, j0, j1);
+      case Kernel::Avx512F32: return detail::small_matmul_columns_avx512_f32(a, s, j0, j1);
       case Kernel::Avx2: return detail::small_matmul_columns_avx2(a, s, j0, j1);
 #endif
       default: return detail::small_matmul_columns_portable(a, s, j0, j1);
@@ -169,6 +188,7 @@ const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type) {
   switch (pick_kernel(x_type, w_type)) {
     case Kernel::Amx: return "amx";
     case Kernel::Avx512Bf16: return "avx512-bf16";
+    case Kernel::Avx512F32: return "avx512-f32";
     case Kernel::Avx2: return "avx2";
     case Kernel::Portable: return "portable";
   }

@@ -14,6 +14,7 @@
 // FMAs is the same as unblocked: a row's result does not depend on the blocking either.
 #if defined(__x86_64__)
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/simd_avx2.h"
@@ -42,7 +43,8 @@ inline float w_at(const void* row, int64_t p) {
 // multiples of 8, within k rounded down to 8). The accumulators start at zero on the
 // span at k = 0 and from `saved` on a later one; a span that does not end the sums
 // leaves them in `saved`, the one that does adds the lanes pairwise, then the k tail
-// in k order, then the bias. The per-element order (lanes over k in steps of 8, hsum,
+// in k order (one explicit FMA per element: left to the compiler, `sum += w * x` was
+// contracted into an FMA in some instantiations and not in others), then the bias. The per-element order (lanes over k in steps of 8, hsum,
 // tail) is the same for every R, C and span.
 template <ElemType T, int R, int C>
 TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m, KSpan span,
@@ -73,7 +75,7 @@ TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) {
       float sum = avx2::hsum(acc[r][c]);
-      for (int64_t p = span.end; p < k; ++p) sum += w_at<T>(w[r], p) * x[c][p];
+      for (int64_t p = span.end; p < k; ++p) sum = std::fma(w_at<T>(w[r], p), x[c][p], sum);
       if (a.bias) sum += a.bias[j + r];
       a.y[(m + c) * s.y_row_stride + j + r] = sum;
     }

@@ -3,6 +3,7 @@
 // (rows of W) for every row of x. Portable in small_matmul.cpp, AVX2 in
 // small_matmul_avx2.cpp; the caller splits the columns between threads.
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/row_sequential.h"
 #include "kernels/cpu/small_matmul.h"
@@ -15,6 +16,11 @@ struct SmallMatmulShape {
   const float* x_f32 = nullptr;
   const uint16_t* x_bf16 = nullptr;
   const uint16_t* x_amx = nullptr;  // x_bf16 packed into AMX B tiles (amx::pack_rows)
+  // x_f32's rows in pairs for the AVX-512 fp32 kernel (x_rows_in_pairs): pair q holds
+  // rows 2q and 2q + 1 eight elements at a time, 2 * x_pair_k floats (zeros for a
+  // missing last row); x_pair_k is k rounded down to eight.
+  const float* x_pairs = nullptr;
+  int64_t x_pair_k = 0;
   int64_t x_row_stride = 0;
   int64_t y_row_stride = 0;
   // small_matmul_blocking(), read once per call before the threads start (its first
@@ -24,9 +30,13 @@ struct SmallMatmulShape {
 
 // Output columns [j0, j1) of y for all rows of x (s.x_f32).
 void small_matmul_columns_portable(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+// x_f32 (rows x k, s.x_row_stride apart) as SmallMatmulShape::x_pairs lays it out.
+std::vector<float> x_rows_in_pairs(const float* x, int64_t rows, int64_t k, int64_t x_row_stride);
 
 #if defined(__x86_64__)
 void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+// Needs AVX-512F and s.x_pairs; the same bits as small_matmul_columns_avx2.
+void small_matmul_columns_avx512_f32(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // BF16 weights and BF16 x (s.x_bf16) only.
 void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // AMX: BF16 weights and BF16 x, with s.x_amx (amx_tiles.h's pack_rows of x) as well as s.x_bf16.
