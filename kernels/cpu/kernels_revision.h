@@ -8,8 +8,10 @@
 //   2: the AVX2 small-row kernel in tiles of 4 x 3, cache-blocked from 8 rows of x
 //   3: the AVX2 in-place quantized kernel converts a tile's levels once for up to 32
 //      rows of x (from 8 rows on)
-//   4: fp32 x on AVX-512 runs sixteen lanes a step (small_matmul_avx512_f32.cpp); the
-//      AVX-512 BF16 4-bit kernel prefetches the W rows' scales and mins
+//   4: fp32 x on AVX-512 runs sixteen lanes a step (small_matmul_avx512_f32.cpp), and
+//      the AVX2 kernel's k tail is explicit FMAs (a k not a multiple of 8 may change
+//      last bits against revision 3); the AVX-512 BF16 4-bit kernel prefetches the W
+//      rows' scales and mins
 namespace tiergen::kernels {
 
 constexpr int kCpuProductKernelsRevision = 4;

@@ -8,8 +8,9 @@
 // accumulating in fp32.
 //
 // Every output element y[m][j] is summed in one fixed order that depends only on k and
-// the kernel (AVX2, and AVX-512 with fp32 x: eight fp32 lanes over k in steps of eight, the lanes added
-// pairwise, then the tail; AVX-512 BF16: sixteen lanes of bf16 pairs), never on the
+// the kernel (AVX2, and AVX-512 with fp32 x: eight fp32 lanes over k in steps of
+// eight, the lanes added pairwise, then the tail; AVX-512 BF16: sixteen lanes of bf16
+// pairs), never on the
 // number of rows, the thread count or j's position in a tile, so a sequence's result
 // does not depend on which other sequences share its batch.
 //
@@ -43,7 +44,7 @@ void small_matmul(const SmallMatmulArgs& args);
 // The kernel small_matmul() runs for x of `x_type` and weights of `w_type` on this CPU,
 // within TIERGEN_CPU_ISA: "amx", "avx512-bf16" (bf16 pairs only), "avx512-f32" (fp32 x
 // at the avx512-bf16 level and above: the AVX2 kernel's sums, bit for bit, two per
-// register), "avx2" or "portable".
+// register; a single row of x runs the AVX2 kernel itself), "avx2" or "portable".
 const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type);
 
 // Batch invariance, the default: callers route products of every row count to

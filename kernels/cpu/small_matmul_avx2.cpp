@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/elements.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/small_matmul_blocking.h"
 #include "kernels/cpu/small_matmul_impl.h"
@@ -28,24 +28,14 @@ constexpr int kTileW = 4;  // rows of W per tile
 constexpr int kTileX = 3;  // rows of x per tile
 constexpr int kLanes = 8;  // fp32 elements of k per step
 
-template <ElemType T>
-inline float w_at(const void* row, int64_t p) {
-  if constexpr (T == ElemType::F32) {
-    return static_cast<const float*>(row)[p];
-  } else if constexpr (T == ElemType::F16) {
-    return half_to_float(static_cast<const uint16_t*>(row)[p]);
-  } else {
-    return bf16_to_float(static_cast<const uint16_t*>(row)[p]);
-  }
-}
-
 // y[m + c][j + r] for r < R, c < C, over the span `span` of k (its start and end
 // multiples of 8, within k rounded down to 8). The accumulators start at zero on the
 // span at k = 0 and from `saved` on a later one; a span that does not end the sums
 // leaves them in `saved`, the one that does adds the lanes pairwise, then the k tail
 // in k order (one explicit FMA per element: left to the compiler, `sum += w * x` was
-// contracted into an FMA in some instantiations and not in others), then the bias. The per-element order (lanes over k in steps of 8, hsum,
-// tail) is the same for every R, C and span.
+// contracted into an FMA in some instantiations and not in others), then the bias.
+// The per-element order (lanes over k in steps of 8, hsum, tail) is the same for every
+// R, C and span.
 template <ElemType T, int R, int C>
 TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m, KSpan span,
                   __m256* saved) {
@@ -75,7 +65,7 @@ TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) {
       float sum = avx2::hsum(acc[r][c]);
-      for (int64_t p = span.end; p < k; ++p) sum = std::fma(w_at<T>(w[r], p), x[c][p], sum);
+      for (int64_t p = span.end; p < k; ++p) sum = std::fma(load_element(w[r], T, p), x[c][p], sum);
       if (a.bias) sum += a.bias[j + r];
       a.y[(m + c) * s.y_row_stride + j + r] = sum;
     }

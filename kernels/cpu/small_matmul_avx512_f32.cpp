@@ -17,7 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/elements.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/small_matmul_blocking.h"
 #include "kernels/cpu/small_matmul_impl.h"
@@ -30,17 +30,8 @@ namespace {
 constexpr int kTileW = 4;   // rows of W per tile
 constexpr int kPairs = 4;   // pairs of x rows per tile (8 rows)
 constexpr int kLanes = 8;   // fp32 elements of k per step, as in the AVX2 kernel
-
-template <ElemType T>
-inline float w_at(const void* row, int64_t p) {
-  if constexpr (T == ElemType::F32) {
-    return static_cast<const float*>(row)[p];
-  } else if constexpr (T == ElemType::F16) {
-    return half_to_float(static_cast<const uint16_t*>(row)[p]);
-  } else {
-    return bf16_to_float(static_cast<const uint16_t*>(row)[p]);
-  }
-}
+// Tiles start at even rows only if every block of x rows (row_blocking) is whole tiles.
+static_assert(kMaxBlockRows % (2 * kPairs) == 0);
 
 // Eight elements of a W row, widened to fp32, in both halves. (The zero-masked forms
 // of these intrinsics: the plain ones start from an undefined register, which GCC 12
@@ -53,14 +44,15 @@ TG_AVX512_F32 inline __m512 load8_twice(const void* row, int64_t p) {
 // The half of a pair's accumulator that holds x row c % 2.
 TG_AVX512_F32 inline __m256 half_of(__m512 both, int c) {
   const __m512d d = _mm512_castps_pd(both);
-  return _mm256_castpd_ps(c % 2 == 0 ? _mm512_maskz_extractf64x4_pd(0xF, d, 0) : _mm512_maskz_extractf64x4_pd(0xF, d, 1));
+  const __m256d half = c % 2 == 0 ? _mm512_maskz_extractf64x4_pd(0xF, d, 0) : _mm512_maskz_extractf64x4_pd(0xF, d, 1);
+  return _mm256_castpd_ps(half);
 }
 
 // y[m + c][j + r] for r < R and the `rows` rows c < rows <= 2P, over the span `span` of
 // k (as the AVX2 tile: accumulators from zero at k = 0, else from `saved`; a span that
 // does not end the sums leaves them in `saved`; the last one adds each half's lanes as
-// avx2::hsum does, then the k tail in k order, then the bias). A missing row of the
-// last pair repeats the row before it, and its result is dropped.
+// avx2::hsum does, then the k tail in k order, then the bias). A last pair of one row
+// multiplies zeros in its high half (x_rows_in_pairs) and drops the result.
 template <ElemType T, int R, int P>
 TG_AVX512_F32 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m, int rows,
                         KSpan span, __m512* saved) {
@@ -71,6 +63,7 @@ TG_AVX512_F32 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int
   const float* pairs[P];
   for (int r = 0; r < R; ++r) w[r] = static_cast<const uint8_t*>(a.w) + (j + r) * w_row_bytes;
   for (int c = 0; c < 2 * P; ++c) x[c] = s.x_f32 + (m + std::min(c, rows - 1)) * s.x_row_stride;
+  // m is even: blocks and tiles are whole multiples of 8 rows (but the last).
   for (int q = 0; q < P; ++q) pairs[q] = s.x_pairs + (m / 2 + q) * 2 * s.x_pair_k;
 
   __m512 acc[R][P];
@@ -92,7 +85,7 @@ TG_AVX512_F32 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < rows; ++c) {
       float sum = avx2::hsum(half_of(acc[r][c / 2], c));
-      for (int64_t p = span.end; p < k; ++p) sum = std::fma(w_at<T>(w[r], p), x[c][p], sum);
+      for (int64_t p = span.end; p < k; ++p) sum = std::fma(load_element(w[r], T, p), x[c][p], sum);
       if (a.bias) sum += a.bias[j + r];
       a.y[(m + c) * s.y_row_stride + j + r] = sum;
     }
@@ -134,7 +127,8 @@ template <ElemType T>
 TG_AVX512_F32 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   constexpr int kTileRows = 2 * kPairs;
   const RowBlocking blocking = row_blocking(a.rows, a.k, kLanes, kTileRows, sizeof(float), s.blocking);
-  // Whole tiles of a block, then one tail tile.
+  // Accumulators kept between spans: a block's whole tiles (at most kMaxBlockRows rows),
+  // then one tail tile.
   alignas(64) __m512 saved[(kMaxBlockRows / kTileRows + 1) * kTileW * kPairs];
   for (int64_t m0 = 0; m0 < a.rows; m0 += blocking.x_rows) {
     const int64_t m1 = std::min(a.rows, m0 + blocking.x_rows);

@@ -1,7 +1,7 @@
 #pragma once
 // Internals of small_matmul(): the kernels that compute a range of output columns
-// (rows of W) for every row of x. Portable in small_matmul.cpp, AVX2 in
-// small_matmul_avx2.cpp; the caller splits the columns between threads.
+// (rows of W) for every row of x. Portable in small_matmul.cpp, the SIMD ones in
+// small_matmul_<isa>.cpp; the caller splits the columns between threads.
 #include <cstdint>
 #include <vector>
 
