@@ -11,7 +11,8 @@
 //   4: fp32 x on AVX-512 runs sixteen lanes a step (small_matmul_avx512_f32.cpp), and
 //      the AVX2 kernel's k tail is explicit FMAs (a k not a multiple of 8 may change
 //      last bits against revision 3); the AVX-512 BF16 4-bit kernel prefetches the W
-//      rows' scales and mins
+//      rows' scales and mins; the AVX-512 BF16 kernel takes 6 W rows per tile from 4
+//      rows of x on
 namespace tiergen::kernels {
 
 constexpr int kCpuProductKernelsRevision = 4;

@@ -1,8 +1,10 @@
 // AVX-512 BF16 kernel of small_matmul() for bf16 weights times bf16 activations:
 // vdpbf16ps multiplies 32 bf16 pairs (exact products) and adds them into 16 fp32
 // lanes, so no conversion instructions sit between the loads and the multiply-adds.
-// Tiles of 4 W rows x 4 x rows keep sixteen accumulators in flight (of 32 zmm
-// registers); one row of x (decode at batch 1) takes one W row at a time
+// Tiles of 6 W rows x 4 x rows keep 24 accumulators in flight (29 of the 32 zmm
+// registers), the W tile in L1 while the x rows stream from L2; a chunk's last 4 W rows,
+// and fewer than 4 rows of x, go in tiles of 4 W rows; one row of x (decode at batch 1)
+// takes one W row at a time
 // (row_sequential.h). The k tail is a masked load (zeros add nothing), so every element's
 // order is: lanes over k in steps of 32, then the lanes summed pairwise. Like the
 // instruction, results treat bf16 subnormal inputs as zero.
@@ -17,6 +19,12 @@ namespace {
 
 constexpr int kTileW = 4;  // rows of W per tile
 constexpr int kTileX = 4;  // rows of x per tile
+// W rows per tile from kTileX rows of x on: 4 x loads per 24 dot products instead of
+// per 16, the x traffic from L2 being what held the 4 x 4 tile back. One TinyLlama layer
+// (bench_matmul, 2-core Zen 5 guest, three interleaved rounds): 128 rows 17.6-17.9 ms
+// against 19.8-20.9, 64 rows 8.2-9.2 against 9.7-10.1. 8 W rows x 3 x rows ran slower
+// (24.2-24.6 ms at 128 rows).
+constexpr int kTileWMany = 6;
 
 TG_AVX512_BF16 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
@@ -65,7 +73,7 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
 }
 
 // With several tiles of x, each tile's pass over the W rows also prefetches one row of
-// the next W rows (pass i, row i mod R; at 16 rows of x all four): the first pass over
+// the next W rows (pass i, row i mod R; at 16 rows of x four of them): the first pass over
 // a W tile otherwise waits on memory, and a throwaway copy of this loop ran 0.7 dot
 // products per cycle with W streaming from memory against 1.7 with W in L2
 // (bench/RESULTS.md, the Zen 5 section).
@@ -87,6 +95,7 @@ void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmu
   int64_t j = j0;
   // One row of x: one W row at a time, W read front to back (kRowSequentialMaxRows).
   if (a.rows > kRowSequentialMaxRows) {
+    if (a.rows >= kTileX) for (; j + kTileWMany <= j1; j += kTileWMany) all_rows<kTileWMany>(a, s, j);
     for (; j + kTileW <= j1; j += kTileW) all_rows<kTileW>(a, s, j);
   }
   for (; j < j1; ++j) all_rows<1>(a, s, j);
