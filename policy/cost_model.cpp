@@ -249,28 +249,45 @@ PhaseModel build_prefill(const Terms& t) {
   return phase;
 }
 
+// Seconds of the engine's CPU attention kernel (kernels/cpu/attention.h) over `dense`
+// bytes of K and V of the block's sequences: the bytes at the profile's rate, and beside
+// them, as the profile timed them, a task per sequence and kv head, spread over the
+// threads like the bytes, and a call per gpu batch. The profile's rate is at every core;
+// a policy whose thread search gave the kernel fewer intra-op threads runs it at that
+// many (the search itself plans at all cores).
+double cpu_attention_kernel_seconds(const Terms& t, double dense) {
+  const int threads = t.policy.threads.compute_intra_op;
+  const double thread_share =
+      threads > 0 && threads < t.hw.cpu_threads ? t.hw.thread_speedup(threads) / t.hw.thread_speedup(t.hw.cpu_threads) : 1.0;
+  const double rate = t.hw.cpu_attention_bandwidth * thread_share;
+  const double tasks = t.bls * double(t.sizes.num_kv_heads());
+  const double calls = double(t.policy.num_gpu_batches);
+  return dense / rate + tasks * t.hw.cpu_attention_task_seconds / thread_share +
+         calls * t.hw.cpu_attention_call_seconds;
+}
+
+// Decode attention over the part of the cache on the gpu. A GPU runs it as batched
+// products (bmm_flops_decode). A host standing in for the GPU runs the engine's CPU
+// attention kernel over that cache, as for a cache at home, and LibTorch's bmm rate the
+// profile times on it (6.8 GFLOP/s on a 2-core Zen 5 guest) is not that kernel's: it
+// priced a TinyLlama layer's attention at 16 sequences and 144 positions at 2.76 ms, and
+// the whole bf16 decode at 0.65x of its measured speed.
+double gpu_tier_decode_attention_seconds(const Terms& t, double context) {
+  if (t.hw.gpu_is_host) return cpu_attention_kernel_seconds(t, t.bls * context * t.kv);
+  return t.bls * t.sizes.attention_flops(context) / t.hw.bmm_flops_decode;
+}
+
 // Decode attention where the KV cache lives on cpu/disk, computed on the cpu: no KV
 // moves over PCIe, only q/k/v of the new token go down and the output comes back, all
 // on the compute queue (the schedule runs CPU attention with its copies there).
 void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) {
   const double dense = t.bls * context * t.kv;
-  // The profile's rate is at every core; a policy whose thread search gave the kernel
-  // fewer intra-op threads runs it at that many (the search itself plans at all cores).
-  const int threads = t.policy.threads.compute_intra_op;
-  const double thread_share =
-      threads > 0 && threads < t.hw.cpu_threads ? t.hw.thread_speedup(threads) / t.hw.thread_speedup(t.hw.cpu_threads) : 1.0;
-  const double rate = t.hw.cpu_attention_bandwidth * thread_share;
-  // Beside the bytes, as the profile timed them: a task per sequence and kv head, spread
-  // over the threads like the bytes, and a call per gpu batch. Both are charged by the
-  // share of the cache off the gpu, as the LP's terms are linear in the shares: right
-  // for a cache wholly off the gpu or wholly on it (no call: the flag does nothing
-  // there), a part of a call short for a cache split between them, and a call short
-  // for one split over cpu and disk (a kernel call per tier).
-  const double tasks = t.bls * double(t.sizes.num_kv_heads());
-  const double calls = double(t.policy.num_gpu_batches);
-  const double beside_bytes =
-      tasks * t.hw.cpu_attention_task_seconds / thread_share + calls * t.hw.cpu_attention_call_seconds;
-  phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention, Linear::sum(dense / rate + beside_bytes, {kCc, kCn}));
+  // Charged by the share of the cache off the gpu, as the LP's terms are linear in the
+  // shares: right for a cache wholly off the gpu or wholly on it (no call: the flag does
+  // nothing there), a part of a call short for a cache split between them, and a call
+  // short for one split over cpu and disk (a kernel call per tier).
+  phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention,
+            Linear::sum(cpu_attention_kernel_seconds(t, dense), {kCc, kCn}));
   if (t.policy.compress_cache.enabled) {
     phase.add(Lane::Compute, Task::Dequantize, RT::CpuAttention, Linear::sum(dense / t.hw.cpu_dequantize, {kCc, kCn}));
     phase.add(Lane::Compute, Task::Quantize, RT::CpuAttention, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));
@@ -283,8 +300,8 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
             Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu_cache, {kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));
   // The gpu-resident part of the cache is attended on the gpu.
-  const double flops = t.bls * t.sizes.attention_flops(context);
-  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::sum(flops / t.hw.bmm_flops_decode, {kCg}));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute,
+            Linear::sum(gpu_tier_decode_attention_seconds(t, context), {kCg}));
 }
 
 // Decode attention on the gpu: the offloaded cache is loaded (A.3 cache_dtoc, plus
@@ -302,8 +319,7 @@ void add_gpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
     phase.add(Lane::Compute, Task::Dequantize, RT::LoadCache, Linear::of(t.bls * context * t.kv / t.hw.gpu_dequantize));
     phase.add(Lane::Compute, Task::Quantize, RT::StoreCache, Linear::of(t.bls * t.kv / t.hw.gpu_quantize));
   }
-  const double flops = t.bls * t.sizes.attention_flops(context);
-  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(flops / t.hw.bmm_flops_decode));
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(gpu_tier_decode_attention_seconds(t, context)));
 }
 
 PhaseModel build_decode(const Terms& t) {

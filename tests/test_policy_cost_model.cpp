@@ -181,6 +181,45 @@ TEST(PolicyCostModel, CpuAttentionPaysItsCallsAndTasksBesideItsBytes) {
               four_batches.decode.tasks[attention], 1e-12);
 }
 
+// Decode attention over the cache on the gpu tier: a GPU's batched products, priced at
+// the profile's bmm rate; a host standing in for the GPU runs the engine's CPU
+// attention kernel over that cache, priced as CPU attention is (bytes at its rate, plus
+// its calls and tasks), whatever LibTorch's bmm measured there.
+TEST(PolicyCostModel, TheStandInsGpuTierAttentionIsTheCpuAttentionKernel) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{128, 32};
+  runtime::Policy resident = offload_policy(16, 1, 100, false);
+  resident.cache_gpu_percent = 100;
+  resident.cache_cpu_percent = 0;
+  resident.act_gpu_percent = 100;
+  resident.act_cpu_percent = 0;
+  const int compute = static_cast<int>(Task::Compute);
+  const auto decode_compute = [&](const HardwareProfile& p) {
+    return predict(spec, resident, w, p).decode.tasks[compute];
+  };
+  HardwareProfile gpu = hw("t4-flexgen");
+  HardwareProfile slow_bmm = gpu;
+  slow_bmm.bmm_flops_decode /= 10;
+  EXPECT_GT(decode_compute(slow_bmm), decode_compute(gpu)) << "a GPU: the bmm rate prices it";
+
+  HardwareProfile host = gpu;
+  host.gpu_is_host = true;
+  host.cpu_attention_call_seconds = 20e-6;
+  host.cpu_attention_task_seconds = 0.3e-6;
+  HardwareProfile host_slow_bmm = host;
+  host_slow_bmm.bmm_flops_decode /= 10;
+  EXPECT_DOUBLE_EQ(decode_compute(host_slow_bmm), decode_compute(host)) << "the stand-in never runs LibTorch's bmm";
+  // Twice the kernel's rate (and half its costs beside the bytes) takes exactly the
+  // kernel's seconds off: bytes 16 x (128 + 16) positions x K and V of 768 fp16, a call,
+  // 16 x 12 tasks.
+  HardwareProfile host_fast_kernel = host;
+  host_fast_kernel.cpu_attention_bandwidth *= 2;
+  host_fast_kernel.cpu_attention_call_seconds /= 2;
+  host_fast_kernel.cpu_attention_task_seconds /= 2;
+  const double kernel = 16.0 * (128 + 16) * 2 * 768 * 2 / host.cpu_attention_bandwidth + 20e-6 + 16 * 12 * 0.3e-6;
+  EXPECT_NEAR(decode_compute(host) - decode_compute(host_fast_kernel), kernel / 2, 1e-12);
+}
+
 TEST(PolicyCostModel, GroupedQueryAttentionShrinksTheCache) {
   // LLaMA-2-70B has 8 KV heads for 64 query heads: 1/8 of the KV bytes of full MHA.
   auto spec = model::resolve_spec("llama-2-70b");
