@@ -19,6 +19,9 @@
 //                   bmm_decode (a GPU host only: the stand-in's products are CPU rates)
 //   cpu products    the same seconds on the CPU stand-in -> cpu.product_rates,
 //                   cpu.gemv_bandwidth, cpu.matmul_flops and its gpu_flops decode rates
+//                   (those seconds also hold the attention over its gpu tier, which the
+//                   engine's CPU kernel runs and cpu.attention_* prices: this rule leaves
+//                   those alone, so the product rates take up that term's error too)
 // Each factor is the runs' summed predicted over summed measured seconds; the fit
 // repeats until the factors settle, since a rate also moves the thread shares and
 // max() terms around it.

@@ -266,14 +266,26 @@ double cpu_attention_kernel_seconds(const Terms& t, double dense) {
          calls * t.hw.cpu_attention_call_seconds;
 }
 
-// Decode attention over the part of the cache on the gpu. A GPU runs it as batched
-// products (bmm_flops_decode). A host standing in for the GPU runs the engine's CPU
-// attention kernel over that cache, as for a cache at home, and LibTorch's bmm rate the
-// profile times on it (6.8 GFLOP/s on a 2-core Zen 5 guest) is not that kernel's: it
-// priced a TinyLlama layer's attention at 16 sequences and 144 positions at 2.76 ms, and
-// the whole bf16 decode at 0.65x of its measured speed.
-double gpu_tier_decode_attention_seconds(const Terms& t, double context) {
-  if (t.hw.gpu_is_host) return cpu_attention_kernel_seconds(t, t.bls * context * t.kv);
+// Decode attention over the gpu tier of a host standing in for the GPU. The runtime
+// attends that tier with the engine's CPU attention kernel, in place
+// (runtime::KvCache::decode_attention), as it attends a cache at home: its bytes and
+// calls (cpu_attention_kernel_seconds) and, for a compressed cache, the dequantization
+// fused into it, as add_cpu_attention_terms prices them. LibTorch's bmm rate, which the
+// profile times on the host (6.8 GFLOP/s on a 2-core Zen 5 guest), priced a TinyLlama
+// layer at 16 sequences and 144 positions at 2.76 ms, and its bf16 decode at 0.65x of
+// the measured speed.
+void add_stand_in_gpu_tier_attention(const Terms& t, double context, PhaseModel& phase) {
+  const double dense = t.bls * context * t.kv;
+  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::sum(cpu_attention_kernel_seconds(t, dense), {kCg}));
+  if (t.policy.compress_cache.enabled) {
+    phase.add(Lane::Compute, Task::Dequantize, RT::Compute, Linear::sum(dense / t.hw.cpu_dequantize, {kCg}));
+  }
+}
+
+// Seconds of decode attention over the whole cache as LibTorch's batched products: a
+// GPU's, and the stand-in's over the share it loads from its cpu and disk tiers
+// (add_gpu_attention_terms).
+double decode_attention_products_seconds(const Terms& t, double context) {
   return t.bls * t.sizes.attention_flops(context) / t.hw.bmm_flops_decode;
 }
 
@@ -284,8 +296,9 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
   const double dense = t.bls * context * t.kv;
   // Charged by the share of the cache off the gpu, as the LP's terms are linear in the
   // shares: right for a cache wholly off the gpu or wholly on it (no call: the flag does
-  // nothing there), a part of a call short for a cache split between them, and a call
-  // short for one split over cpu and disk (a kernel call per tier).
+  // nothing there), a part of a call short for a cache split between them (on the
+  // stand-in, whose gpu tier the same kernel attends in a call of its own, a call short),
+  // and a call short for one split over cpu and disk (a kernel call per tier).
   phase.add(Lane::Compute, Task::CpuAttention, RT::CpuAttention,
             Linear::sum(cpu_attention_kernel_seconds(t, dense), {kCc, kCn}));
   if (t.policy.compress_cache.enabled) {
@@ -300,8 +313,12 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
             Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu_cache, {kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));
   // The gpu-resident part of the cache is attended on the gpu.
-  phase.add(Lane::Compute, Task::Compute, RT::Compute,
-            Linear::sum(gpu_tier_decode_attention_seconds(t, context), {kCg}));
+  if (t.hw.gpu_is_host) {
+    add_stand_in_gpu_tier_attention(t, context, phase);
+  } else {
+    phase.add(Lane::Compute, Task::Compute, RT::Compute,
+              Linear::sum(decode_attention_products_seconds(t, context), {kCg}));
+  }
 }
 
 // Decode attention on the gpu: the offloaded cache is loaded (A.3 cache_dtoc, plus
@@ -316,10 +333,24 @@ void add_gpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
   phase.add(Lane::GpuToCpu, Task::CacheStore, RT::StoreCache, Linear::sum(new_cache / t.hw.gpu_to_cpu_cache, {kCc, kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache, Linear::sum(new_cache / t.hw.cpu_to_disk_decode, {kCn}));
   if (t.policy.compress_cache.enabled) {
-    phase.add(Lane::Compute, Task::Dequantize, RT::LoadCache, Linear::of(t.bls * context * t.kv / t.hw.gpu_dequantize));
     phase.add(Lane::Compute, Task::Quantize, RT::StoreCache, Linear::of(t.bls * t.kv / t.hw.gpu_quantize));
   }
-  phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(gpu_tier_decode_attention_seconds(t, context)));
+  if (!t.hw.gpu_is_host) {
+    if (t.policy.compress_cache.enabled) {
+      phase.add(Lane::Compute, Task::Dequantize, RT::LoadCache, Linear::of(t.bls * context * t.kv / t.hw.gpu_dequantize));
+    }
+    phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(decode_attention_products_seconds(t, context)));
+    return;
+  }
+  // The stand-in attends its own gpu tier with the CPU kernel, and the share it loads
+  // from its cpu and disk tiers (dequantized as it arrives) with LibTorch's products.
+  add_stand_in_gpu_tier_attention(t, context, phase);
+  if (t.policy.compress_cache.enabled) {
+    phase.add(Lane::Compute, Task::Dequantize, RT::LoadCache,
+              Linear::sum(t.bls * context * t.kv / t.hw.gpu_dequantize, {kCc, kCn}));
+  }
+  phase.add(Lane::Compute, Task::Compute, RT::Compute,
+            Linear::sum(decode_attention_products_seconds(t, context), {kCc, kCn}));
 }
 
 PhaseModel build_decode(const Terms& t) {

@@ -218,6 +218,33 @@ TEST(PolicyCostModel, TheStandInsGpuTierAttentionIsTheCpuAttentionKernel) {
   host_fast_kernel.cpu_attention_task_seconds /= 2;
   const double kernel = 16.0 * (128 + 16) * 2 * 768 * 2 / host.cpu_attention_bandwidth + 20e-6 + 16 * 12 * 0.3e-6;
   EXPECT_NEAR(decode_compute(host) - decode_compute(host_fast_kernel), kernel / 2, 1e-12);
+
+  // The share of the cache the stand-in loads from its cpu tier (no CPU attention) is
+  // attended by LibTorch's products on the host: there the bmm rate prices it.
+  runtime::Policy split = resident;
+  split.cache_gpu_percent = 50;
+  split.cache_cpu_percent = 50;
+  const auto split_compute = [&](const HardwareProfile& p) { return predict(spec, split, w, p).decode.tasks[compute]; };
+  EXPECT_GT(split_compute(host_slow_bmm), split_compute(host));
+  // With CPU attention, the stand-in's gpu share goes to the same kernel: never the bmm rate.
+  runtime::Policy cpu_attention = split;
+  cpu_attention.cpu_cache_compute = true;
+  EXPECT_DOUBLE_EQ(predict(spec, cpu_attention, w, host_slow_bmm).decode.tasks[compute],
+                   predict(spec, cpu_attention, w, host).decode.tasks[compute]);
+
+  // A compressed cache on the stand-in's gpu tier: the kernel reads it in place, its
+  // dequantization fused in (at the CPU's rate, as for a cache at home), never a
+  // separate pass at the "gpu" dequantize rate.
+  runtime::Policy compressed = resident;
+  compressed.compress_cache = {true, 4, 64};
+  const int dequantize = static_cast<int>(Task::Dequantize);
+  HardwareProfile slow_gpu_dequantize = host, slow_cpu_dequantize = host;
+  slow_gpu_dequantize.gpu_dequantize /= 10;
+  slow_cpu_dequantize.cpu_dequantize /= 10;
+  const double fused = predict(spec, compressed, w, host).decode.tasks[dequantize];
+  EXPECT_GT(fused, 0);
+  EXPECT_DOUBLE_EQ(predict(spec, compressed, w, slow_gpu_dequantize).decode.tasks[dequantize], fused);
+  EXPECT_NEAR(predict(spec, compressed, w, slow_cpu_dequantize).decode.tasks[dequantize], 10 * fused, 1e-12);
 }
 
 TEST(PolicyCostModel, GroupedQueryAttentionShrinksTheCache) {
