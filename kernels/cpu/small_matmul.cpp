@@ -90,7 +90,13 @@ Kernel pick_kernel(ElemType x_type, ElemType w_type) {
   return Kernel::Portable;
 }
 
-Kernel pick_kernel(const SmallMatmulArgs& a) { return pick_kernel(a.x_type, a.w_type); }
+// One row (decode at batch 1) reads W at memory speed on either fp32 kernel, and the
+// AVX2 one, whose bits the AVX-512 kernel repeats, ran faster: TinyLlama fp32 decode at
+// batch 1 went 45.5 -> 41.8 tok/s on AVX-512 (2-core Zen 5 guest, interleaved runs).
+Kernel pick_kernel(const SmallMatmulArgs& a) {
+  const Kernel kernel = pick_kernel(a.x_type, a.w_type);
+  return kernel == Kernel::Avx512F32 && a.rows == 1 ? Kernel::Avx2 : kernel;
+}
 
 std::vector<float> bf16_rows_to_f32(const SmallMatmulArgs& a, int64_t row_stride) {
   std::vector<float> out(size_t(a.rows * a.k));
@@ -142,11 +148,7 @@ void small_matmul(const SmallMatmulArgs& a) {
            s.y_row_stride, a.k, a.n);
   if (a.rows == 0 || a.n == 0) return;
   s.blocking = small_matmul_blocking();
-  Kernel kernel = pick_kernel(a);
-  // One row (decode at batch 1) reads W at memory speed on either kernel, and the AVX2
-  // one, whose bits the AVX-512 kernel repeats, ran faster: TinyLlama fp32 decode at
-  // batch 1 went 45.5 -> 41.8 tok/s on AVX-512 (2-core Zen 5 guest, interleaved runs).
-  if (kernel == Kernel::Avx512F32 && a.rows == 1) kernel = Kernel::Avx2;
+  const Kernel kernel = pick_kernel(a);
   std::vector<float> x_scratch;
   std::vector<uint16_t> x_tiles;
   if (a.x_type == ElemType::F32) {
@@ -168,7 +170,6 @@ void small_matmul(const SmallMatmulArgs& a) {
   if (kernel == Kernel::Avx512F32) {
     x_pairs = detail::x_rows_in_pairs(s.x_f32, a.rows, a.k, s.x_row_stride);
     s.x_pairs = x_pairs.data();
-    s.x_pair_k = a.k / 8 * 8;  // as x_rows_in_pairs lays it out
   }
 #if defined(__x86_64__)
   if (kernel == Kernel::Amx) {

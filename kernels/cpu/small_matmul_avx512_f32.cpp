@@ -64,7 +64,8 @@ TG_AVX512_F32 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int
   for (int r = 0; r < R; ++r) w[r] = static_cast<const uint8_t*>(a.w) + (j + r) * w_row_bytes;
   for (int c = 0; c < 2 * P; ++c) x[c] = s.x_f32 + (m + std::min(c, rows - 1)) * s.x_row_stride;
   // m is even: blocks and tiles are whole multiples of 8 rows (but the last).
-  for (int q = 0; q < P; ++q) pairs[q] = s.x_pairs + (m / 2 + q) * 2 * s.x_pair_k;
+  const int64_t pair_floats = 2 * (k / kLanes * kLanes);  // as x_rows_in_pairs lays them out
+  for (int q = 0; q < P; ++q) pairs[q] = s.x_pairs + (m / 2 + q) * pair_floats;
 
   __m512 acc[R][P];
   for (int r = 0; r < R; ++r)

@@ -17,10 +17,9 @@ struct SmallMatmulShape {
   const uint16_t* x_bf16 = nullptr;
   const uint16_t* x_amx = nullptr;  // x_bf16 packed into AMX B tiles (amx::pack_rows)
   // x_f32's rows in pairs for the AVX-512 fp32 kernel (x_rows_in_pairs): pair q holds
-  // rows 2q and 2q + 1 eight elements at a time, 2 * x_pair_k floats (zeros for a
-  // missing last row); x_pair_k is k rounded down to eight.
+  // rows 2q and 2q + 1 eight elements at a time, twice k rounded down to eight floats
+  // (zeros for a missing last row).
   const float* x_pairs = nullptr;
-  int64_t x_pair_k = 0;
   int64_t x_row_stride = 0;
   int64_t y_row_stride = 0;
   // small_matmul_blocking(), read once per call before the threads start (its first
