@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "src/dist/file_store_guard.h"
+#include "src/dist/store_poll.h"
 #include "tiergen/common/error.h"
 
 #ifdef TIERGEN_HAVE_GLOO
@@ -181,19 +182,18 @@ class GlooStageLink final : public runtime::StageLink {
     guarded([&] { store_->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
   }
 
-  // Polls for the key or another rank's abort, up to the timeout.
+  // Polls for the key or another rank's abort (src/dist/store_poll.h), up to the timeout.
   std::string get(const std::string& key) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (;;) {
-      bool have = false, aborted = false;
+      StoreLook look = StoreLook::NeitherYet;
       guarded([&] {
-        have = store_->check({key});
-        aborted = !have && store_->check({kAbortKey});
+        look = look_for_key([&](const char* name) { return store_->check({name}); }, key.c_str(), kAbortKey);
       });
-      if (have) return text_of(key);
+      if (look == StoreLook::KeyPresent) return text_of(key);
       // The aborting rank exits normally, and the last rank's guard removes the
       // file once every rank has: this rank leaves it alone.
-      if (aborted) TG_THROW("rank {}: {}", rank_, text_of(kAbortKey));
+      if (look == StoreLook::Aborted) TG_THROW("rank {}: {}", rank_, text_of(kAbortKey));
       if (std::chrono::steady_clock::now() > deadline) {
         failed_ = true;
         TG_THROW("rank {}: waited {} s for '{}' from another rank (--dist-timeout)", rank_,
