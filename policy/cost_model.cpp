@@ -123,15 +123,17 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 
 // One weight layer's products on the CPU over its weights at home, one of `rows` rows
 // doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
-// `compressed_dense` the dense bytes of the part stored compressed. Compressed weights
+// `compressed_dense` the dense bytes of the part stored compressed, in `calls` product
+// calls per gpu batch (its matrices: dense products pay each call's cost beside their
+// bytes, HardwareProfile::cpu_product_seconds). Compressed weights
 // are multiplied in place (their stored bytes read at the rate timed for as many rows)
 // or through a dense copy made once per layer load, as the runtime chooses for the
 // phase (model::quantized_product_in_place: by the phase while CPU products are
 // batch-invariant, else by the rows).
 double cpu_products_at_home(const Terms& t, double rows, double flops, double stored, double dense,
-                            double compressed_dense) {
+                            double compressed_dense, double calls) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
-  if (!t.policy.compress_weight.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops);
+  if (!t.policy.compress_weight.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops, calls);
   // bf16 activations: the dtype whose products the profile prices (cpu_product_dtype).
   const bool bf16_activations = t.hw.cpu_product_dtype == "bfloat16";
   const runtime::CompressionConfig& c = t.policy.compress_weight;
@@ -139,10 +141,12 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
   if (model::quantized_product_in_place(phase, static_cast<int64_t>(std::ceil(rows)), bf16_activations, c.bits,
                                         c.group_size)) {
     // As the profile timed these products, else estimated from the dense rates.
+    // (Each call's cost beside the bytes as the dense products' calls pay it.)
     const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
-    return gpu_batches * timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate()));
+    return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) +
+                          calls * t.hw.cpu_call_seconds_at(rows));
   }
-  return compressed_dense / t.hw.cpu_dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops);
+  return compressed_dense / t.hw.cpu_dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
 }
 
 // The layer's matmuls for the whole block on the CPU, over weights as they live at
@@ -152,7 +156,8 @@ double cpu_matmul_seconds(const Terms& t, double tokens) {
   const double rows = double(t.policy.gpu_batch_size) * tokens;
   const double flops = t.bls * tokens * t.sizes.linear_flops_per_token() / gpu_batches;
   return cpu_products_at_home(t, rows, flops, t.w, t.sizes.layer_weight_dense_bytes(),
-                              t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight));
+                              t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight),
+                              t.sizes.linear_products());
 }
 
 // The layer's matmuls for the whole block, one product of gpu_batch_size x `tokens`
@@ -167,7 +172,8 @@ double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_r
   const double gpu_batches = double(t.policy.num_gpu_batches);
   const double rows = double(t.policy.gpu_batch_size) * tokens_per_sequence;
   const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token() / gpu_batches;
-  return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate);
+  return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate,
+                                                   t.sizes.linear_products());
 }
 
 // The share of the layers whose host-resident weights are multiplied at home in this
@@ -389,17 +395,18 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   const double on_device =
       t.hw.gpu_is_host && compress.enabled
           ? cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
-                                 t.sizes.head_compressed_dense_bytes(compress))
+                                 t.sizes.head_compressed_dense_bytes(compress), 1)
           : double(t.policy.num_gpu_batches) *
-                t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode);
+                t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode, 1);
   if (at_home <= 0) {
     phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_device));
     return phase;
   }
   // The head's product; the embedding's lookup reads a few rows of its tables, and
   // those rows of every position go to the device.
-  const double on_cpu = cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress),
-                                             t.sizes.head_dense_bytes(), t.sizes.head_compressed_dense_bytes(compress));
+  const double on_cpu =
+      cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
+                           t.sizes.head_compressed_dense_bytes(compress), 1);
   const double positions = prefill ? t.s : 1;
   const double crossing = t.bls * (positions * t.sizes.embedding_output_bytes_per_token() / t.hw.cpu_to_gpu +
                                    t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <array>
@@ -171,11 +172,24 @@ json rates_json(const std::vector<std::pair<int64_t, double>>& rates) {
   return out;
 }
 
+// A table's costs per product call: [rows, seconds] pairs.
+std::vector<std::pair<int64_t, double>> call_seconds_at(const json& d, const std::string& name,
+                                                        const std::string& source) {
+  TG_CHECK(d.is_array(), "{}: hardware profile field '{}.call_seconds' must be a list of [rows, seconds]", source, name);
+  std::vector<std::pair<int64_t, double>> out;
+  for (const auto& entry : d) {
+    TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
+             "{}: hardware profile field '{}.call_seconds' must hold [rows, seconds] pairs", source, name);
+    out.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
+  }
+  return out;
+}
+
 CpuProductTable product_table_from_json(const json& t, const std::string& name, const std::string& source) {
   TG_CHECK(t.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
   check_keys(t,
              {"dtype", "kernel_path", "kernel_level", "kernels_revision", "rates", "matmul_flops", "gemv_bandwidth",
-              "small_matmul_max_rows", "quantized"},
+              "small_matmul_max_rows", "quantized", "call_seconds"},
              name + ".", source);
   CpuProductTable table;
   TG_CHECK(t.contains("dtype") && t.at("dtype").is_string(), "{}: hardware profile field '{}.dtype' must be a string",
@@ -225,6 +239,7 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
              "{}: hardware profile field '{}.small_matmul_max_rows' must be a row count", source, name);
     table.small_matmul_max_rows = r.get<int64_t>();
   }
+  if (t.contains("call_seconds")) table.call_seconds = call_seconds_at(t.at("call_seconds"), name, source);
   return table;
 }
 
@@ -237,6 +252,10 @@ json product_table_json(const CpuProductTable& t) {
   if (t.matmul_flops > 0) j["matmul_flops"] = t.matmul_flops;
   if (t.gemv_bandwidth > 0) j["gemv_bandwidth"] = t.gemv_bandwidth;
   if (t.small_matmul_max_rows != 0) j["small_matmul_max_rows"] = t.small_matmul_max_rows;
+  if (!t.call_seconds.empty()) {
+    j["call_seconds"] = json::array();
+    for (const auto& [rows, seconds] : t.call_seconds) j["call_seconds"].push_back({rows, seconds});
+  }
   if (!t.quantized.empty()) {
     j["quantized"] = json::array();
     for (const auto& q : t.quantized) {
@@ -258,6 +277,7 @@ void read_product_tables(HardwareProfile& p, const json& cpu, const std::string&
     }
     if (const CpuProductTable* priced = p.cpu_product_table(p.cpu_product_dtype)) {
       p.cpu_quantized_product_rates = priced->quantized;
+      p.cpu_call_seconds = priced->call_seconds;
     }
     return;
   }
@@ -289,6 +309,13 @@ void validate_product_table(const CpuProductTable& t, const std::string& where) 
              where, t.dtype, q.bits);
     validate_rates(q.rates, fmt::format("'cpu.product_tables' ({}, {} bits)", t.dtype, q.bits), where);
   }
+  for (size_t i = 0; i < t.call_seconds.size(); ++i) {
+    const auto& [rows, seconds] = t.call_seconds[i];
+    TG_CHECK(rows >= 1 && std::isfinite(seconds) && seconds >= 0 && seconds < 1 &&
+                 (i == 0 || rows > t.call_seconds[i - 1].first),
+             "{}: hardware profile field 'cpu.product_tables' ({}) needs call_seconds of ascending row counts (at "
+             "least 1) and seconds in [0, 1)", where, t.dtype);
+  }
   TG_CHECK(t.matmul_flops >= 0 && t.gemv_bandwidth >= 0 && t.small_matmul_max_rows >= 0,
            "{}: hardware profile field 'cpu.product_tables' ({}) has a negative rate or row count", where, t.dtype);
 }
@@ -306,7 +333,8 @@ bool operator==(const CpuProductTable& a, const CpuProductTable& b) {
   return a.dtype == b.dtype && a.kernel_path == b.kernel_path && a.kernel_level == b.kernel_level &&
          a.kernels_revision == b.kernels_revision && a.rates == b.rates &&
          a.matmul_flops == b.matmul_flops && a.gemv_bandwidth == b.gemv_bandwidth &&
-         a.small_matmul_max_rows == b.small_matmul_max_rows && a.quantized == b.quantized;
+         a.small_matmul_max_rows == b.small_matmul_max_rows && a.quantized == b.quantized &&
+         a.call_seconds == b.call_seconds;
 }
 
 std::string stale_cpu_products(const CpuProductTable& table) {
@@ -361,6 +389,7 @@ HardwareProfile HardwareProfile::with_cpu_products_of(const std::string& dtype) 
   p.cpu_gemv_bandwidth = t.gemv_bandwidth;
   p.cpu_small_matmul_max_rows = t.small_matmul_max_rows;
   p.cpu_quantized_product_rates = t.quantized;
+  p.cpu_call_seconds = t.call_seconds;
   return p;
 }
 
@@ -396,9 +425,12 @@ double HardwareProfile::cpu_matmul_rate() const {
   return gpu_is_host ? mm_flops_prefill : 4 * cpu_attention_bandwidth;
 }
 
-double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops) const {
-  const auto& r = cpu_product_rates;
-  if (r.empty()) return std::max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate());
+namespace {
+
+// Seconds of a product by its bytes (and FLOPs) alone, as the rates were timed.
+double product_seconds_by_bytes(const HardwareProfile& p, double rows, double weight_bytes, double flops) {
+  const auto& r = p.cpu_product_rates;
+  if (r.empty()) return std::max(flops / p.cpu_matmul_rate(), weight_bytes / p.cpu_gemv_rate());
   if (rows <= double(r.front().first)) return weight_bytes / r.front().second;
   for (size_t i = 1; i < r.size(); ++i) {
     if (rows <= double(r[i].first)) {
@@ -407,13 +439,32 @@ double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, do
       return weight_bytes * ((1 - t) / r[i - 1].second + t / r[i].second);
     }
   }
-  return std::max(weight_bytes / r.back().second, flops / cpu_matmul_rate());
+  return std::max(weight_bytes / r.back().second, flops / p.cpu_matmul_rate());
 }
 
-double HardwareProfile::device_product_seconds(double rows, double weight_bytes, double flops,
-                                               double flops_rate) const {
+}  // namespace
+
+double HardwareProfile::cpu_call_seconds_at(double rows) const {
+  const auto& d = cpu_call_seconds;
+  if (d.empty()) return 0;
+  if (rows <= double(d.front().first)) return d.front().second;
+  for (size_t i = 1; i < d.size(); ++i) {
+    if (rows <= double(d[i].first)) {
+      const double t = (rows - double(d[i - 1].first)) / double(d[i].first - d[i - 1].first);
+      return (1 - t) * d[i - 1].second + t * d[i].second;
+    }
+  }
+  return d.back().second;
+}
+
+double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops, double calls) const {
+  return product_seconds_by_bytes(*this, rows, weight_bytes, flops) + calls * cpu_call_seconds_at(rows);
+}
+
+double HardwareProfile::device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate,
+                                               double calls) const {
   const auto& timed = cpu_product_rates;
-  if (gpu_is_host && !timed.empty()) return cpu_product_seconds(rows, weight_bytes, flops);
+  if (gpu_is_host && !timed.empty()) return cpu_product_seconds(rows, weight_bytes, flops, calls);
   const double read_rate = !gpu_is_host            ? gpu_memory_bandwidth
                            : cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth
                                                     : gpu_memory_bandwidth;

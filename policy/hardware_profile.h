@@ -39,6 +39,13 @@ struct CpuProductTable {
   // table was timed at; "" and 0 in tables that predate them.
   std::string kernel_level;
   int kernels_revision = 0;
+  // (rows, seconds): what one product call of that many rows costs beside its bytes at
+  // the rates above, ascending rows. The rates are of one product over a weight larger
+  // than the caches; a model's layer makes several calls over matrices of a few MB
+  // (OPT-125m's 768-wide layer ran at 0.80x the rate at 32 rows on a 2-core Zen 5). Timed
+  // over matrices of 1024 x 1024 elements. Empty where not timed: products are then
+  // priced by their bytes alone.
+  std::vector<std::pair<int64_t, double>> call_seconds;
 };
 bool operator==(const CpuProductTable& a, const CpuProductTable& b);
 
@@ -122,6 +129,9 @@ struct HardwareProfile {
   // `quantized`; not a field of the file outside the tables). Empty: estimated from the
   // dense rates (cpu_product_seconds of the stored bytes).
   std::vector<QuantizedProductRates> cpu_quantized_product_rates;
+  // The priced dtype's cost per product call (its table's `call_seconds`; not a field of
+  // the file outside the tables).
+  std::vector<std::pair<int64_t, double>> cpu_call_seconds;
   // Seconds of one in-place product of `rows` rows over `stored_bytes` of weights
   // compressed to `bits`, from cpu_quantized_product_rates (interpolated in rows; beyond
   // the largest count timed, at its rate), or nullopt when that format was not timed.
@@ -163,8 +173,12 @@ struct HardwareProfile {
   // Seconds of one CPU product of `rows` rows over `weight_bytes` of dense host weights
   // doing `flops`: from cpu_product_rates where measured (interpolated between row
   // counts; beyond the largest, never faster than there nor than the many-row rate),
-  // else max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate()).
-  double cpu_product_seconds(double rows, double weight_bytes, double flops) const;
+  // else max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate()); the weights
+  // in `calls` product calls (a layer's matrices), each costing cpu_call_seconds beside.
+  double cpu_product_seconds(double rows, double weight_bytes, double flops, double calls = 0) const;
+  // cpu_call_seconds at `rows` (interpolated; beyond the last count, its value), 0 when
+  // not timed.
+  double cpu_call_seconds_at(double rows) const;
   // Seconds of one product of `rows` rows on the compute device over `weight_bytes` of
   // dense weights doing `flops` at `flops_rate`: never faster than reading the weights
   // (the roofline of decode's few rows). A host standing in for the GPU multiplies with
@@ -174,7 +188,9 @@ struct HardwareProfile {
   // rate `flops_rate`, which the batch-invariant kernels do not reach: 3.9x apart on a
   // 2-core Xeon with AMX); without the table, its few-row rate, not its memcpy rate,
   // gpu_memory_bandwidth, which would price the same product differently.
-  double device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate) const;
+  // `calls` as for cpu_product_seconds (on the stand-in).
+  double device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate,
+                                double calls = 0) const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;
 

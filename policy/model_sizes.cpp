@@ -22,6 +22,7 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
     linear_flops_ += 2.0 * double(t.numel());
     linear_outputs_ += double(t.shape[0]);
     linear_inputs_ += double(t.shape[1]);
+    linear_products_ += 1;
   }
   // The head's matrix: the vocabulary projection from the (projected) hidden state.
   const int64_t head_input = spec.word_embed_proj_dim > 0 ? spec.word_embed_proj_dim : spec.hidden_size;

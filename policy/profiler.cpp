@@ -404,6 +404,17 @@ std::vector<int64_t> product_row_counts(bool quick) {
   return {1, 2, 4, 8, 16, 17, 24, 32, 48, 64, 128};
 }
 
+// The products' rates are of one product over a weight larger than the caches. What a
+// product call costs beside its bytes (CpuProductTable::call_seconds) is timed at these
+// of the row counts (and at the many-row count) over the same weight cut into matrices
+// of kCallMatrixSide x kCallMatrixSide, one call each, front to back: the size of a
+// small model's matrices, whose layers make several calls of a few MB. The cost model
+// interpolates it in rows between the counts timed.
+constexpr int64_t kCallMatrixSide = 1024;
+bool times_call_cost_at(int64_t rows, bool quick) {
+  return quick ? (rows == 1 || rows == 16 || rows == 64) : (rows == 1 || rows == 8 || rows == 32 || rows == 128);
+}
+
 // Where the runtime's product changes kernels for `type`'s weights: up to its default
 // small-row limit the small-row kernel (kernels::small_matmul), beyond it the GEMM.
 // Above the default the profile times both and moves the limit up while the small-row
@@ -544,6 +555,23 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
   try {
     const at::Tensor weight = repeated_randn({n, k}, dtype);
     auto& timed = table.rates;
+    // The same bytes in calls over kCallMatrixSide-square matrices, timed right after the
+    // one product (a host's speed drifts by the minute), at the kernel it took: each
+    // call's time beyond its share of `seconds` (never below zero, whatever the noise).
+    const auto time_call_cost = [&](int64_t rows, double seconds, const at::Tensor& whole) {
+      const int64_t side = kCallMatrixSide, calls = whole.numel() / (side * side);
+      const at::Tensor matrices = whole.view({-1}).narrow(0, 0, calls * side * side).view({calls, side, side});
+      const double share = double(calls * side * side) / double(whole.numel());  // of `seconds`
+      const at::Tensor x = at::randn({rows, kCallMatrixSide}, opts);
+      const kernels::SmallMatmulMaxRowsScope scope(search.limit);
+      const double in_calls = median_seconds_within(kProductSecondsPerPoint, reps, [&] {
+        for (int64_t i = 0; i < calls; ++i) (void)model::linear_product(x, matrices[i]);
+      });
+      const double per_call = std::max(0.0, (in_calls - share * seconds) / double(calls));
+      record(fmt::format("cpu product call {}, {} row{}", table.dtype, rows, rows == 1 ? "" : "s"), per_call * 1e6,
+             "us");
+      table.call_seconds.emplace_back(rows, per_call);
+    };
     const auto time_rows = [&](int64_t rows) {
       const at::Tensor x = at::randn({rows, k}, opts);
       const double seconds =
@@ -552,6 +580,7 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
       const double rate = record(name, double(weight.nbytes()) / seconds, "B/s");
       timed.insert(std::lower_bound(timed.begin(), timed.end(), std::pair<int64_t, double>{rows, 0.0}), {rows, rate});
       if (rows == 4) table.gemv_bandwidth = rate;
+      if (times_call_cost_at(rows, quick)) time_call_cost(rows, seconds, weight);
     };
     for (int64_t rows : product_row_counts(quick)) time_rows(rows);
     // The rows just past a raised limit run on the GEMM: timed (the search closed), so
@@ -572,12 +601,11 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
     const at::Tensor many_row_weight = weight.narrow(0, 0, many_rows_n);
     const at::Tensor a = at::randn({rows, k}, opts);
     const kernels::SmallMatmulMaxRowsScope scope(search.limit);
+    const double many_row_seconds =
+        median_seconds_within(kProductSecondsPerPoint, reps, [&] { (void)model::linear_product(a, many_row_weight); });
     table.matmul_flops = record(fmt::format("cpu many-row matmul {}", table.dtype),
-                                2.0 * double(rows * many_row_weight.size(0) * k) /
-                                    median_seconds_within(kProductSecondsPerPoint, reps, [&] {
-                                  (void)model::linear_product(a, many_row_weight);
-                                }),
-                                "FLOP/s");
+                                2.0 * double(rows * many_row_weight.size(0) * k) / many_row_seconds, "FLOP/s");
+    time_call_cost(rows, many_row_seconds, many_row_weight);
     table.kernel_path = model::linear_product_paths(dtype);
     table.kernel_level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
     table.kernels_revision = kernels::kCpuProductKernelsRevision;
@@ -604,6 +632,7 @@ void price_cpu_products_with(HardwareProfile& p, const CpuProductTable& table) {
   p.cpu_gemv_bandwidth = table.gemv_bandwidth;
   p.cpu_small_matmul_max_rows = table.rates.empty() ? 0 : table.small_matmul_max_rows;
   p.cpu_quantized_product_rates = table.quantized;
+  p.cpu_call_seconds = table.call_seconds;
 }
 
 uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }

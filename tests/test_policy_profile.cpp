@@ -309,6 +309,16 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
           << compat::dtype_name(type) << " " << table->small_matmul_max_rows;
     EXPECT_GT(table->matmul_flops, 0);
     EXPECT_GT(table->gemv_bandwidth, 0);
+    // What a product call costs beside its bytes, at 1, 16 and 64 rows and the many-row
+    // count (never below zero, whatever the noise), each recorded.
+    std::vector<int64_t> call_rows;
+    for (const auto& [r, seconds] : table->call_seconds) {
+      call_rows.push_back(r);
+      EXPECT_GE(seconds, 0) << compat::dtype_name(type) << " " << r;
+      EXPECT_NEAR(value_of(fmt::format("cpu product call {}, {} row{}", compat::dtype_name(type), r, r == 1 ? "" : "s")),
+                  seconds * 1e6, 1e-9);
+    }
+    EXPECT_EQ(call_rows, (std::vector<int64_t>{1, 16, 64, 256})) << compat::dtype_name(type);
     // Compressed products in place at one row, at --cpu-gemm's in-place limit, and at 64
     // rows (the large decode batches default runs multiply in place).
     EXPECT_EQ(table->quantized.size(), 2u) << compat::dtype_name(type) << ": 4 and 8 bits";
@@ -328,6 +338,7 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   const CpuProductTable* priced = measured.cpu_product_table(compat::dtype_name(dtype));
   ASSERT_NE(priced, nullptr);
   EXPECT_EQ(priced->rates, measured.cpu_product_rates);
+  EXPECT_EQ(priced->call_seconds, measured.cpu_call_seconds);
   EXPECT_EQ(measured.with_cpu_products_of(compat::dtype_name(dtype)).cpu_product_rates, measured.cpu_product_rates);
   const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
   save_profile(measured, path);
