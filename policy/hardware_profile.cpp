@@ -155,33 +155,26 @@ void read_product_rates(HardwareProfile& p, const json& cpu, const std::string& 
   if (cpu.contains("product_rates")) p.cpu_product_rates = rates_at(cpu.at("product_rates"), "cpu.product_rates", source);
 }
 
-std::vector<std::pair<int64_t, double>> rates_at(const json& r, const std::string& name, const std::string& source) {
-  TG_CHECK(r.is_array(), "{}: hardware profile field '{}' must be a list of [rows, bytes/s]", source, name);
-  std::vector<std::pair<int64_t, double>> rates;
+// [rows, value] pairs of `unit` ("bytes/s", "seconds").
+std::vector<std::pair<int64_t, double>> row_pairs_at(const json& r, const std::string& name, const std::string& source,
+                                                     const char* unit) {
+  TG_CHECK(r.is_array(), "{}: hardware profile field '{}' must be a list of [rows, {}]", source, name, unit);
+  std::vector<std::pair<int64_t, double>> pairs;
   for (const auto& entry : r) {
     TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
-             "{}: hardware profile field '{}' must hold [rows, bytes/s] pairs", source, name);
-    rates.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
+             "{}: hardware profile field '{}' must hold [rows, {}] pairs", source, name, unit);
+    pairs.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
   }
-  return rates;
+  return pairs;
+}
+
+std::vector<std::pair<int64_t, double>> rates_at(const json& r, const std::string& name, const std::string& source) {
+  return row_pairs_at(r, name, source, "bytes/s");
 }
 
 json rates_json(const std::vector<std::pair<int64_t, double>>& rates) {
   json out = json::array();
   for (const auto& [rows, rate] : rates) out.push_back({rows, rate});
-  return out;
-}
-
-// A table's costs per product call: [rows, seconds] pairs.
-std::vector<std::pair<int64_t, double>> call_seconds_at(const json& d, const std::string& name,
-                                                        const std::string& source) {
-  TG_CHECK(d.is_array(), "{}: hardware profile field '{}.call_seconds' must be a list of [rows, seconds]", source, name);
-  std::vector<std::pair<int64_t, double>> out;
-  for (const auto& entry : d) {
-    TG_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_integer() && entry[1].is_number(),
-             "{}: hardware profile field '{}.call_seconds' must hold [rows, seconds] pairs", source, name);
-    out.emplace_back(entry[0].get<int64_t>(), entry[1].get<double>());
-  }
   return out;
 }
 
@@ -239,7 +232,9 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
              "{}: hardware profile field '{}.small_matmul_max_rows' must be a row count", source, name);
     table.small_matmul_max_rows = r.get<int64_t>();
   }
-  if (t.contains("call_seconds")) table.call_seconds = call_seconds_at(t.at("call_seconds"), name, source);
+  if (t.contains("call_seconds")) {
+    table.call_seconds = row_pairs_at(t.at("call_seconds"), name + ".call_seconds", source, "seconds");
+  }
   return table;
 }
 
