@@ -141,7 +141,8 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
   if (model::quantized_product_in_place(phase, static_cast<int64_t>(std::ceil(rows)), bf16_activations, c.bits,
                                         c.group_size)) {
     // As the profile timed these products, else estimated from the dense rates.
-    // (Each call's cost beside the bytes as the dense products' calls pay it.)
+    // Each call's cost beside the bytes as the dense products' calls pay it (the in-place
+    // products' own calls are not timed).
     const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
     return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) +
                           calls * t.hw.cpu_call_seconds_at(rows));

@@ -344,6 +344,10 @@ std::string stale_cpu_products(const CpuProductTable& table) {
     return fmt::format("with kernels of revision {}, and this build's are revision {}", revision,
                        kernels::kCpuProductKernelsRevision);
   }
+  // Measured before the cost per call was: its layers would be priced by bytes alone.
+  if (revision > 0 && !table.rates.empty() && table.call_seconds.empty()) {
+    return "without the cost of a product call beside its bytes";
+  }
   return "";
 }
 
@@ -540,8 +544,9 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.small_matmul_max_rows",
                  "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights (optional)"},
                 {"cpu.product_tables",
-                 "per dtype timed: the fields above for host weights of that dtype, and the kernel path the "
-                 "products took (optional; a plan in a dtype without a table prices no CPU products)"},
+                 "per dtype timed: the fields above for host weights of that dtype, the kernel path the "
+                 "products took, and call_seconds: [rows, seconds] one product call costs beside its bytes "
+                 "(optional; a plan in a dtype without a table prices no CPU products)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},
                 {"schedule.step_seconds",

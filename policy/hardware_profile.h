@@ -41,10 +41,13 @@ struct CpuProductTable {
   int kernels_revision = 0;
   // (rows, seconds): what one product call of that many rows costs beside its bytes at
   // the rates above, ascending rows. The rates are of one product over a weight larger
-  // than the caches; a model's layer makes several calls over matrices of a few MB
-  // (OPT-125m's 768-wide layer ran at 0.80x the rate at 32 rows on a 2-core Zen 5). Timed
-  // over matrices of 1024 x 1024 elements. Empty where not timed: products are then
-  // priced by their bytes alone.
+  // than the caches; a model's layer makes several calls over matrices of a few MB (a
+  // LLaMA-shaped layer at OPT-125m's widths ran at 0.81x the rate of a 4096-wide one at 32
+  // rows on a 2-core Zen 5). Timed over matrices of 1024 x 1024 elements, through the
+  // runtime's product, so it includes the call's dispatch, which the schedule's
+  // step_seconds (timed on layers that do almost no work) counts once more: a few us per
+  // call. Empty where not timed: products are then priced by their bytes alone, and a
+  // measured table without it is stale (stale_cpu_products).
   std::vector<std::pair<int64_t, double>> call_seconds;
 };
 bool operator==(const CpuProductTable& a, const CpuProductTable& b);

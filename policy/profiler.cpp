@@ -560,12 +560,15 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
     // call's time beyond its share of `seconds` (never below zero, whatever the noise).
     const auto time_call_cost = [&](int64_t rows, double seconds, const at::Tensor& whole) {
       const int64_t side = kCallMatrixSide, calls = whole.numel() / (side * side);
-      const at::Tensor matrices = whole.view({-1}).narrow(0, 0, calls * side * side).view({calls, side, side});
+      TG_CHECK(calls > 0, "internal: a {}-element weight holds no {}x{} matrix", whole.numel(), side, side);
+      const at::Tensor all = whole.view({-1}).narrow(0, 0, calls * side * side).view({calls, side, side});
+      std::vector<at::Tensor> matrices;  // the views made before timing, not in it
+      for (int64_t i = 0; i < calls; ++i) matrices.push_back(all[i]);
       const double share = double(calls * side * side) / double(whole.numel());  // of `seconds`
       const at::Tensor x = at::randn({rows, kCallMatrixSide}, opts);
       const kernels::SmallMatmulMaxRowsScope scope(search.limit);
       const double in_calls = median_seconds_within(kProductSecondsPerPoint, reps, [&] {
-        for (int64_t i = 0; i < calls; ++i) (void)model::linear_product(x, matrices[i]);
+        for (const at::Tensor& matrix : matrices) (void)model::linear_product(x, matrix);
       });
       const double per_call = std::max(0.0, (in_calls - share * seconds) / double(calls));
       record(fmt::format("cpu product call {}, {} row{}", table.dtype, rows, rows == 1 ? "" : "s"), per_call * 1e6,

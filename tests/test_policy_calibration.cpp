@@ -141,8 +141,10 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   HardwareProfile stand_in = base;
   stand_in.gpu_is_host = true;
   stand_in.cpu_product_rates = {{1, 20e9}, {16, 10e9}, {64, 3e9}};
+  stand_in.cpu_call_seconds = {{1, 30e-6}, {64, 100e-6}};
   HardwareProfile slower_products = stand_in;
   for (auto& rate : slower_products.cpu_product_rates) rate.second *= 0.5;
+  for (auto& call : slower_products.cpu_call_seconds) call.second *= 2;  // the calls slow down with them
   slower_products.mm_flops_decode *= 0.5;
   slower_products.bmm_flops_decode *= 0.5;
   const Calibration host = calibrate(stand_in, {measured_under(slower_products, "opt-13b", offloaded(24, 70))});
@@ -150,6 +152,7 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   EXPECT_EQ(term(host, "cpu products").runs, 1);
   EXPECT_NEAR(term(host, "cpu products").factor, 0.5, 0.005);
   EXPECT_NEAR(host.profile.cpu_product_rates[1].second, 5e9, 5e7);
+  EXPECT_NEAR(host.profile.cpu_call_seconds[1].second, 200e-6, 2e-6) << "seconds scale inversely with the rates";
   EXPECT_FALSE(term(host, "decode products").applies);
   EXPECT_NE(calibration_table(host).find("not this profile's term (its decode products are the CPU's)"),
             std::string::npos) << calibration_table(host);

@@ -110,6 +110,9 @@ TEST(CpuProductTables, ATableTimedByOtherKernelsIsStale) {
   const std::string level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
   t.kernel_level = level;
   t.kernels_revision = kernels::kCpuProductKernelsRevision;
+  EXPECT_EQ(stale_cpu_products(t), "without the cost of a product call beside its bytes")
+      << "timed before calls were priced: its layers would be priced by bytes alone";
+  t.call_seconds = {{1, 10e-6}};
   EXPECT_EQ(stale_cpu_products(t), "");
   HardwareProfile p = stand_in_with_tables();
   p.add_cpu_product_table(t);
@@ -187,8 +190,8 @@ TEST(CpuProductTables, AnUntimedDtypeIsNotPricedAtAnotherDtypesRates) {
 // A layer's products are priced by their calls too (CpuProductTable::call_seconds): the
 // rates are of one product over a weight larger than the caches, and a model's layer
 // makes several calls over matrices of a few MB, each costing the timed seconds at its
-// row count beside its bytes (OPT-125m's 768-wide layer ran at 0.80x the rate at 32 rows
-// on a 2-core Zen 5).
+// row count beside its bytes (a LLaMA-shaped layer at OPT-125m's widths ran at 0.81x the
+// rate of a 4096-wide one at 32 rows on a 2-core Zen 5).
 TEST(CpuProductTables, EachProductCallCostsItsTimedSecondsBesideItsBytes) {
   HardwareProfile p = stand_in_with_tables();
   CpuProductTable fp32 = *p.cpu_product_table("float32");
@@ -216,6 +219,14 @@ TEST(CpuProductTables, EachProductCallCostsItsTimedSecondsBesideItsBytes) {
   };
   EXPECT_NEAR(decode_compute(priced) - decode_compute(stand_in_with_tables()), 2 * 6 * 20e-6, 1e-12)
       << "six calls of 16 rows for each of the two gpu batches";
+  // Compressed weights multiplied in place pay the same calls (the dense products' cost,
+  // until the in-place products' own calls are timed).
+  runtime::Policy compressed = policy;
+  compressed.compress_weight = {true, 4, 64};
+  const auto compressed_compute = [&](const HardwareProfile& hw) {
+    return predict(spec, compressed, w, hw, 4).decode.tasks[static_cast<int>(Task::Compute)];
+  };
+  EXPECT_NEAR(compressed_compute(priced) - compressed_compute(stand_in_with_tables()), 2 * 6 * 20e-6, 1e-12);
 
   // The costs round-trip with their table; descending or negative ones are refused.
   const HardwareProfile back = profile_from_json(profile_to_json(priced), "p.json");
