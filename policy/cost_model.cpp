@@ -396,9 +396,10 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   const double on_device =
       t.hw.gpu_is_host && compress.enabled
           ? cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
-                                 t.sizes.head_compressed_dense_bytes(compress), 1)
+                                 t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products())
           : double(t.policy.num_gpu_batches) *
-                t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode, 1);
+                t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode,
+                                            t.sizes.head_products());
   if (at_home <= 0) {
     phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_device));
     return phase;
@@ -407,7 +408,7 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   // those rows of every position go to the device.
   const double on_cpu =
       cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
-                           t.sizes.head_compressed_dense_bytes(compress), 1);
+                           t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products());
   const double positions = prefill ? t.s : 1;
   const double crossing = t.bls * (positions * t.sizes.embedding_output_bytes_per_token() / t.hw.cpu_to_gpu +
                                    t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +

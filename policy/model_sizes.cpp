@@ -24,6 +24,9 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
     linear_inputs_ += double(t.shape[1]);
     linear_products_ += 1;
   }
+  for (const auto& t : head_.tensors) {
+    if (t.shape.size() == 2) head_products_ += 1;
+  }
   // The head's matrix: the vocabulary projection from the (projected) hidden state.
   const int64_t head_input = spec.word_embed_proj_dim > 0 ? spec.word_embed_proj_dim : spec.hidden_size;
   head_flops_ = 2.0 * double(spec.vocab_size) * double(head_input);

@@ -58,9 +58,11 @@ class ModelSizes {
   // crosses the link when the matrices are multiplied on the host.
   double linear_input_bytes_per_token() const { return linear_inputs_ * dtype_bytes_; }
   double linear_output_bytes_per_token() const { return linear_outputs_ * dtype_bytes_; }
-  // The decoder layer's matrices: one product call each (HardwareProfile::
-  // cpu_product_seconds prices the calls beside the bytes). The head is one.
+  // The decoder layer's matrices, and the head layer's (the vocabulary projection, and
+  // OPT's project_out where the model has one): one product call each (HardwareProfile::
+  // cpu_product_seconds prices the calls beside the bytes).
   double linear_products() const { return linear_products_; }
+  double head_products() const { return head_products_; }
   // Attention FLOPs for one query token against `context` keys (QKᵀ and PV).
   double attention_flops(double context) const { return 4.0 * query_dim_ * context; }
   // KV cache bytes of one token in one layer, dense and as stored.
@@ -85,7 +87,7 @@ class ModelSizes {
   double layer_dense_ = 0;
   double linear_flops_ = 0;
   double head_flops_ = 0;
-  double linear_inputs_ = 0, linear_outputs_ = 0, linear_products_ = 0;
+  double linear_inputs_ = 0, linear_outputs_ = 0, linear_products_ = 0, head_products_ = 0;
   int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0, vocab_size_ = 0;
   double embedding_row_elements_ = 0;
 };

@@ -211,6 +211,9 @@ TEST(CpuProductTables, EachProductCallCostsItsTimedSecondsBesideItsBytes) {
   // out, fc1, fc2), LLaMA's seven.
   EXPECT_EQ(ModelSizes(model::resolve_spec("opt-125m"), 4).linear_products(), 6);
   EXPECT_EQ(ModelSizes(model::resolve_spec("llama-2-7b"), 4).linear_products(), 7);
+  // The head: the vocabulary projection, after OPT-350m's project_out.
+  EXPECT_EQ(ModelSizes(model::resolve_spec("opt-125m"), 4).head_products(), 1);
+  EXPECT_EQ(ModelSizes(model::resolve_spec("opt-350m"), 4).head_products(), 2);
   const auto spec = model::resolve_spec("opt-125m");
   const runtime::Policy policy = test::make_policy(16, 2, {100, 0, 100, 0, 100, 0}, false);
   const runtime::Workload w{16, 8, 32};
