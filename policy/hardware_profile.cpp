@@ -247,10 +247,7 @@ json product_table_json(const CpuProductTable& t) {
   if (t.matmul_flops > 0) j["matmul_flops"] = t.matmul_flops;
   if (t.gemv_bandwidth > 0) j["gemv_bandwidth"] = t.gemv_bandwidth;
   if (t.small_matmul_max_rows != 0) j["small_matmul_max_rows"] = t.small_matmul_max_rows;
-  if (!t.call_seconds.empty()) {
-    j["call_seconds"] = json::array();
-    for (const auto& [rows, seconds] : t.call_seconds) j["call_seconds"].push_back({rows, seconds});
-  }
+  if (!t.call_seconds.empty()) j["call_seconds"] = rates_json(t.call_seconds);
   if (!t.quantized.empty()) {
     j["quantized"] = json::array();
     for (const auto& q : t.quantized) {
@@ -351,19 +348,36 @@ std::string stale_cpu_products(const CpuProductTable& table) {
   return "";
 }
 
+namespace {
+
+// `value` of a (rows, x) table's entries at `rows`: linear in rows between two counts, the
+// first entry's at or below the first count; nullopt beyond the last (each caller says
+// what holds there). `table` is not empty, its rows ascending.
+template <typename Value>
+std::optional<double> interpolated_in_rows(const std::vector<std::pair<int64_t, double>>& table, double rows,
+                                           Value value) {
+  if (rows <= double(table.front().first)) return value(table.front().second);
+  for (size_t i = 1; i < table.size(); ++i) {
+    if (rows <= double(table[i].first)) {
+      const double t = (rows - double(table[i - 1].first)) / double(table[i].first - table[i - 1].first);
+      return (1 - t) * value(table[i - 1].second) + t * value(table[i].second);
+    }
+  }
+  return std::nullopt;
+}
+
+double inverse(double rate) { return 1 / rate; }
+
+}  // namespace
+
 std::optional<double> HardwareProfile::cpu_quantized_product_seconds(int bits, double rows, double stored_bytes) const {
   for (const auto& q : cpu_quantized_product_rates) {
     if (q.bits != bits || q.rates.empty()) continue;
+    // Seconds per stored byte, linear in rows between the counts timed; beyond the largest
+    // (the in-place limit), seconds grow with the rows.
     const auto& r = q.rates;
-    if (rows <= double(r.front().first)) return stored_bytes / r.front().second;
-    for (size_t i = 1; i < r.size(); ++i) {
-      if (rows <= double(r[i].first)) {
-        const double t = (rows - double(r[i - 1].first)) / double(r[i].first - r[i - 1].first);
-        return stored_bytes * ((1 - t) / r[i - 1].second + t / r[i].second);
-      }
-    }
-    // Beyond the largest count timed (the in-place limit): seconds grow with the rows.
-    return stored_bytes / r.back().second * rows / double(r.back().first);
+    const double beyond = rows / double(r.back().first) / r.back().second;
+    return stored_bytes * interpolated_in_rows(r, rows, inverse).value_or(beyond);
   }
   return std::nullopt;
 }
@@ -381,15 +395,18 @@ HardwareProfile HardwareProfile::with_cpu_products_of(const std::string& dtype) 
   const CpuProductTable* table = cpu_product_table(dtype);
   CpuProductTable none;
   none.dtype = dtype;
-  const CpuProductTable& t = table ? *table : none;
-  p.cpu_product_dtype = table ? t.dtype : "";
-  p.cpu_product_rates = t.rates;
-  p.cpu_matmul_flops = t.matmul_flops;
-  p.cpu_gemv_bandwidth = t.gemv_bandwidth;
-  p.cpu_small_matmul_max_rows = t.small_matmul_max_rows;
-  p.cpu_quantized_product_rates = t.quantized;
-  p.cpu_call_seconds = t.call_seconds;
+  p.price_cpu_products_with(table ? *table : none);
   return p;
+}
+
+void HardwareProfile::price_cpu_products_with(const CpuProductTable& table) {
+  cpu_product_dtype = table.rates.empty() ? "" : table.dtype;
+  cpu_product_rates = table.rates;
+  cpu_matmul_flops = table.matmul_flops;
+  cpu_gemv_bandwidth = table.gemv_bandwidth;
+  cpu_small_matmul_max_rows = table.rates.empty() ? 0 : table.small_matmul_max_rows;
+  cpu_quantized_product_rates = table.quantized;
+  cpu_call_seconds = table.call_seconds;
 }
 
 void HardwareProfile::add_cpu_product_table(const CpuProductTable& table) {
@@ -426,18 +443,12 @@ double HardwareProfile::cpu_matmul_rate() const {
 
 namespace {
 
-// Seconds of a product by its bytes (and FLOPs) alone, as the rates were timed.
+// Seconds of a product by its bytes (and FLOPs) alone, as the rates were timed: seconds
+// per weight byte linear in rows between the measured counts.
 double product_seconds_by_bytes(const HardwareProfile& p, double rows, double weight_bytes, double flops) {
   const auto& r = p.cpu_product_rates;
   if (r.empty()) return std::max(flops / p.cpu_matmul_rate(), weight_bytes / p.cpu_gemv_rate());
-  if (rows <= double(r.front().first)) return weight_bytes / r.front().second;
-  for (size_t i = 1; i < r.size(); ++i) {
-    if (rows <= double(r[i].first)) {
-      // Seconds per weight byte, linear in rows between the two measured counts.
-      const double t = (rows - double(r[i - 1].first)) / double(r[i].first - r[i - 1].first);
-      return weight_bytes * ((1 - t) / r[i - 1].second + t / r[i].second);
-    }
-  }
+  if (const auto per_byte = interpolated_in_rows(r, rows, inverse)) return weight_bytes * *per_byte;
   return std::max(weight_bytes / r.back().second, flops / p.cpu_matmul_rate());
 }
 
@@ -446,14 +457,7 @@ double product_seconds_by_bytes(const HardwareProfile& p, double rows, double we
 double HardwareProfile::cpu_call_seconds_at(double rows) const {
   const auto& d = cpu_call_seconds;
   if (d.empty()) return 0;
-  if (rows <= double(d.front().first)) return d.front().second;
-  for (size_t i = 1; i < d.size(); ++i) {
-    if (rows <= double(d[i].first)) {
-      const double t = (rows - double(d[i - 1].first)) / double(d[i].first - d[i - 1].first);
-      return (1 - t) * d[i - 1].second + t * d[i].second;
-    }
-  }
-  return d.back().second;
+  return interpolated_in_rows(d, rows, [](double seconds) { return seconds; }).value_or(d.back().second);
 }
 
 double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops, double calls) const {

@@ -627,17 +627,6 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
 // The dtypes host weights can live in: a plan's compute dtype.
 std::vector<std::string> all_product_dtypes() { return {"float32", "float16", "bfloat16"}; }
 
-// Puts `table` in the fields the cost model prices CPU products with.
-void price_cpu_products_with(HardwareProfile& p, const CpuProductTable& table) {
-  p.cpu_product_dtype = table.rates.empty() ? "" : table.dtype;
-  p.cpu_product_rates = table.rates;
-  p.cpu_matmul_flops = table.matmul_flops;
-  p.cpu_gemv_bandwidth = table.gemv_bandwidth;
-  p.cpu_small_matmul_max_rows = table.rates.empty() ? 0 : table.small_matmul_max_rows;
-  p.cpu_quantized_product_rates = table.quantized;
-  p.cpu_call_seconds = table.call_seconds;
-}
-
 uint64_t physical_memory() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
 
 uint64_t free_disk(const std::string& dir) {
@@ -736,7 +725,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   for (const std::string& dtype : o.product_dtypes.empty() ? all_product_dtypes() : o.product_dtypes) {
     const CpuProductTable table = cpu_product_table(compat::parse_dtype(dtype), o.quick, reps, record);
     if (!table.rates.empty()) p.add_cpu_product_table(table);
-    if (dtype == compat::dtype_name(primary)) price_cpu_products_with(p, table);
+    if (dtype == compat::dtype_name(primary)) p.price_cpu_products_with(table);
   }
   // Through the real runner on the compute device: the schedule's fixed cost per step,
   // the rate its weight loads reach (its own copies from its own homes, while it works),
