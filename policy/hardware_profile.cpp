@@ -393,18 +393,16 @@ HardwareProfile HardwareProfile::with_cpu_products_of(const std::string& dtype) 
   HardwareProfile p = *this;
   if (!times_cpu_products_per_dtype()) return p;
   const CpuProductTable* table = cpu_product_table(dtype);
-  CpuProductTable none;
-  none.dtype = dtype;
-  p.price_cpu_products_with(table ? *table : none);
+  p.price_cpu_products_with(table ? *table : CpuProductTable{});  // none: no dtype, nothing priced
   return p;
 }
 
 void HardwareProfile::price_cpu_products_with(const CpuProductTable& table) {
-  cpu_product_dtype = table.rates.empty() ? "" : table.dtype;
+  cpu_product_dtype = table.dtype;
   cpu_product_rates = table.rates;
   cpu_matmul_flops = table.matmul_flops;
   cpu_gemv_bandwidth = table.gemv_bandwidth;
-  cpu_small_matmul_max_rows = table.rates.empty() ? 0 : table.small_matmul_max_rows;
+  cpu_small_matmul_max_rows = table.small_matmul_max_rows;
   cpu_quantized_product_rates = table.quantized;
   cpu_call_seconds = table.call_seconds;
 }

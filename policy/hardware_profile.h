@@ -208,8 +208,7 @@ struct HardwareProfile {
   // a path the run will not take (CPU weight compute is then not planned, and a stand-in's
   // products fall back on its LibTorch matmul rates); a profile without tables unchanged.
   HardwareProfile with_cpu_products_of(const std::string& dtype) const;
-  // Puts `table` in the fields CPU products are priced with (a table without rates
-  // prices none: no dtype, no small-row limit).
+  // Puts `table` in the fields CPU products are priced with, as it is.
   void price_cpu_products_with(const CpuProductTable& table);
   // Adds (or replaces) `table`, in the order float32, float16, bfloat16.
   void add_cpu_product_table(const CpuProductTable& table);

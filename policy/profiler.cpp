@@ -725,7 +725,10 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   for (const std::string& dtype : o.product_dtypes.empty() ? all_product_dtypes() : o.product_dtypes) {
     const CpuProductTable table = cpu_product_table(compat::parse_dtype(dtype), o.quick, reps, record);
     if (!table.rates.empty()) p.add_cpu_product_table(table);
-    if (dtype == compat::dtype_name(primary)) p.price_cpu_products_with(table);
+    if (dtype == compat::dtype_name(primary)) {
+      // A dtype this LibTorch could not multiply (no rates) names no priced dtype.
+      p.price_cpu_products_with(table.rates.empty() ? CpuProductTable{} : table);
+    }
   }
   // Through the real runner on the compute device: the schedule's fixed cost per step,
   // the rate its weight loads reach (its own copies from its own homes, while it works),
