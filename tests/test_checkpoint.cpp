@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -167,6 +168,55 @@ TEST_F(CheckpointTest, WeightsHoldingNaNOrCutAfterOpeningAreErrorsNotGarbageOrSi
   } catch (const tiergen::Error& e) {
     expect_contains(e.what(), file);
     expect_contains(e.what(), "shrank");
+  }
+}
+
+// read_into (a home its owner allocated, e.g. on huge pages) holds the bits read()
+// returns, converted the same way; its checks are read()'s: a NaN names the tensor, a
+// home of another shape is refused.
+TEST_F(CheckpointTest, ReadIntoAHomeHoldsWhatReadReturns) {
+  const Spec spec = tiny_opt();
+  Weights w = weights_for(spec);
+  for (auto& b : w.buffers) {  // finite F16 values of both signs
+    for (size_t e = 0; e + 1 < b.size(); e += 2) {
+      const uint16_t bits = static_cast<uint16_t>(0x3C00 + (e * 37 % 1024)) | (e % 4 == 0 ? 0x8000 : 0);
+      b[e] = static_cast<uint8_t>(bits & 0xFF);
+      b[e + 1] = static_cast<uint8_t>(bits >> 8);
+    }
+  }
+  const std::string nan_tensor = "model.decoder.layers.0.fc2.weight";
+  for (size_t i = 0; i < w.tensors.size(); ++i) {
+    if (w.tensors[i].name == nan_tensor) w.buffers[i][1] = 0x7E;  // F16 0x7E00: a NaN
+  }
+  write_safetensors(dir_ + "/model.safetensors", w.finish());
+  const auto weights = open_checkpoint_weights(dir_, spec);
+  int compared = 0;
+  for (const auto& layer : spec.weight_layers()) {
+    for (const auto& t : layer.tensors) {
+      for (at::ScalarType dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+        at::Tensor home = at::full(t.shape, 7.0, at::TensorOptions().dtype(dtype));
+        if (t.source_name == nan_tensor) {
+          EXPECT_THROW(weights->read_into(t, home), tiergen::Error);
+          continue;
+        }
+        weights->read_into(t, home);
+        EXPECT_TRUE(at::equal(home, weights->read(t, dtype))) << t.source_name << " as " << c10::toString(dtype);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
+  const auto layer1 = spec.weight_layers()[1].tensors;
+  const auto fc1 = std::find_if(layer1.begin(), layer1.end(),
+                                [](const TensorSpec& t) { return t.source_name.find("fc1.weight") != std::string::npos; });
+  ASSERT_NE(fc1, layer1.end());
+  ASSERT_EQ(fc1->shape, (std::vector<int64_t>{16, 8}));
+  at::Tensor transposed = at::empty({8, 16}, at::kFloat);
+  try {
+    weights->read_into(*fc1, transposed);
+    ADD_FAILURE() << "a home of another shape took " << fc1->source_name;
+  } catch (const tiergen::Error& e) {
+    expect_contains(e.what(), "'" + fc1->source_name + "'");
   }
 }
 

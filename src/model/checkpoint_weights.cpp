@@ -64,17 +64,23 @@ class CheckpointWeights final : public WeightSource {
   explicit CheckpointWeights(std::unique_ptr<Checkpoint> checkpoint) : checkpoint_(std::move(checkpoint)) {}
 
   at::Tensor read(const TensorSpec& tensor, at::ScalarType dtype) const override {
-    const TensorInfo& info = checkpoint_->at(tensor.source_name);
-    TG_CHECK(info.shape == tensor.shape, "{}: tensor '{}' has an unexpected shape", info.file, info.name);
     // from_blob does not copy: the conversion (or clone) below produces an owned tensor
     // so nothing keeps pointing into the mapping.
-    check_still_in_file(info);
-    const at::Tensor view = at::from_blob(const_cast<uint8_t*>(info.data), info.shape,
-                                          at::TensorOptions().dtype(to_scalar_type(info.dtype)));
+    const TensorInfo& info = readable(tensor);
+    const at::Tensor view = mapped_view(info);
     at::Tensor owned = view.scalar_type() == dtype ? view.clone() : view.to(dtype);
     release_pages(info);
     check_finite(owned, info);
     return owned;
+  }
+
+  void read_into(const TensorSpec& tensor, const at::Tensor& out) const override {
+    const TensorInfo& info = readable(tensor);
+    TG_CHECK(out.sizes() == at::IntArrayRef(info.shape), "internal: tensor '{}' read into a home of another shape",
+             info.name);
+    out.copy_(mapped_view(info));
+    release_pages(info);
+    check_finite(out, info);
   }
 
   const TensorInfo* file_tensor(const TensorSpec& tensor) const override {
@@ -84,6 +90,18 @@ class CheckpointWeights final : public WeightSource {
   std::string describe() const override { return "safetensors checkpoint " + checkpoint_->path(); }
 
  private:
+  const TensorInfo& readable(const TensorSpec& tensor) const {
+    const TensorInfo& info = checkpoint_->at(tensor.source_name);
+    TG_CHECK(info.shape == tensor.shape, "{}: tensor '{}' has an unexpected shape", info.file, info.name);
+    check_still_in_file(info);
+    return info;
+  }
+
+  static at::Tensor mapped_view(const TensorInfo& info) {
+    return at::from_blob(const_cast<uint8_t*>(info.data), info.shape,
+                         at::TensorOptions().dtype(to_scalar_type(info.dtype)));
+  }
+
   std::unique_ptr<Checkpoint> checkpoint_;
 };
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "tiergen/common/error.h"
+#include "tiergen/common/huge_pages.h"
 #include "tiergen/model/safetensors.h"
 
 namespace tiergen::runtime {
@@ -62,6 +63,11 @@ WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const 
     home.reservation = tiers_.account(tier).reserve(tier == Tier::Cpu ? cpu_home_bytes(layer, tensor) : bytes, what);
   }
 
+  if (!home.compressed && reads_in_host_memory(tier)) {
+    home.resident = empty_on_huge_pages(tensor.shape, device_.dtype);
+    source.read_into(tensor, home.resident);
+    return home;
+  }
   const at::Tensor dense = source.read(tensor, device_.dtype);
   if (home.compressed) {
     // Quantized once, on the host, as [out, in] grouped along in: the layout the CPU's
@@ -93,6 +99,16 @@ WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const 
 }
 
 bool WeightStore::pin_cpu_homes() const { return device_.pin_host && pin_weight_; }
+
+// Dense homes that stay in plain host memory and are read there whole at every token (by
+// the CPU's products, or by the stand-in's "gpu"): on huge pages. Pinned homes are the
+// driver's registered pages; disk homes and streamed copies are not long-lived here.
+// Compressed homes stay on small pages: 4-bit decode with the packed part on huge pages
+// ran 0.90-1.01x (TinyLlama, 2-core Zen 5 guest, 12 interleaved pairs), where fp32 and
+// bf16 dense homes ran 0.98-1.17x (bench/RESULTS.md).
+bool WeightStore::reads_in_host_memory(Tier tier) const {
+  return (tier == Tier::Gpu && device_.compute.is_cpu()) || (tier == Tier::Cpu && !pin_cpu_homes());
+}
 
 at::Tensor WeightStore::cpu_home_copy(const at::Tensor& host) const {
   if (!pin_cpu_homes()) return host;

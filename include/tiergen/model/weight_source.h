@@ -18,6 +18,10 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // A new host tensor holding `tensor` (its source_name) converted to `dtype`.
   virtual at::Tensor read(const TensorSpec& tensor, at::ScalarType dtype) const = 0;
+  // The same values written into `out` (a host tensor of `tensor`'s shape, in the dtype
+  // they are converted to): for homes allocated by their owner (huge_pages.h). By
+  // default through read(); a checkpoint converts straight into `out`.
+  virtual void read_into(const TensorSpec& tensor, const at::Tensor& out) const;
   // The checkpoint bytes of a tensor, for reading it straight from its file at its
   // offset; null for dummy weights.
   virtual const TensorInfo* file_tensor(const TensorSpec& tensor) const { return nullptr; }

@@ -79,6 +79,7 @@ class WeightStore {
   at::Tensor load_on_host(const Home& home, LoadedLayer& loaded) const;
   // CPU homes are page-locked (at their exact size) with pin_weight on a GPU.
   bool pin_cpu_homes() const;
+  bool reads_in_host_memory(Tier tier) const;
   at::Tensor cpu_home_copy(const at::Tensor& host) const;
   uint64_t cpu_home_bytes(const model::WeightLayer& layer, const model::TensorSpec& tensor) const;
 

@@ -1,0 +1,27 @@
+#pragma once
+// Host tensors for weights that stay in host memory and are read whole, front to back,
+// at every token: backed by transparent huge pages where the kernel offers them. Its
+// default policy ("madvise", Debian's) gives 2 MiB pages only to memory that asks for
+// them; with 4 KiB pages a decode that streams the weights walks a new page, and misses
+// the TLB, every 4 KiB. (On a 2-core Zen 5 guest, TinyLlama decode at batch 1 with its
+// weights on huge pages: fp32 median 1.06x, bf16 1.09x over 14 interleaved pairs;
+// bench/RESULTS.md.)
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace tiergen {
+
+// Tensors from this size up are placed on huge pages; smaller ones gain nothing.
+constexpr uint64_t kHugePageBytes = uint64_t(2) << 20;
+
+// An uninitialised contiguous CPU tensor whose whole 2 MiB-aligned stretch is advised
+// for huge pages (MADV_HUGEPAGE) before anything touches it; its last partial huge page
+// stays on small pages, so no memory is spent beyond the tensor's bytes. Below
+// kHugePageBytes, and where the advice or the mapping is refused, a plain at::empty.
+at::Tensor empty_on_huge_pages(at::IntArrayRef sizes, at::ScalarType type);
+
+// Whether `tensor`'s memory was advised for huge pages by empty_on_huge_pages.
+bool on_huge_pages(const at::Tensor& tensor);
+
+}  // namespace tiergen
