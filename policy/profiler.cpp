@@ -38,6 +38,7 @@
 #include "tiergen/model/linear.h"
 #include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/huge_pages.h"
 
 #if defined(TIERGEN_WITH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
@@ -216,11 +217,10 @@ struct Device {
 // tensor. The kernels timed do not depend on the values, and drawing gigabytes of them
 // took seconds of a quick profile on a host whose last-level cache makes its probes
 // 1.9 GB each.
-at::Tensor repeated_randn(at::IntArrayRef sizes, at::ScalarType dtype) {
-  at::Tensor out = at::empty(sizes, at::TensorOptions().dtype(dtype));
+at::Tensor repeated_randn(at::Tensor out) {
   at::Tensor flat = out.view(-1);
   const int64_t block = std::min<int64_t>(flat.numel(), int64_t(1) << 22);
-  const at::Tensor pattern = at::randn({block}).to(dtype);
+  const at::Tensor pattern = at::randn({block}).to(out.scalar_type());
   for (int64_t at = 0; at < flat.numel(); at += block) {
     const int64_t count = std::min(block, flat.numel() - at);
     flat.narrow(0, at, count).copy_(pattern.narrow(0, 0, count));
@@ -261,8 +261,8 @@ class CpuAttentionProbe {
   // `sequences.count` sequences of `context` positions each.
   CpuAttentionProbe(Sequences sequences, int64_t context)
       : batch_(sequences.count),
-        k_(repeated_randn({batch_, kHeads, context, kHeadDim}, at::kHalf)),
-        v_(repeated_randn({batch_, kHeads, context, kHeadDim}, at::kHalf)),
+        k_(repeated_randn(at::empty({batch_, kHeads, context, kHeadDim}, at::kHalf))),
+        v_(repeated_randn(at::empty({batch_, kHeads, context, kHeadDim}, at::kHalf))),
         q_(at::randn({batch_, kHeads, kHeadDim})),
         out_(at::empty({batch_, kHeads, kHeadDim})) {
     args_.q = q_.data_ptr<float>();
@@ -553,7 +553,8 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
   const int64_t n = int64_t(beyond_caches(quick ? (64ull << 20) : (256ull << 20))) / (k * elem);
   SmallRowLimitSearch search = start_small_row_limit_search(kernel_elem_type(dtype));
   try {
-    const at::Tensor weight = repeated_randn({n, k}, dtype);
+    // Placed as a run places its dense weight homes (huge_pages.h).
+    const at::Tensor weight = repeated_randn(empty_on_huge_pages({n, k}, dtype));
     auto& timed = table.rates;
     // The same bytes in calls over kCallMatrixSide-square matrices, timed right after the
     // one product (a host's speed drifts by the minute), at the kernel it took: each
