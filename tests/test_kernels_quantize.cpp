@@ -255,6 +255,37 @@ TEST(KernelsQuantize, PortableAndAvx2KernelsWriteIdenticalBytes) {
   }
 }
 
+// Dequantizing writes the same bytes on every kernel path this CPU has: the portable
+// row, the AVX2 row and the AVX-512 BF16 row (4-bit into bf16 or fp32, 32 levels a
+// step; groups of 48 and 96 leave it a tail of 16, rows of 203 one of 11).
+TEST(KernelsQuantize, EveryDequantizePathWritesTheSameBytes) {
+  if (!use_avx2_kernels()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C; only the portable kernels run";
+  const bool avx512 = use_avx512_bf16_kernels();
+  for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16}) {
+    for (int bits : {4, 8}) {
+      for (int g : {4, 20, 48, 64, 96}) {
+        const int64_t rows = 29, cols = 203;
+        const Matrix m = random_matrix(type, rows, cols, uint32_t(bits * 1000 + g));
+        const QuantFormat f{bits, g};
+        const Quantized q = run_quantize(m.bytes.data(), type, rows, cols, f);
+        const auto dequantized = [&](bool avx2_on, bool avx512_on) {
+          set_avx2_kernels_enabled(avx2_on);
+          set_avx512_bf16_kernels_enabled(avx512_on);
+          std::vector<uint8_t> out(m.bytes.size());
+          dequantize(q.packed.data(), q.mins.data(), q.scales.data(), rows, cols, f, out.data(), type);
+          set_avx2_kernels_enabled(true);
+          set_avx512_bf16_kernels_enabled(true);
+          return out;
+        };
+        const std::vector<uint8_t> plain = dequantized(false, false);
+        EXPECT_EQ(dequantized(true, false), plain) << "avx2, bits " << bits << " group " << g;
+        if (avx512) EXPECT_EQ(dequantized(true, true), plain) << "avx512-bf16, bits " << bits << " group " << g;
+      }
+    }
+  }
+  if (!avx512) GTEST_SKIP() << "no AVX-512 BF16 kernels on this CPU (or TIERGEN_CPU_ISA caps them): AVX2 checked";
+}
+
 TEST(KernelsQuantize, StridedRowsMatchDenseRows) {
   // Rows 0, 3, 6 of a padded destination, as when writing one token into a KV cache.
   const int64_t rows = 3, cols = 128, stride_rows = 3;

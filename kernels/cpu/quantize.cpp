@@ -171,6 +171,7 @@ void dequantize_strided(const ConstQuantizedRows& src, int64_t rows, int64_t col
            src.packed_row_stride, src.meta_row_stride, layout.packed_bytes_per_row, layout.groups_per_row);
 #if defined(__x86_64__)
   const bool simd = use_avx2_kernels();
+  const bool avx512 = use_avx512_bf16_kernels() && detail::dequantize_row_avx512_bf16_supports(format, type);
 #endif
   const int64_t esize = elem_size(type);
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElems)
@@ -180,6 +181,10 @@ void dequantize_strided(const ConstQuantizedRows& src, int64_t rows, int64_t col
     const uint16_t* scales = src.scales + r * src.meta_row_stride;
     void* d = static_cast<char*>(dst) + r * dst_row_stride * esize;
 #if defined(__x86_64__)
+    if (avx512) {
+      detail::dequantize_row_avx512_bf16(packed, mins, scales, cols, format, d, type);
+      continue;
+    }
     if (simd) {
       detail::dequantize_row_avx2(packed, mins, scales, cols, format, d, type);
       continue;

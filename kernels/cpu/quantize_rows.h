@@ -1,6 +1,7 @@
 #pragma once
-// Per-row kernels behind quantize()/dequantize(): a portable version and an AVX2 one
-// (quantize_avx2.cpp) that produce identical bytes. Internal to kernels/cpu.
+// Per-row kernels behind quantize()/dequantize(): a portable version, an AVX2 one
+// (quantize_avx2.cpp) and, for dequantizing 4-bit rows, an AVX-512 BF16 one, all
+// producing identical bytes. Internal to kernels/cpu.
 #include <cstdint>
 
 #include "kernels/cpu/quantize.h"
@@ -23,6 +24,10 @@ int64_t quantize_row_avx2(const float* x, int64_t cols, QuantFormat format, uint
 void dequantize_row_avx2(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
                          int64_t cols, QuantFormat format, void* dst, ElemType type);
 void row_to_float_avx2(const void* src, ElemType type, int64_t n, float* dst);
+// 4-bit levels into bf16 or fp32 (dequantize_avx512_bf16.cpp): the AVX2 row's bytes.
+bool dequantize_row_avx512_bf16_supports(QuantFormat format, ElemType type);
+void dequantize_row_avx512_bf16(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
+                                int64_t cols, QuantFormat format, void* dst, ElemType type);
 #endif
 
 // Writes group_size levels (each < 2^bits) as packed bytes: bytes are copied for 8 bits,
