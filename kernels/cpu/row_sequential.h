@@ -14,11 +14,7 @@ namespace tiergen::kernels::detail {
 // order whatever the tile, so this never changes a result's bits. (bf16 weights, one
 // row: 1.32x; 4-bit: 1.49x; bench_matmul, the same host.) The AVX2 kernels keep their
 // tiles: one W row is one chain of 8-lane FMAs there, bound by the FMA's latency (fp32
-// and 4-bit decode products ran 0.93-0.95x one W row at a time on that Zen 4, fp32
-// 0.97-1.07x on a 2-core Zen 5 guest). The AVX-512 fp32 kernel takes the AVX2 kernel's
-// one-row path: its tile holds two rows of x per register, so one row multiplies zeros
-// in every high half (a TinyLlama layer's seven products over 8 layers, one row, on that
-// Zen 5: 1.01-1.08x in 14 interleaved pairs).
+// and 4-bit decode products ran 0.93-0.95x one W row at a time).
 constexpr int64_t kRowSequentialMaxRows = 1;
 
 }  // namespace tiergen::kernels::detail

@@ -167,7 +167,7 @@ void small_matmul(const SmallMatmulArgs& a) {
     s.x_row_stride = a.k;
   }
   std::vector<float> x_pairs;
-  if (kernel == Kernel::Avx512F32 && a.rows > detail::kRowSequentialMaxRows) {  // one row: the AVX2 path's x
+  if (kernel == Kernel::Avx512F32) {
     x_pairs = detail::x_rows_in_pairs(s.x_f32, a.rows, a.k, s.x_row_stride);
     s.x_pairs = x_pairs.data();
   }

@@ -88,15 +88,6 @@ TG_AVX2 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_
   }
 }
 
-// One row of x (decode at batch 1), one W row at a time, front to back: one 8-lane chain
-// of FMAs per W row, the same order as tile<T, R, 1>. The AVX-512 fp32 kernel's path for
-// one row (row_sequential.h); this kernel keeps its tiles there.
-template <ElemType T>
-TG_AVX2 void one_row(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
-  const KSpan whole{0, a.k / kLanes * kLanes, true};
-  for (int64_t j = j0; j < j1; ++j) tile<T, 1, 1>(a, s, j, 0, whole, nullptr);
-}
-
 template <ElemType T>
 TG_AVX2 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   const RowBlocking blocking = row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(float), s.blocking);
@@ -110,14 +101,6 @@ TG_AVX2 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_
 }
 
 }  // namespace
-
-void small_matmul_one_row_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
-  switch (a.w_type) {
-    case ElemType::F32: return one_row<ElemType::F32>(a, s, j0, j1);
-    case ElemType::F16: return one_row<ElemType::F16>(a, s, j0, j1);
-    case ElemType::BF16: return one_row<ElemType::BF16>(a, s, j0, j1);
-  }
-}
 
 void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   switch (a.w_type) {

@@ -142,9 +142,6 @@ TG_AVX512_F32 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, 
 }  // namespace
 
 void small_matmul_columns_avx512_f32(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
-  // One row of x: the tile would multiply zeros in every high half and read four W rows
-  // side by side; the AVX2 kernel's one-row path reads one at a time, the same bits.
-  if (a.rows <= kRowSequentialMaxRows) return small_matmul_one_row_avx2(a, s, j0, j1);
   switch (a.w_type) {
     case ElemType::F32: return columns<ElemType::F32>(a, s, j0, j1);
     case ElemType::F16: return columns<ElemType::F16>(a, s, j0, j1);

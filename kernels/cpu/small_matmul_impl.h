@@ -34,8 +34,6 @@ std::vector<float> x_rows_in_pairs(const float* x, int64_t rows, int64_t k, int6
 
 #if defined(__x86_64__)
 void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
-// Its path for one row of x (row_sequential.h), which the AVX-512 fp32 kernel shares.
-void small_matmul_one_row_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // Needs AVX-512F and s.x_pairs; the same bits as small_matmul_columns_avx2.
 void small_matmul_columns_avx512_f32(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // BF16 weights and BF16 x (s.x_bf16) only.
