@@ -1,11 +1,12 @@
 // AVX-512 BF16 row of dequantize() for 4-bit levels into bf16 or fp32: a prefill's
 // products of compressed weights multiply dequantized copies of them. 32 levels per step
-// from 16 packed bytes, twice as fast as the AVX2 row's eight (a TinyLlama MLP matrix on
-// a 2-core Zen 5 guest: 0.38-0.40 against 0.75-0.77 ms). Every element gets the AVX2 row's value, bit for bit:
-// level * scale + min as one FMA (the product is exact: a level below 16 times an fp16
-// scale), then, for bf16, nearest-even rounding (vcvtne2ps2bf16, which treats subnormals
-// as zero: a dequantized value is a multiple of 2^-24, fp16's step, so it is zero or
-// normal). The group's last levels short of 32 take the AVX2 row's scalar form.
+// from 16 packed bytes, twice as fast as the AVX2 row's eight (a TinyLlama MLP matrix on a
+// 2-core Zen 5 guest: 0.38-0.40 against 0.75-0.77 ms). Every element gets the AVX2 row's
+// value, bit for bit: level * scale + min as one FMA (the product is exact: a level below
+// 16 times an fp16 scale), then, for bf16, nearest-even rounding (vcvtne2ps2bf16, which
+// treats subnormals as zero: a dequantized value is a multiple of 2^-24, fp16's step, so
+// it is zero or normal). The group's last levels short of 32 take the AVX2 row's scalar
+// form.
 #if defined(__x86_64__)
 #include <algorithm>
 
