@@ -5,10 +5,12 @@
 // rounding.
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
 #include "tests/support/tiny_model.h"
+#include "tiergen/common/kernel_elem_type.h"
 #include "tiergen/model/forward.h"
 #include "tiergen/model/linear.h"
 #include "tiergen/runtime/weight_store.h"
@@ -44,6 +46,54 @@ Quantized quantize(const at::Tensor& w, int bits, int group_size) {
                       reinterpret_cast<uint16_t*>(q.weight.scales.data_ptr<int16_t>()), l.rows, l.cols, format,
                       q.dense.data_ptr(), kernels::ElemType::F32);
   return q;
+}
+
+// A prefill's product of a compressed weight, through dequantized tiles where the
+// small-row kernel reads x in place, has the bits of the product over the weight's dense
+// copy, on every kernel level this CPU has (bf16 and fp32 x; tiles whole, cut short, and
+// a weight of fewer rows than one; with and without a bias) and makes no dense copy.
+TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
+  struct Level {
+    const char* name;
+    bool avx2, avx512;
+  };
+  at::manual_seed(9);
+  int tiled = 0;
+  for (const Level level : {Level{"portable", false, false}, Level{"avx2", true, false}, Level{"native", true, true}}) {
+    kernels::set_avx2_kernels_enabled(level.avx2);
+    kernels::set_avx512_bf16_kernels_enabled(level.avx512);
+    for (at::ScalarType dtype : {at::kBFloat16, at::kFloat}) {
+      for (int bits : {4, 8}) {
+        for (int64_t out : {40, 64, 200}) {
+          for (bool with_bias : {false, true}) {
+            const Quantized q = quantize(at::randn({out, 160}), bits, 32);
+            const at::Tensor bias = with_bias ? at::randn({out}) : at::Tensor();
+            const at::Tensor x = at::randn({2, 60, 160}).to(dtype);
+            model::QuantizedWeight tiles = q.weight;
+            tiles.dense = std::make_shared<at::Tensor>();
+            at::Tensor got;
+            {
+              const model::ProductPhaseScope prefill(model::ProductPhase::Prefill);
+              got = model::quantized_linear_product(x, tiles, bias);
+            }
+            const at::Tensor expected = model::linear_product(x, q.dense.to(dtype), bias);
+            ASSERT_EQ(got.sizes(), expected.sizes());
+            ASSERT_EQ(got.scalar_type(), dtype);
+            EXPECT_TRUE(at::equal(got, expected)) << level.name << " " << c10::toString(dtype) << " bits " << bits
+                                                  << " out " << out << (with_bias ? " with bias" : "");
+            const kernels::ElemType x_type = dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
+            if (kernels::small_matmul_reads_x_in_place(x_type, kernel_elem_type(dtype), 120)) {
+              EXPECT_FALSE(tiles.dense->defined()) << level.name << ": tiled, no dense copy";
+              ++tiled;
+            }
+          }
+        }
+      }
+    }
+  }
+  kernels::set_avx2_kernels_enabled(true);
+  kernels::set_avx512_bf16_kernels_enabled(true);
+  EXPECT_GT(tiled, 0) << "the portable kernel takes fp32 x in place on every CPU";
 }
 
 TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {

@@ -201,6 +201,21 @@ const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type) {
   return "portable";
 }
 
+bool small_matmul_reads_x_in_place(ElemType x_type, ElemType w_type, int64_t rows) {
+  SmallMatmulArgs a;
+  a.x_type = x_type;
+  a.w_type = w_type;
+  a.rows = rows;
+  switch (pick_kernel(a)) {
+    case Kernel::Avx512Bf16: return true;  // s.x_bf16 is x
+    case Kernel::Amx: return false;        // packed into tiles per call
+    case Kernel::Avx512F32: return false;  // x_rows_in_pairs per call
+    case Kernel::Avx2:
+    case Kernel::Portable: return x_type == ElemType::F32;  // bf16 x is widened per call
+  }
+  return false;
+}
+
 int64_t small_matmul_max_rows(ElemType w_type) {
   const int64_t setting = small_matmul_max_rows_setting();
   if (setting >= 0) return setting;

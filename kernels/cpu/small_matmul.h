@@ -47,6 +47,12 @@ void small_matmul(const SmallMatmulArgs& args);
 // register; a single row of x runs the AVX2 kernel itself), "avx2" or "portable".
 const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type);
 
+// Whether small_matmul() multiplies `rows` rows of x as they are, with no copy of x made
+// per call (bf16 x on the AVX-512 BF16 kernel, fp32 x on the AVX2 and portable kernels):
+// a caller may then split one product into calls over parts of W at no cost per call
+// (model::quantized_linear_product's dequantized tiles).
+bool small_matmul_reads_x_in_place(ElemType x_type, ElemType w_type, int64_t rows);
+
 // Batch invariance, the default: callers route products of every row count to
 // small_matmul(), whose sums do not depend on the row count, so a row's result does not
 // depend on how many rows share its product (a sequence's scores are the same under any
