@@ -24,7 +24,7 @@ int64_t quantize_row_avx2(const float* x, int64_t cols, QuantFormat format, uint
 void dequantize_row_avx2(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
                          int64_t cols, QuantFormat format, void* dst, ElemType type);
 void row_to_float_avx2(const void* src, ElemType type, int64_t n, float* dst);
-// 4-bit levels into bf16 or fp32 (dequantize_avx512_bf16.cpp): the AVX2 row's bytes.
+// 4-bit levels (dequantize_avx512_bf16.cpp): the AVX2 row's bytes.
 bool dequantize_row_avx512_bf16_supports(QuantFormat format, ElemType type);
 void dequantize_row_avx512_bf16(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
                                 int64_t cols, QuantFormat format, void* dst, ElemType type);

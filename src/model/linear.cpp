@@ -63,9 +63,9 @@ const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype
 
 // W rows per tile of dequantized_tiles_product: whole column chunks of the kernels
 // (column_chunks.h), and a tile of up to 5632 bf16 inputs (704 KB) stays in a core's L2.
-// On a 2-core Zen 5 guest, a TinyLlama layer's seven products at 128 bf16 rows took
-// 19.6 ms in tiles of 64 rows (21.0-21.5 in 16 or 32, 23.7 in 192) against 21.6 ms
-// through whole dense copies.
+// On a 2-core Zen 5 guest, a TinyLlama layer's seven 4-bit products at 128 bf16 rows took
+// 19.6 ms in tiles of 64 rows (21.1-21.5 in tiles of 32) against 21.6 ms through whole
+// dense copies.
 constexpr int64_t kDequantizedTileRows = 64;
 
 // Whether quantized_linear_product's dense path for `rows` rows of x in `dtype` goes
