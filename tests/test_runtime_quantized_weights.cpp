@@ -71,6 +71,7 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
             const at::Tensor x = at::randn({2, 60, 160}).to(dtype);
             model::QuantizedWeight tiles = q.weight;
             tiles.dense = std::make_shared<at::Tensor>();
+            ASSERT_EQ(tiles.products_per_load, 1) << "one gpu batch";
             at::Tensor got;
             {
               const model::ProductPhaseScope prefill(model::ProductPhase::Prefill);
@@ -119,7 +120,8 @@ TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {
 // a layer load), and products with few rows never make one.
 TEST(QuantizedWeights, ManyRowProductsShareOneDenseCopy) {
   at::manual_seed(5);
-  const Quantized q = quantize(at::randn({24, 64}), 4, 32);
+  Quantized q = quantize(at::randn({24, 64}), 4, 32);
+  q.weight.products_per_load = 2;  // two gpu batches
   model::quantized_linear_product(at::randn({2, 64}), q.weight);
   EXPECT_FALSE(q.weight.dense->defined()) << "a decode-sized product reads the weight in place";
   const at::Tensor first = model::quantized_linear_product(at::randn({20, 64}), q.weight);

@@ -216,8 +216,8 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   const int64_t rows = x.numel() / weight.cols;
   if (!quantized_product_in_place(product_phase(), rows, x.scalar_type() == at::kBFloat16, weight.bits,
                                   weight.group_size)) {
-    // A dense copy already made (by an earlier gpu batch of the block) is read as it is.
-    if (!weight.dense->defined() && multiplies_in_dequantized_tiles(x.scalar_type(), rows)) {
+    // Tiles for the load's only product; a dense copy for several, made by the first.
+    if (weight.products_per_load == 1 && multiplies_in_dequantized_tiles(x.scalar_type(), rows)) {
       return dequantized_tiles_product(x, weight, bias);
     }
     return linear_product(x, dense_copy(weight, x.scalar_type()), bias);

@@ -23,6 +23,10 @@ struct QuantizedWeight {
   // layer is loaded.
   // Only the compute thread uses it.
   std::shared_ptr<at::Tensor> dense = std::make_shared<at::Tensor>();
+  // Products that read this load of the weight in a phase (the block's gpu batches): with
+  // one, a product of a block of rows dequantizes it tile by tile instead of writing a
+  // dense copy (model::quantized_linear_product); with more, they share the copy.
+  int64_t products_per_load = 1;
 };
 
 class LayerWeights {
