@@ -127,9 +127,11 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 // calls per gpu batch (its matrices: dense products pay each call's cost beside their
 // bytes, HardwareProfile::cpu_product_seconds). Compressed weights
 // are multiplied in place (their stored bytes read at the rate timed for as many rows)
-// or through a dense copy made once per layer load, as the runtime chooses for the
-// phase (model::quantized_product_in_place: by the phase while CPU products are
-// batch-invariant, else by the rows).
+// or dequantized once per layer load, as the runtime chooses for the phase
+// (model::quantized_product_in_place: by the phase while CPU products are batch-
+// invariant, else by the rows). The dequantized products are priced as reading a dense
+// copy from memory; a load's first one of up to 256 rows reads 64-row tiles from cache
+// instead (model::quantized_linear_product), a little faster than priced.
 double cpu_products_at_home(const Terms& t, double rows, double flops, double stored, double dense,
                             double compressed_dense, double calls) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
@@ -166,8 +168,8 @@ double cpu_matmul_seconds(const Terms& t, double tokens) {
 // FLOPs over the matmul rate, never faster than reading the dense weights once per gpu
 // batch (the roofline of the small batches of decode). A host standing in for the GPU
 // keeps compressed weights compressed wherever they live and multiplies them as it does
-// at home (cpu_matmul_seconds): in place or through a dense copy, as the runtime picks
-// for the phase (model::quantized_product_in_place).
+// at home (cpu_matmul_seconds): in place or dequantized, as the runtime picks for the
+// phase (model::quantized_product_in_place).
 double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_rate) {
   if (t.hw.gpu_is_host && t.policy.compress_weight.enabled) return cpu_matmul_seconds(t, tokens_per_sequence);
   const double gpu_batches = double(t.policy.num_gpu_batches);

@@ -5,6 +5,7 @@
 #include <c10/util/Half.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -281,6 +282,42 @@ TEST(KernelsQuantize, EveryDequantizePathWritesTheSameBytes) {
         EXPECT_EQ(dequantized(true, false), plain) << "avx2, bits " << bits << " group " << g;
         if (avx512) EXPECT_EQ(dequantized(true, true), plain) << "avx512-bf16, bits " << bits << " group " << g;
       }
+    }
+  }
+  // Groups at the edges of the format: ranges so small the fp16 scale is subnormal,
+  // constant groups (scale 0), values up to fp16's largest, and large offsets with tiny
+  // spreads; dequantized into each type.
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal;
+  const int64_t rows = 16, cols = 160;
+  std::vector<float> edges(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      float& v = edges[r * cols + c];
+      switch (r % 4) {
+        case 0: v = normal(rng) * 1e-6f; break;
+        case 1: v = r % 8 == 1 ? 3.5f : -0.0f; break;
+        case 2: v = std::clamp(normal(rng) * 40000.0f, -65504.0f, 65504.0f); break;
+        default: v = 1000.0f + normal(rng) * 1e-3f; break;
+      }
+    }
+  }
+  for (int bits : {4, 8}) {
+    const QuantFormat f{bits, 32};
+    const Quantized q = run_quantize(edges.data(), ElemType::F32, rows, cols, f);
+    for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16}) {
+      const auto dequantized = [&](bool avx2_on, bool avx512_on) {
+        set_avx2_kernels_enabled(avx2_on);
+        set_avx512_bf16_kernels_enabled(avx512_on);
+        std::vector<uint8_t> out(size_t(rows * cols) * elem_size(type));
+        dequantize(q.packed.data(), q.mins.data(), q.scales.data(), rows, cols, f, out.data(), type);
+        set_avx2_kernels_enabled(true);
+        set_avx512_bf16_kernels_enabled(true);
+        return out;
+      };
+      const std::vector<uint8_t> plain = dequantized(false, false);
+      EXPECT_EQ(dequantized(true, false), plain) << "avx2, edges, bits " << bits;
+      if (avx512) EXPECT_EQ(dequantized(true, true), plain) << "avx512-bf16, edges, bits " << bits;
     }
   }
   if (!avx512) GTEST_SKIP() << "no AVX-512 BF16 kernels on this CPU (or TIERGEN_CPU_ISA caps them): AVX2 checked";

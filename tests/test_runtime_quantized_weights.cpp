@@ -48,10 +48,27 @@ Quantized quantize(const at::Tensor& w, int bits, int group_size) {
   return q;
 }
 
-// A prefill's product of a compressed weight, through dequantized tiles where the
-// small-row kernel reads x in place, has the bits of the product over the weight's dense
-// copy, on every kernel level this CPU has (bf16 and fp32 x; tiles whole, cut short, and
-// a weight of fewer rows than one; with and without a bias) and makes no dense copy.
+// Kernel levels for a scope (the portable row, AVX2, or all this CPU has), restored on
+// leaving it whatever a failed assertion skips.
+class KernelLevelScope {
+ public:
+  KernelLevelScope(bool avx2, bool avx512) {
+    kernels::set_avx2_kernels_enabled(avx2);
+    kernels::set_avx512_bf16_kernels_enabled(avx512);
+  }
+  ~KernelLevelScope() {
+    kernels::set_avx2_kernels_enabled(true);
+    kernels::set_avx512_bf16_kernels_enabled(true);
+  }
+  KernelLevelScope(const KernelLevelScope&) = delete;
+  KernelLevelScope& operator=(const KernelLevelScope&) = delete;
+};
+
+// A layer load's first prefill product of a compressed weight, through dequantized
+// tiles where the small-row kernel reads x in place, has the bits of the product over
+// the weight's dense copy, on every kernel level this CPU has (bf16 and fp32 x; fp16 x
+// takes the copy; tiles whole, cut short, and a weight of fewer rows than one; with and
+// without a bias) and makes no dense copy.
 TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
   struct Level {
     const char* name;
@@ -60,22 +77,21 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
   at::manual_seed(9);
   int tiled = 0;
   for (const Level level : {Level{"portable", false, false}, Level{"avx2", true, false}, Level{"native", true, true}}) {
-    kernels::set_avx2_kernels_enabled(level.avx2);
-    kernels::set_avx512_bf16_kernels_enabled(level.avx512);
-    for (at::ScalarType dtype : {at::kBFloat16, at::kFloat}) {
+    const KernelLevelScope scope(level.avx2, level.avx512);
+    for (at::ScalarType dtype : {at::kBFloat16, at::kFloat, at::kHalf}) {
       for (int bits : {4, 8}) {
         for (int64_t out : {40, 64, 200}) {
           for (bool with_bias : {false, true}) {
             const Quantized q = quantize(at::randn({out, 160}), bits, 32);
             const at::Tensor bias = with_bias ? at::randn({out}) : at::Tensor();
             const at::Tensor x = at::randn({2, 60, 160}).to(dtype);
-            model::QuantizedWeight tiles = q.weight;
-            tiles.dense = std::make_shared<at::Tensor>();
-            ASSERT_EQ(tiles.products_per_load, 1) << "one gpu batch";
+            model::QuantizedWeight load = q.weight;  // a fresh layer load
+            load.dense = std::make_shared<at::Tensor>();
+            load.dense_products = std::make_shared<int64_t>(0);
             at::Tensor got;
             {
               const model::ProductPhaseScope prefill(model::ProductPhase::Prefill);
-              got = model::quantized_linear_product(x, tiles, bias);
+              got = model::quantized_linear_product(x, load, bias);
             }
             const at::Tensor expected = model::linear_product(x, q.dense.to(dtype), bias);
             ASSERT_EQ(got.sizes(), expected.sizes());
@@ -83,17 +99,17 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
             EXPECT_TRUE(at::equal(got, expected)) << level.name << " " << c10::toString(dtype) << " bits " << bits
                                                   << " out " << out << (with_bias ? " with bias" : "");
             const kernels::ElemType x_type = dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
-            if (kernels::small_matmul_reads_x_in_place(x_type, kernel_elem_type(dtype), 120)) {
-              EXPECT_FALSE(tiles.dense->defined()) << level.name << ": tiled, no dense copy";
+            if (dtype != at::kHalf && kernels::small_matmul_reads_x_in_place(x_type, kernel_elem_type(dtype), 120)) {
+              EXPECT_FALSE(load.dense->defined()) << level.name << ": tiled, no dense copy";
               ++tiled;
+            } else {
+              EXPECT_TRUE(load.dense->defined()) << level.name << " " << c10::toString(dtype) << ": the dense copy";
             }
           }
         }
       }
     }
   }
-  kernels::set_avx2_kernels_enabled(true);
-  kernels::set_avx512_bf16_kernels_enabled(true);
   EXPECT_GT(tiled, 0) << "the portable kernel takes fp32 x in place on every CPU";
 }
 
@@ -117,15 +133,16 @@ TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {
 }
 
 // Products with many rows share one dense copy per loaded weight (every gpu batch of
-// a layer load), and products with few rows never make one.
+// a layer load), made at the latest by the second (the first may multiply dequantized
+// tiles), and products with few rows never make one.
 TEST(QuantizedWeights, ManyRowProductsShareOneDenseCopy) {
   at::manual_seed(5);
-  Quantized q = quantize(at::randn({24, 64}), 4, 32);
-  q.weight.products_per_load = 2;  // two gpu batches
+  const Quantized q = quantize(at::randn({24, 64}), 4, 32);
   model::quantized_linear_product(at::randn({2, 64}), q.weight);
   EXPECT_FALSE(q.weight.dense->defined()) << "a decode-sized product reads the weight in place";
-  const at::Tensor first = model::quantized_linear_product(at::randn({20, 64}), q.weight);
-  ASSERT_TRUE(q.weight.dense->defined());
+  model::quantized_linear_product(at::randn({20, 64}), q.weight);
+  model::quantized_linear_product(at::randn({20, 64}), q.weight);
+  ASSERT_TRUE(q.weight.dense->defined()) << "the second many-row product makes the copy";
   const void* copy = q.weight.dense->data_ptr();
   const at::Tensor x = at::randn({30, 64});
   const at::Tensor second = model::quantized_linear_product(x, q.weight);

@@ -60,14 +60,7 @@ TG_AVX512_BF16 void dequantize_q4_row(const uint8_t* packed, const uint16_t* min
       }
     }
     for (; i < n; ++i) {
-      const float v = quant::dequantize_value(unpack_level(pg, i, 4), lo, scale);
-      if constexpr (Type == ElemType::BF16) {
-        static_cast<uint16_t*>(dst)[j0 + i] = float_to_bf16(v);
-      } else if constexpr (Type == ElemType::F16) {
-        static_cast<uint16_t*>(dst)[j0 + i] = float_to_half(v);
-      } else {
-        static_cast<float*>(dst)[j0 + i] = v;
-      }
+      store_dequantized<Type>(dst, j0 + i, quant::dequantize_value(unpack_level(pg, i, 4), lo, scale));
     }
   }
 }

@@ -13,8 +13,10 @@
 //      last bits against revision 3); the AVX-512 BF16 4-bit kernel prefetches the W
 //      rows' scales and mins; the AVX-512 BF16 kernel takes 6 W rows per tile from 4
 //      rows of x on
+//   5: product weights timed on huge pages, as the runs' dense weight homes now are
+//      (common/huge_pages.h); 4-bit rows dequantized 32 levels a step on AVX-512 BF16
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 4;
+constexpr int kCpuProductKernelsRevision = 5;
 
 }  // namespace tiergen::kernels

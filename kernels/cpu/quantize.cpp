@@ -2,6 +2,8 @@
 // the portable row kernels, and the choice of the AVX2 row kernels when available.
 #include "kernels/cpu/quantize.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -171,10 +173,12 @@ void dequantize_strided(const ConstQuantizedRows& src, int64_t rows, int64_t col
            src.packed_row_stride, src.meta_row_stride, layout.packed_bytes_per_row, layout.groups_per_row);
 #if defined(__x86_64__)
   const bool simd = use_avx2_kernels();
-  const bool avx512 = use_avx512_bf16_kernels() && detail::dequantize_row_avx512_bf16_supports(format, type);
+  const bool avx512 = simd && use_avx512_bf16_kernels() && detail::dequantize_row_avx512_bf16_supports(format, type);
 #endif
   const int64_t esize = elem_size(type);
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElems)
+// Called from inside a parallel region (a thread's own tile, model::quantized_linear_product),
+// it stays on the calling thread.
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinElems && !omp_in_parallel())
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* packed = src.packed + r * src.packed_row_stride;
     const uint16_t* mins = src.mins + r * src.meta_row_stride;

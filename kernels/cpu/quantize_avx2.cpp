@@ -85,10 +85,7 @@ TG_AVX2 void dequantize_row_t(const uint8_t* packed, const uint16_t* mins, const
       avx2::store8<Type>(dst, j0 + i, v);
     }
     for (; i < n; ++i) {
-      const float v = quant::dequantize_value(unpack_level(pg, i, Bits), lo, scale);
-      if constexpr (Type == ElemType::F32) static_cast<float*>(dst)[j0 + i] = v;
-      if constexpr (Type == ElemType::F16) static_cast<uint16_t*>(dst)[j0 + i] = float_to_half(v);
-      if constexpr (Type == ElemType::BF16) static_cast<uint16_t*>(dst)[j0 + i] = float_to_bf16(v);
+      store_dequantized<Type>(dst, j0 + i, quant::dequantize_value(unpack_level(pg, i, Bits), lo, scale));
     }
   }
 }

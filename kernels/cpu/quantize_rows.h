@@ -4,6 +4,7 @@
 // producing identical bytes. Internal to kernels/cpu.
 #include <cstdint>
 
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/quantize.h"
 
 namespace tiergen::kernels::detail {
@@ -38,6 +39,14 @@ inline void pack_levels(const uint8_t* levels, int group_size, int bits, uint8_t
   } else {
     for (int i = 0; i < group_size / 2; ++i) out[i] = uint8_t(levels[2 * i] | (levels[2 * i + 1] << 4));
   }
+}
+
+// Element i of a dequantized row of Type, from its fp32 value (the SIMD rows' tails).
+template <ElemType Type>
+inline void store_dequantized(void* row, int64_t i, float v) {
+  if constexpr (Type == ElemType::F32) static_cast<float*>(row)[i] = v;
+  if constexpr (Type == ElemType::F16) static_cast<uint16_t*>(row)[i] = float_to_half(v);
+  if constexpr (Type == ElemType::BF16) static_cast<uint16_t*>(row)[i] = float_to_bf16(v);
 }
 
 inline uint32_t unpack_level(const uint8_t* group_bytes, int64_t i, int bits) {

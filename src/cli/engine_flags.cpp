@@ -73,7 +73,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
               "CPU products above the small-row limit (16 rows by default; prefill, large batches) on LibTorch's GEMM: up to 1.5x faster "
               "there, but a sequence's last bits (its log-probabilities, rarely a near-tie token) then depend on how "
               "many rows share its products; by default every CPU product is batch-invariant (compressed weights: "
-              "in place in decode, through a dense copy in prefill, at any rows; with this flag, in place up to 8 rows)");
+              "in place in decode, dequantized in prefill, at any rows; with this flag, in place up to 8 rows)");
   c->add_option("--cpu-weight-compute-layers", f.cpu_weight_compute_layers,
                 "Percent of decoder layers, spread evenly, that --cpu-weight-compute applies to (the others load "
                 "their weights meanwhile; default 100)")

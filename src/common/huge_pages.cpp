@@ -1,6 +1,10 @@
 #include "tiergen/common/huge_pages.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include <c10/util/accumulate.h>
 
@@ -9,16 +13,18 @@ namespace tiergen {
 namespace {
 
 // The deleter of a mapping made here; also how on_huge_pages recognises one.
-struct HugeMapping {
-  void* base = nullptr;
+struct Mapping {
+  void* start = nullptr;
   size_t length = 0;
 };
 
 void unmap(void* context) {
-  auto* mapping = static_cast<HugeMapping*>(context);
-  ::munmap(mapping->base, mapping->length);
+  auto* mapping = static_cast<Mapping*>(context);
+  ::munmap(mapping->start, mapping->length);
   delete mapping;
 }
+
+uintptr_t round_up(uintptr_t value, uintptr_t to) { return (value + to - 1) / to * to; }
 
 }  // namespace
 
@@ -26,20 +32,25 @@ at::Tensor empty_on_huge_pages(at::IntArrayRef sizes, at::ScalarType type) {
   const auto bytes = static_cast<uint64_t>(c10::multiply_integers(sizes)) * c10::elementSize(type);
   const auto options = at::TensorOptions().dtype(type).device(at::kCPU);
   if (bytes < kHugePageBytes) return at::empty(sizes, options);
-  // One huge page more than the tensor, so a 2 MiB boundary falls within its first.
-  const size_t length = bytes + kHugePageBytes;
-  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // One huge page more than the tensor, so that a 2 MiB boundary falls within its first;
+  // what lies before that boundary and past the tensor's last small page is unmapped
+  // again, so no huge page can back memory the tensor does not own (THP "always").
+  const size_t reserved = bytes + kHugePageBytes;
+  void* base = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return at::empty(sizes, options);
-  const uintptr_t start = reinterpret_cast<uintptr_t>(base);
-  const uintptr_t aligned = (start + kHugePageBytes - 1) & ~uintptr_t(kHugePageBytes - 1);
-  const uint64_t whole = (start + length - aligned) / kHugePageBytes * kHugePageBytes;
-  const uint64_t advised = std::min<uint64_t>(whole, bytes / kHugePageBytes * kHugePageBytes);
-  if (::madvise(reinterpret_cast<void*>(aligned), advised, MADV_HUGEPAGE) != 0) {
-    ::munmap(base, length);  // no transparent huge pages here: plain memory serves
+  const auto first = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t start = round_up(first, kHugePageBytes);
+  const uintptr_t end = round_up(start + bytes, static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE)));
+  if (start > first) ::munmap(base, start - first);
+  if (first + reserved > end) ::munmap(reinterpret_cast<void*>(end), first + reserved - end);
+  const size_t length = end - start;
+  // The whole huge pages within the tensor; its last partial one stays on small pages.
+  if (::madvise(reinterpret_cast<void*>(start), bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE) != 0) {
+    ::munmap(reinterpret_cast<void*>(start), length);  // no transparent huge pages here
     return at::empty(sizes, options);
   }
-  auto* mapping = new HugeMapping{base, length};
-  c10::DataPtr data(reinterpret_cast<void*>(aligned), mapping, &unmap, at::Device(at::kCPU));
+  auto* mapping = new Mapping{reinterpret_cast<void*>(start), length};
+  c10::DataPtr data(mapping->start, mapping, &unmap, at::Device(at::kCPU));
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data), /*allocator=*/nullptr,
                        /*resizable=*/false);
   return at::empty({0}, options).set_(storage, 0, sizes);

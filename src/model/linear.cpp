@@ -1,6 +1,7 @@
 #include "tiergen/model/linear.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <exception>
@@ -61,6 +62,12 @@ const at::Tensor& dense_copy(const QuantizedWeight& weight, at::ScalarType dtype
   return dense;
 }
 
+// The type small_matmul() takes x in for activations of `dtype`: bf16 as they are,
+// anything else as fp32.
+kernels::ElemType x_elem_type(at::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
+}
+
 // W rows per tile of dequantized_tiles_product: whole column chunks of the kernels
 // (column_chunks.h), and a tile of up to 5632 bf16 inputs (704 KB) stays in a core's L2.
 // On a 2-core Zen 5 guest, a TinyLlama layer's seven 4-bit products at 128 bf16 rows took
@@ -72,11 +79,12 @@ constexpr int64_t kDequantizedTileRows = 64;
 // through dequantized_tiles_product: one block of rows (the tiles are dequantized once
 // per block; more rows pay for a dense copy once), on the small-row kernel, which reads
 // x in place (no per-call copy of x in each tile's call).
+// fp16 activations would be widened per call: they take the dense copy.
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows) {
+  if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
   const kernels::ElemType type = kernel_elem_type(dtype);
-  const kernels::ElemType x_type = dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
-  return rows <= kRowsPerBlock && rows <= kernels::small_matmul_max_rows(type) &&
-         kernels::small_matmul_reads_x_in_place(x_type, type, rows);
+  return rows > 0 && rows <= kRowsPerBlock && rows <= kernels::small_matmul_max_rows(type) &&
+         kernels::small_matmul_reads_x_in_place(x_elem_type(dtype), type, rows);
 }
 
 // x (rows of it in x's dtype) times a compressed weight without its dense copy: each
@@ -96,7 +104,7 @@ at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight&
   at::Tensor y = at::empty({total, n}, rows.options().dtype(at::kFloat));
   kernels::SmallMatmulArgs tile;
   tile.x = rows.data_ptr();
-  tile.x_type = dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
+  tile.x_type = x_elem_type(dtype);
   tile.rows = total;
   tile.k = k;
   tile.w_type = w_type;
@@ -108,18 +116,20 @@ at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight&
   float* out = y.data_ptr<float>();
   const float* bias_data = b.defined() ? b.data_ptr<float>() : nullptr;
   const int64_t tiles = (n + kDequantizedTileRows - 1) / kDequantizedTileRows;
-  const size_t tile_bytes = size_t(kDequantizedTileRows * k) * at::elementSize(dtype);
+  const int threads = static_cast<int>(std::min<int64_t>(at::get_num_threads(), tiles));
+  // One tile buffer per thread, for this call only (the tiers count no lasting scratch).
+  const at::Tensor scratch = at::empty({threads, kDequantizedTileRows * k}, rows.options());
   std::exception_ptr failure;
-#pragma omp parallel for schedule(dynamic) num_threads(at::get_num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (int64_t t = 0; t < tiles; ++t) {
     try {
-      thread_local std::vector<uint8_t> buffer;
-      if (buffer.size() < tile_bytes) buffer.resize(tile_bytes);
+      void* buffer = scratch[omp_get_thread_num()].data_ptr();
       const int64_t j0 = t * kDequantizedTileRows, count = std::min(kDequantizedTileRows, n - j0);
+      // Inside this parallel region dequantize() runs on the calling thread alone.
       kernels::dequantize(packed + j0 * layout.packed_bytes_per_row, mins + j0 * layout.groups_per_row,
-                          scales + j0 * layout.groups_per_row, count, k, format, buffer.data(), w_type);
+                          scales + j0 * layout.groups_per_row, count, k, format, buffer, w_type);
       kernels::SmallMatmulArgs a = tile;
-      a.w = buffer.data();
+      a.w = buffer;
       a.n = count;
       a.bias = bias_data ? bias_data + j0 : nullptr;
       a.y = out + j0;
@@ -210,14 +220,16 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
   TG_CHECK(x.is_cpu() && weight.packed.is_cpu(), "internal: a quantized weight is multiplied on the CPU only");
   TG_CHECK(x.size(-1) == weight.cols, "internal: x has {} features, the quantized weight {} inputs", x.size(-1),
            weight.cols);
-  // The dense path goes through one dense copy of this weight per layer load. (A bf16
-  // copy on a CPU without native bf16 products goes on to the widened product: the copy
-  // keeps the size runtime::plan_memory counts for it.)
+  // The dense path: dequantized tiles for a load's first product where they apply, else
+  // one dense copy of this weight per layer load. (A bf16 copy on a CPU without native
+  // bf16 products goes on to the widened product: the copy keeps the size
+  // runtime::plan_memory counts for it.)
   const int64_t rows = x.numel() / weight.cols;
   if (!quantized_product_in_place(product_phase(), rows, x.scalar_type() == at::kBFloat16, weight.bits,
                                   weight.group_size)) {
-    // Tiles for the load's only product; a dense copy for several, made by the first.
-    if (weight.products_per_load == 1 && multiplies_in_dequantized_tiles(x.scalar_type(), rows)) {
+    // The load's first such product in tiles; a second one makes the copy the rest share.
+    const bool first = (*weight.dense_products)++ == 0;
+    if (first && !weight.dense->defined() && multiplies_in_dequantized_tiles(x.scalar_type(), rows)) {
       return dequantized_tiles_product(x, weight, bias);
     }
     return linear_product(x, dense_copy(weight, x.scalar_type()), bias);

@@ -20,11 +20,7 @@ bool same_dtype(model::DType file_dtype, at::ScalarType dtype) {
 
 WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source,
                          Tiers& tiers, const DeviceContext& device, bool quantized_in_place, const StageLayers& stage)
-    : tiers_(tiers),
-      device_(device),
-      compression_(policy.compress_weight),
-      gpu_batches_(policy.num_gpu_batches),
-      pin_weight_(policy.pin_weight) {
+    : tiers_(tiers), device_(device), compression_(policy.compress_weight), pin_weight_(policy.pin_weight) {
   TG_CHECK(!quantized_in_place || device.compute.is_cpu(), "internal: quantized weights are used in place on the CPU only");
   quantized_in_place_ = quantized_in_place;
   const auto weight_layers = spec.weight_layers();
@@ -197,7 +193,6 @@ model::QuantizedWeight WeightStore::load_quantized(const Home& home, LoadedLayer
   q.cols = c.cols;
   q.bits = c.config.bits;
   q.group_size = c.config.group_size;
-  q.products_per_load = gpu_batches_;
   return q;
 }
 

@@ -15,9 +15,10 @@ namespace tiergen {
 // Tensors from this size up are placed on huge pages; smaller ones gain nothing.
 constexpr uint64_t kHugePageBytes = uint64_t(2) << 20;
 
-// An uninitialised contiguous CPU tensor whose whole 2 MiB-aligned stretch is advised
-// for huge pages (MADV_HUGEPAGE) before anything touches it; its last partial huge page
-// stays on small pages, so no memory is spent beyond the tensor's bytes. Below
+// An uninitialised contiguous CPU tensor that starts on a 2 MiB boundary, its whole huge
+// pages advised for huge pages (MADV_HUGEPAGE) before anything touches them; its last
+// partial huge page stays on small pages and nothing is mapped past its last small page,
+// so no memory is spent beyond the tensor's bytes (rounded to a small page). Below
 // kHugePageBytes, and where the advice or the mapping is refused, a plain at::empty.
 at::Tensor empty_on_huge_pages(at::IntArrayRef sizes, at::ScalarType type);
 

@@ -18,15 +18,13 @@ struct QuantizedWeight {
   int64_t rows = 0, cols = 0;
   int bits = 4, group_size = 64;
   // The dense copy a product that does not read the weight in place needs (prefill, or
-  // many rows under --cpu-gemm: model::quantized_product_in_place), made by the first
-  // such product and shared by the later ones (every gpu batch of the block) while the
-  // layer is loaded.
-  // Only the compute thread uses it.
+  // many rows under --cpu-gemm: model::quantized_product_in_place), made by the second
+  // such product of this layer load and shared by the later ones (the block's other gpu
+  // batches and prompt-length groups); the first multiplies dequantized tiles instead
+  // (quantized_linear_product), which a load read by one product never copies whole.
+  // Only the compute thread uses these.
   std::shared_ptr<at::Tensor> dense = std::make_shared<at::Tensor>();
-  // Products that read this load of the weight in a phase (the block's gpu batches): with
-  // one, a product of a block of rows dequantizes it tile by tile instead of writing a
-  // dense copy (model::quantized_linear_product); with more, they share the copy.
-  int64_t products_per_load = 1;
+  std::shared_ptr<int64_t> dense_products = std::make_shared<int64_t>(0);  // so far, this load
 };
 
 class LayerWeights {

@@ -40,9 +40,11 @@ int64_t widened_tile_rows(int64_t in_features);
 
 // The same product with W held quantized (host, CPU compute), by one of two kernels:
 // in place (kernels/cpu/quantized_matmul reads W's levels, with no dense copy), or
-// through a dense copy of W in x's dtype (the levels converted once instead of once per
-// row, kept in weight.dense for the other gpu batches of the same layer load; a bf16
-// copy on a CPU without native bf16 products is then multiplied widened). Their sums
+// through W dense in x's dtype (the levels converted once instead of once per row; a
+// bf16 copy on a CPU without native bf16 products is then multiplied widened). The
+// dense form of a layer load's first such product is dequantized tile by tile into the
+// small-row kernel where that kernel reads x as it is (up to 256 rows); a later one (the
+// block's other gpu batches) makes a dense copy, kept in weight.dense. Their sums
 // differ in the last bits, so the choice never depends on the batch while CPU products
 // are batch-invariant (kernels::small_matmul_for_every_row_count, the default): decode
 // products go in place and prefill products through the copy, whatever their rows

@@ -86,7 +86,6 @@ class WeightStore {
   Tiers& tiers_;
   DeviceContext device_;
   CompressionConfig compression_;
-  int64_t gpu_batches_ = 1;  // products per layer load and phase
   bool quantized_in_place_ = false;
   bool pin_weight_;
   int64_t first_layer_ = 0;
