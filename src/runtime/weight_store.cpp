@@ -105,7 +105,7 @@ bool WeightStore::pin_cpu_homes() const { return device_.pin_host && pin_weight_
 // driver's registered pages; disk homes and streamed copies are not long-lived here.
 // Compressed homes stay on small pages: 4-bit decode with the packed part on huge pages
 // ran 0.90-1.01x (TinyLlama, 2-core Zen 5 guest, 12 interleaved pairs), where fp32 and
-// bf16 dense homes ran 0.98-1.17x (bench/RESULTS.md).
+// bf16 dense homes ran at medians of 1.06x and 1.04x (bench/RESULTS.md).
 bool WeightStore::reads_in_host_memory(Tier tier) const {
   return (tier == Tier::Gpu && device_.compute.is_cpu()) || (tier == Tier::Cpu && !pin_cpu_homes());
 }

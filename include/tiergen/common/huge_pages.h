@@ -4,7 +4,7 @@
 // default policy ("madvise", Debian's) gives 2 MiB pages only to memory that asks for
 // them; with 4 KiB pages a decode that streams the weights walks a new page, and misses
 // the TLB, every 4 KiB. (On a 2-core Zen 5 guest, TinyLlama decode at batch 1 with its
-// weights on huge pages: fp32 median 1.06x, bf16 1.09x over 14 interleaved pairs;
+// weights on huge pages, interleaved pairs: fp32 median 1.06x over 8, bf16 1.04x over 10;
 // bench/RESULTS.md.)
 #include <ATen/ATen.h>
 
