@@ -50,7 +50,8 @@ TEST(WeightHomes, CompressedHomesStayOnSmallPages) {
   const runtime::EngineOptions options = cpu_engine_options(offload.path);
   runtime::Tiers tiers(options.budgets, options.offload_dir, false, 1);
   runtime::WeightStore store(m.spec, policy, *m.weights, tiers, options.device, /*quantized_in_place=*/true);
-  const model::QuantizedWeight* q = store.load(m.spec.num_layers + 1, false)->weights.quantized("lm_head.weight");
+  const auto head = store.load(m.spec.num_layers + 1, false);  // the load owns the parts
+  const model::QuantizedWeight* q = head->weights.quantized("lm_head.weight");
   ASSERT_NE(q, nullptr);
   EXPECT_FALSE(on_huge_pages(q->packed));
 }
