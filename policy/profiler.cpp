@@ -213,8 +213,8 @@ struct Device {
   int products_per_sample = 1;
 };
 
-// Normal samples for a probe's large operand: one 16 MiB draw repeated over the
-// tensor. The kernels timed do not depend on the values, and drawing gigabytes of them
+// `out`, a probe's large operand, filled with normal samples: one 16 MiB draw repeated
+// over it. The kernels timed do not depend on the values, and drawing gigabytes of them
 // took seconds of a quick profile on a host whose last-level cache makes its probes
 // 1.9 GB each.
 at::Tensor repeated_randn(at::Tensor out) {

@@ -119,11 +119,13 @@ at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight&
   const int threads = static_cast<int>(std::min<int64_t>(at::get_num_threads(), tiles));
   // One tile buffer per thread, for this call only (the tiers count no lasting scratch).
   const at::Tensor scratch = at::empty({threads, kDequantizedTileRows * k}, rows.options());
+  auto* scratch_bytes = static_cast<uint8_t*>(scratch.data_ptr());
+  const size_t tile_bytes = size_t(kDequantizedTileRows * k) * scratch.element_size();
   std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (int64_t t = 0; t < tiles; ++t) {
     try {
-      void* buffer = scratch[omp_get_thread_num()].data_ptr();
+      void* buffer = scratch_bytes + size_t(omp_get_thread_num()) * tile_bytes;
       const int64_t j0 = t * kDequantizedTileRows, count = std::min(kDequantizedTileRows, n - j0);
       // Inside this parallel region dequantize() runs on the calling thread alone.
       kernels::dequantize(packed + j0 * layout.packed_bytes_per_row, mins + j0 * layout.groups_per_row,
@@ -229,7 +231,7 @@ at::Tensor quantized_linear_product(const at::Tensor& x, const QuantizedWeight& 
                                   weight.group_size)) {
     // The load's first such product in tiles; a second one makes the copy the rest share.
     const bool first = (*weight.dense_products)++ == 0;
-    if (first && !weight.dense->defined() && multiplies_in_dequantized_tiles(x.scalar_type(), rows)) {
+    if (first && multiplies_in_dequantized_tiles(x.scalar_type(), rows)) {
       return dequantized_tiles_product(x, weight, bias);
     }
     return linear_product(x, dense_copy(weight, x.scalar_type()), bias);
