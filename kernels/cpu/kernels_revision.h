@@ -15,10 +15,8 @@
 //      rows of x on
 //   5: product weights timed on huge pages, as the runs' dense weight homes now are
 //      (common/huge_pages.h); 4-bit rows dequantized 32 levels a step on AVX-512 BF16
-//   6: fp32 x on AVX-512 sums each output in sixteen lanes, one W row at a time for one
-//      row of x (every fp32 product's last bits change at that level)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 6;
+constexpr int kCpuProductKernelsRevision = 5;
 
 }  // namespace tiergen::kernels

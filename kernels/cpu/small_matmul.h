@@ -8,11 +8,11 @@
 // accumulating in fp32.
 //
 // Every output element y[m][j] is summed in one fixed order that depends only on k and
-// the kernel (AVX2: eight fp32 lanes over k in steps of eight, the lanes added
-// pairwise, then the tail; AVX-512 with fp32 x: the same in sixteen lanes; AVX-512
-// BF16: sixteen lanes of bf16 pairs), never on the number of rows, the thread count or
-// j's position in a tile, so a sequence's result does not depend on which other
-// sequences share its batch.
+// the kernel (AVX2, and AVX-512 with fp32 x: eight fp32 lanes over k in steps of
+// eight, the lanes added pairwise, then the tail; AVX-512 BF16: sixteen lanes of bf16
+// pairs), never on the
+// number of rows, the thread count or j's position in a tile, so a sequence's result
+// does not depend on which other sequences share its batch.
 //
 // Kernels here take raw pointers and never LibTorch types.
 #include <cstdint>
@@ -43,12 +43,12 @@ void small_matmul(const SmallMatmulArgs& args);
 
 // The kernel small_matmul() runs for x of `x_type` and weights of `w_type` on this CPU,
 // within TIERGEN_CPU_ISA: "amx", "avx512-bf16" (bf16 pairs only), "avx512-f32" (fp32 x
-// at the avx512-bf16 level and above, each output summed in sixteen lanes), "avx2" or
-// "portable".
+// at the avx512-bf16 level and above: the AVX2 kernel's sums, bit for bit, two per
+// register; a single row of x runs the AVX2 kernel itself), "avx2" or "portable".
 const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type);
 
 // Whether small_matmul() multiplies `rows` rows of x as they are, with no copy of x made
-// per call (bf16 x on the AVX-512 BF16 kernel, fp32 x on the others but AMX):
+// per call (bf16 x on the AVX-512 BF16 kernel, fp32 x on the AVX2 and portable kernels):
 // a caller may then split one product into calls over parts of W at no cost per call
 // (model::quantized_linear_product's dequantized tiles).
 bool small_matmul_reads_x_in_place(ElemType x_type, ElemType w_type, int64_t rows);

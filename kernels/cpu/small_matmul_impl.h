@@ -16,6 +16,10 @@ struct SmallMatmulShape {
   const float* x_f32 = nullptr;
   const uint16_t* x_bf16 = nullptr;
   const uint16_t* x_amx = nullptr;  // x_bf16 packed into AMX B tiles (amx::pack_rows)
+  // x_f32's rows in pairs for the AVX-512 fp32 kernel (x_rows_in_pairs): pair q holds
+  // rows 2q and 2q + 1 eight elements at a time, twice k rounded down to eight floats
+  // (zeros for a missing last row).
+  const float* x_pairs = nullptr;
   int64_t x_row_stride = 0;
   int64_t y_row_stride = 0;
   // small_matmul_blocking(), read once per call before the threads start (its first
@@ -25,10 +29,12 @@ struct SmallMatmulShape {
 
 // Output columns [j0, j1) of y for all rows of x (s.x_f32).
 void small_matmul_columns_portable(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+// x_f32 (rows x k, s.x_row_stride apart) as SmallMatmulShape::x_pairs lays it out.
+std::vector<float> x_rows_in_pairs(const float* x, int64_t rows, int64_t k, int64_t x_row_stride);
 
 #if defined(__x86_64__)
 void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
-// fp32 x (s.x_f32) only; needs the avx512-bf16 level (sixteen lanes per output).
+// Needs AVX-512F and s.x_pairs; the same bits as small_matmul_columns_avx2.
 void small_matmul_columns_avx512_f32(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // BF16 weights and BF16 x (s.x_bf16) only.
 void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
