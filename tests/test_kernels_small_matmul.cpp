@@ -210,13 +210,14 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
 // AVX2 tiles of 3 rows): 30+30+10 rows, k in five spans and a tail; 8 rows (two tiles and
 // two single rows), k two whole spans and a tail; 63+63+4, k a span and 8 more; 63+62
 // (the last block 20 tiles and two single rows, the most accumulators kept), three
-// spans, no tail; and k shorter than one step. (AVX-512, tiles of 8 rows: 24+24+22,
-// 8, 64+64+2, 56+56+13 with a 5-row tail tile, 8 and a 1-row tail.) bf16 x: the AVX2 kernel converts it to fp32; the
-// AVX-512 BF16 kernel that takes it above AVX2 is never blocked.
+// spans, no tail; and k shorter than one step; 30+30+30+7, k in five spans and a tail. (AVX-512,
+// tiles of 8 rows, blocked from 80 rows: 64+64+2, 56+56+13 with a 5-row tail tile, 24+24+24+24
+// +1 with a 1-row tail tile; the others unblocked.) bf16 x: the AVX2 kernel converts it to
+// fp32; the AVX-512 BF16 kernel that takes it above AVX2 is never blocked.
 TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
   const std::vector<Case> cases = {{70, 2100, 21, 2104, 23, true}, {8, 1030, 9, 1030, 9, false},
                                    {130, 520, 18, 520, 18, true},  {125, 1040, 7, 1040, 7, true},
-                                   {9, 5, 6, 5, 6, true}};
+                                   {9, 5, 6, 5, 6, true},          {97, 2100, 21, 2104, 23, true}};
   int paths_run = 0;
   for (Path path : {Path::Avx2, Path::Avx512Bf16}) {
     KernelScope scope(path);

@@ -15,8 +15,9 @@
 //      rows of x on
 //   5: product weights timed on huge pages, as the runs' dense weight homes now are
 //      (common/huge_pages.h); 4-bit rows dequantized 32 levels a step on AVX-512 BF16
+//   6: the AVX-512 fp32 kernel blocks from 80 rows of x (was 8)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 5;
+constexpr int kCpuProductKernelsRevision = 6;
 
 }  // namespace tiergen::kernels

@@ -32,6 +32,13 @@ constexpr int kPairs = 4;   // pairs of x rows per tile (8 rows)
 constexpr int kLanes = 8;   // fp32 elements of k per step, as in the AVX2 kernel
 // Tiles start at even rows only if every block of x rows (row_blocking) is whole tiles.
 static_assert(kMaxBlockRows % (2 * kPairs) == 0);
+// Fewer rows of x than this run unblocked. Tiles of 8 rows meet a W tile's span only a few
+// times below it, too few to pay for keeping the accumulators between spans: on a 2-core
+// Zen 5 guest, a TinyLlama layer blocked ran 0.90-0.91x unblocked at 8 rows, 0.93-0.95x at
+// 16, 0.92-0.93x at 32, 0.98-0.99x at 64, 1.01x at 80 and 96, 1.06-1.08x at 128 and
+// 1.22-1.23x at 256 (bench_matmul --sections float, two rounds; the AVX2 kernel's own
+// threshold was measured on a Zen 4).
+constexpr int64_t kMinBlockedRowsAvx512 = 80;
 
 // Eight elements of a W row, widened to fp32, in both halves. (The zero-masked forms
 // of these intrinsics: the plain ones start from an undefined register, which GCC 12
@@ -127,7 +134,8 @@ TG_AVX512_F32 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, 
 template <ElemType T>
 TG_AVX512_F32 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   constexpr int kTileRows = 2 * kPairs;
-  const RowBlocking blocking = row_blocking(a.rows, a.k, kLanes, kTileRows, sizeof(float), s.blocking);
+  const RowBlocking blocking =
+      row_blocking(a.rows, a.k, kLanes, kTileRows, sizeof(float), kMinBlockedRowsAvx512, s.blocking);
   // Accumulators kept between spans: a block's whole tiles (at most kMaxBlockRows rows),
   // then one tail tile.
   alignas(64) __m512 saved[(kMaxBlockRows / kTileRows + 1) * kTileW * kPairs];

@@ -25,7 +25,8 @@ constexpr int64_t kXBlockBytes = int64_t(256) << 10;
 // Bytes of one x row per span of k: a four-row W tile's span is then 8 KiB (fp32 W)
 // or 4 KiB (16-bit W), in L1 beside the x tile's.
 constexpr int64_t kSpanXBytes = 2048;
-// Fewer rows than this run unblocked (decode: W streams from memory once either way).
+// Fewer rows than this run unblocked on the AVX2 kernel (decode: W streams from memory
+// once either way). The AVX-512 fp32 kernel has its own (small_matmul_avx512_f32.cpp).
 constexpr int64_t kMinBlockedRows = 8;
 
 // Tiles of x rows in one block at most: whole tiles, then the rows left over one by one.
@@ -51,13 +52,14 @@ struct RowBlocking {
 };
 
 // The blocking for `rows` rows of x of `x_elem_bytes` elements and k, for a kernel of
-// `lanes` elements per step and tiles of `tile_x` rows of x. Unblocked (few rows, or
-// `blocking_on` false: small_matmul_blocking()): one block of all rows and one span of k.
+// `lanes` elements per step and tiles of `tile_x` rows of x. Unblocked (fewer rows than
+// the kernel's `min_blocked_rows`, or `blocking_on` false: small_matmul_blocking()): one
+// block of all rows and one span of k.
 inline RowBlocking row_blocking(int64_t rows, int64_t k, int64_t lanes, int64_t tile_x, size_t x_elem_bytes,
-                                bool blocking_on) {
+                                int64_t min_blocked_rows, bool blocking_on) {
   RowBlocking b;
   b.k_vec = k / lanes * lanes;
-  if (rows < kMinBlockedRows || !blocking_on) {
+  if (rows < min_blocked_rows || !blocking_on) {
     b.x_rows = rows;
     b.span = b.k_vec;
     return b;
