@@ -27,6 +27,9 @@ namespace {
 constexpr int kTileW = 4;  // rows of W per tile
 constexpr int kTileX = 3;  // rows of x per tile
 constexpr int kLanes = 8;  // fp32 elements of k per step
+// Fewer rows of x than this run unblocked (decode: W streams from memory once either way;
+// blocking gained 1.05x at 16 rows on a 2-core Zen 4, bench/RESULTS.md).
+constexpr int64_t kMinBlockedRows = 8;
 
 // y[m + c][j + r] for r < R, c < C, over the span `span` of k (its start and end
 // multiples of 8, within k rounded down to 8). The accumulators start at zero on the

@@ -25,9 +25,6 @@ constexpr int64_t kXBlockBytes = int64_t(256) << 10;
 // Bytes of one x row per span of k: a four-row W tile's span is then 8 KiB (fp32 W)
 // or 4 KiB (16-bit W), in L1 beside the x tile's.
 constexpr int64_t kSpanXBytes = 2048;
-// Fewer rows than this run unblocked on the AVX2 kernel (decode: W streams from memory
-// once either way). The AVX-512 fp32 kernel has its own (small_matmul_avx512_f32.cpp).
-constexpr int64_t kMinBlockedRows = 8;
 
 // Tiles of x rows in one block at most: whole tiles, then the rows left over one by one.
 constexpr int64_t max_tiles_per_block(int64_t tile_x) { return kMaxBlockRows / tile_x + tile_x - 1; }
