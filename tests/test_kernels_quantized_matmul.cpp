@@ -2,19 +2,27 @@
 // multiplied in place, against a double-precision product with the dequantized
 // weights, for the portable and the AVX2 kernel, partial last groups and group sizes
 // the AVX2 kernel does not take; the AVX-512 BF16 and AMX kernels for x holding bf16
-// values; per-row results independent of the batch and threads.
+// values; per-row results independent of the batch and threads; x's preparation (its
+// groups' sums in k's order, the nibble-split slots) and the split of columns between
+// threads.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/cpu/column_chunks.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
+#include "kernels/cpu/quantized_matmul_impl.h"
 #include "tiergen/common/error.h"
 
 namespace tiergen::kernels {
@@ -239,6 +247,81 @@ TEST(QuantizedMatmul, InPlaceRowLimitFollowsTheKernel) {
     EXPECT_EQ(quantized_in_place_max_rows(false, eight_bit), kQuantizedInPlaceMaxRows) << kernels.name;
   }
   restore_kernels();
+}
+
+// x prepared for the kernels: each group's sum added one element at a time in k's
+// order (the min terms' bits depend on it, whichever way prepare_x runs the groups),
+// values in the slots the kernels read (a 4-bit group's even elements, then its odd
+// ones, on the SIMD paths), zero past k. Shapes: fewer groups than prepare_x sums side
+// by side, more, and partial last groups of odd and even length.
+TEST(QuantizedMatmul, PreparedXKeepsTheGroupSumsOrderAndSlots) {
+  for (const Shape& sh : {Shape{2, 301, 1, {4, 64}}, Shape{3, 64 * 11 + 13, 1, {4, 64}}, Shape{1, 64 * 16, 1, {4, 64}},
+                          Shape{2, 96 * 9 + 2, 1, {4, 32}}, Shape{1, 21, 1, {8, 5}}}) {
+    for (bool bf16 : {false, true}) {
+      for (bool split : {false, true}) {
+        if (split && sh.format.group_size % 2) continue;
+        Problem p = bf16 ? make_bf16_problem(sh.rows, sh.k, sh.n, sh.format, 11, false)
+                         : make_problem(sh.rows, sh.k, sh.n, sh.format, 11, false);
+        for (float& v : p.x) v *= 1e3f;  // sums far from exact, so any other order shows
+        if (bf16) {
+          for (size_t i = 0; i < p.x.size(); ++i) p.x_bf16[i] = float_to_bf16(p.x[i]), p.x[i] = bf16_to_float(p.x_bf16[i]);
+        }
+        const std::string what = fmt::format("k {}, group {}, {} x{}", sh.k, sh.format.group_size, bf16 ? "bf16" : "fp32",
+                                             split ? ", split" : "");
+        const detail::PreparedX x = detail::prepare_x(p.args, sh.k, split, bf16);
+        const int64_t g = sh.format.group_size;
+        ASSERT_EQ(x.groups, (sh.k + g - 1) / g) << what;
+        ASSERT_EQ(x.row_len, x.groups * g) << what;
+        for (int64_t m = 0; m < sh.rows; ++m) {
+          for (int64_t group = 0; group < x.groups; ++group) {
+            float sum = 0.0f;
+            for (int64_t i = group * g; i < std::min(sh.k, group * g + g); ++i) sum += p.x[m * sh.k + i];
+            const float got = x.group_sums[m * x.groups + group];
+            EXPECT_EQ(std::memcmp(&got, &sum, sizeof sum), 0) << what << " row " << m << " group " << group;
+          }
+          for (int64_t slot = 0; slot < x.row_len; ++slot) {
+            const int64_t group = slot / g, in_group = slot % g;
+            const int64_t i = group * g + (split ? (in_group < g / 2 ? 2 * in_group : 2 * (in_group - g / 2) + 1) : in_group);
+            const float want = i < sh.k ? p.x[m * sh.k + i] : 0.0f;
+            const float have = bf16 ? bf16_to_float(x.values_bf16[m * x.row_len + slot]) : x.values[m * x.row_len + slot];
+            ASSERT_EQ(have, want) << what << " row " << m << " slot " << slot;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The kernels that set up per call (AVX-512 BF16, AMX) get the columns in runs of whole
+// chunks that cover [0, n) once, each run inside it; one thread takes all of a matrix
+// too small to share.
+TEST(QuantizedMatmul, ThreadColumnRunsCoverEveryColumnOnce) {
+  for (int threads : {1, 2, 3}) {
+    for (int64_t n : {1, 15, 16, 17, 100, 1000, 4097}) {
+      for (int64_t k : {int64_t(8), detail::kParallelMinWeights}) {
+        std::mutex mutex;
+        std::vector<std::pair<int64_t, int64_t>> runs;
+        detail::for_each_thread_columns(n, k, threads, [&](int64_t j0, int64_t j1) {
+          std::lock_guard<std::mutex> lock(mutex);
+          runs.emplace_back(j0, j1);
+        });
+        const std::string what = fmt::format("{} threads, n {}, k {}", threads, n, k);
+        std::sort(runs.begin(), runs.end());
+        int64_t covered = 0;
+        for (const auto& [j0, j1] : runs) {
+          EXPECT_EQ(j0, covered) << what;
+          EXPECT_LT(j0, j1) << what;
+          EXPECT_EQ(j0 % detail::kColumnsPerChunk, 0) << what;
+          EXPECT_TRUE(j1 == n || j1 % detail::kColumnsPerChunk == 0) << what;
+          covered = j1;
+        }
+        EXPECT_EQ(covered, n) << what;
+        if (threads == 1 || n * k < detail::kParallelMinWeights || n <= detail::kColumnsPerChunk) {
+          EXPECT_EQ(runs.size(), 1u) << what;
+        }
+      }
+    }
+  }
 }
 
 TEST(QuantizedMatmul, RefusesInconsistentArguments) {

@@ -16,8 +16,12 @@
 //   5: product weights timed on huge pages, as the runs' dense weight homes now are
 //      (common/huge_pages.h); 4-bit rows dequantized 32 levels a step on AVX-512 BF16
 //   6: the AVX-512 fp32 kernel blocks from 80 rows of x (was 8)
+//   7: the kernels that set up per call (AVX-512 BF16 4-bit, AMX) take columns in
+//      guided runs (column_chunks.h), not one static share per thread; the AVX-512
+//      BF16 4-bit kernel widens 16 W rows' scales at once; quantized_matmul prepares
+//      x without a per-element index and sums 8 groups side by side (same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 6;
+constexpr int kCpuProductKernelsRevision = 7;
 
 }  // namespace tiergen::kernels

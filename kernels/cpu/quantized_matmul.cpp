@@ -18,8 +18,76 @@ namespace detail {
 
 namespace {
 
-float x_value(const QuantizedMatmulArgs& a, int64_t offset) {
-  return a.x ? a.x[offset] : bf16_to_float(a.x_bf16[offset]);
+// One row of x (from `offset`) into its prepared slots, group by group: for 4 bits on
+// the SIMD paths a group's even elements first, then its odd ones. Slots past k stay
+// zero. Written as pairs, without an index computed per element: that took as long as
+// a 256-row product's weights at k = 2048.
+template <class Slot, class Value>
+void copy_groups(int64_t k, int64_t g, bool split_nibbles, const Value& value, Slot* out) {
+  if (!split_nibbles) {
+    for (int64_t i = 0; i < k; ++i) out[i] = value(i);
+    return;
+  }
+  const int64_t half = g / 2;
+  for (int64_t first = 0; first < k; first += g) {
+    const int64_t count = std::min(g, k - first), pairs = count / 2;
+    for (int64_t i = 0; i < pairs; ++i) {
+      out[first + i] = value(first + 2 * i);
+      out[first + half + i] = value(first + 2 * i + 1);
+    }
+    if (count % 2) out[first + pairs] = value(first + count - 1);
+  }
+}
+
+void copy_x_row(const QuantizedMatmulArgs& a, int64_t offset, bool split_nibbles, bool as_bf16, float* values,
+                uint16_t* values_bf16) {
+  const int64_t k = a.k, g = a.format.group_size;
+  if (as_bf16) {
+    const uint16_t* x = a.x_bf16 + offset;
+    copy_groups(k, g, split_nibbles, [x](int64_t i) { return x[i]; }, values_bf16);
+  } else if (a.x) {
+    const float* x = a.x + offset;
+    copy_groups(k, g, split_nibbles, [x](int64_t i) { return x[i]; }, values);
+  } else {
+    const uint16_t* x = a.x_bf16 + offset;
+    copy_groups(k, g, split_nibbles, [x](int64_t i) { return bf16_to_float(x[i]); }, values);
+  }
+}
+
+// Each group's sum of one row of x, added element by element in k's order (the min
+// terms' bits depend on it). Groups are independent chains of additions: kSumLanes of
+// them advance side by side, so the adds' latency overlaps (one group at a time, the
+// sums of a 2048-wide row took about as long as a 256-row product's weights).
+constexpr int64_t kSumLanes = 8;
+
+template <class Value>
+void sum_groups(int64_t k, int64_t g, const Value& value, float* sums) {
+  const int64_t full = k / g;
+  int64_t group = 0;
+  for (; group + kSumLanes <= full; group += kSumLanes) {
+    float lane[kSumLanes] = {};
+    for (int64_t i = 0; i < g; ++i) {
+#pragma GCC unroll 8
+      for (int64_t l = 0; l < kSumLanes; ++l) lane[l] += value((group + l) * g + i);
+    }
+    for (int64_t l = 0; l < kSumLanes; ++l) sums[group + l] = lane[l];
+  }
+  for (; group * g < k; ++group) {
+    const int64_t first = group * g, count = std::min(g, k - first);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < count; ++i) sum += value(first + i);
+    sums[group] = sum;
+  }
+}
+
+void sum_x_groups(const QuantizedMatmulArgs& a, int64_t offset, float* sums) {
+  if (a.x) {
+    const float* x = a.x + offset;
+    sum_groups(a.k, a.format.group_size, [x](int64_t i) { return x[i]; }, sums);
+  } else {
+    const uint16_t* x = a.x_bf16 + offset;
+    sum_groups(a.k, a.format.group_size, [x](int64_t i) { return bf16_to_float(x[i]); }, sums);
+  }
 }
 
 }  // namespace
@@ -35,24 +103,10 @@ PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool spl
     p.values.assign(size_t(a.rows * p.row_len), 0.0f);
   }
   p.group_sums.assign(size_t(a.rows * p.groups), 0.0f);
-  // Group by group: a division per element cost as much as a small product's kernel.
   for (int64_t m = 0; m < a.rows; ++m) {
-    for (int64_t group = 0; group < p.groups; ++group) {
-      const int64_t first = group * g, count = std::min(g, a.k - first), slots = m * p.row_len + first;
-      const int64_t x_offset = m * x_row_stride + first;
-      float sum = 0.0f;
-      for (int64_t in_group = 0; in_group < count; ++in_group) {
-        const int64_t slot = slots + (split_nibbles ? (in_group % 2) * (g / 2) + in_group / 2 : in_group);
-        const float value = x_value(a, x_offset + in_group);
-        if (as_bf16) {
-          p.values_bf16[size_t(slot)] = a.x_bf16[x_offset + in_group];
-        } else {
-          p.values[size_t(slot)] = value;
-        }
-        sum += value;
-      }
-      p.group_sums[size_t(m * p.groups + group)] = sum;
-    }
+    copy_x_row(a, m * x_row_stride, split_nibbles, as_bf16, p.values.data() + (as_bf16 ? 0 : m * p.row_len),
+               p.values_bf16.data() + (as_bf16 ? m * p.row_len : 0));
+    sum_x_groups(a, m * x_row_stride, p.group_sums.data() + m * p.groups);
   }
   return p;
 }
