@@ -4,14 +4,18 @@
 // Tiles of 6 W rows x 4 x rows keep 24 accumulators in flight (29 of the 32 zmm
 // registers), the W tile in L1 while the x rows stream from L2; a chunk's last 4 W rows,
 // and fewer than 4 rows of x, go in tiles of 4 W rows; one row of x (decode at batch 1)
-// takes one W row at a time
-// (row_sequential.h). The k tail is a masked load (zeros add nothing), so every element's
-// order is: lanes over k in steps of 32, then the lanes summed pairwise. Like the
+// takes one W row at a time (row_sequential.h). Where a W tile's rows are too long for
+// L1, many rows of x are cache-blocked as in the fp32 kernels (small_matmul_blocking.h).
+// The k tail is a masked load (zeros add nothing), so every element's order is: lanes
+// over k in steps of 32, then the lanes summed pairwise, blocked or not. Like the
 // instruction, results treat bf16 subnormal inputs as zero.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/simd_avx512_bf16.h"
+#include "kernels/cpu/small_matmul_blocking.h"
 #include "kernels/cpu/small_matmul_impl.h"
 
 namespace tiergen::kernels::detail {
@@ -25,6 +29,17 @@ constexpr int kTileX = 4;  // rows of x per tile
 // against 19.8-20.9, 64 rows 8.2-9.2 against 9.7-10.1. 8 W rows x 3 x rows ran slower
 // (24.2-24.6 ms at 128 rows).
 constexpr int kTileWMany = 6;
+constexpr int64_t kLanes = 32;  // bf16 elements of k per step
+// Blocked only from this many rows of x, and only where a 6-row W tile spans more than
+// kWTileBytes (k past 2048): shorter W tiles stay in L1 unblocked, and blocking them
+// cost up to 5% (a TinyLlama layer at 64-256 rows, every product blocked: 0.95-1.00x).
+// On a 2-core Zen 5 guest (bench_matmul --sections bfloat16, blocked / unblocked ms per
+// layer, two rounds): LLaMA-7B shapes (hidden 4096) 1.00-1.06x at 16 rows, 1.08-1.09x
+// at 32, 1.18x at 64, 1.11x at 128, 1.16x at 256; hidden 3072 1.04x at 16 rows,
+// 1.11-1.14x at 32-128; TinyLlama (down_proj, k = 5632, blocked only) 0.97-1.01x at
+// 16-32 rows, 1.05-1.06x at 128, 1.08x at 256.
+constexpr int64_t kMinBlockedRows = 16;
+constexpr int64_t kWTileBytes = 24 << 10;
 
 TG_AVX512_BF16 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
@@ -32,11 +47,14 @@ TG_AVX512_BF16 inline __m512bh load_tail(const uint16_t* p, __mmask32 mask) {
   return (__m512bh)_mm512_maskz_loadu_epi16(mask, p);
 }
 
-// `next` (or null): a row of the next W tile, brought into L1 a line per step.
+// y[m + c][j + r] for r < R, c < C over the span `span` of k: accumulators from zero
+// at k = 0, else from `saved`; a span that does not end the sums leaves them in
+// `saved`; the last one adds the k tail (a masked step) and then each accumulator's
+// lanes. `next` (or null): a row of the next W tile, brought into L1 a line per step.
 template <int R, int C>
-TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m,
-                         const uint16_t* next) {
-  const int64_t k = a.k, k32 = k & ~int64_t(31);
+TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m, KSpan span,
+                         __m512* saved, const uint16_t* next) {
+  const int64_t k = a.k;
   const uint16_t* w[R];
   const uint16_t* x[C];
   for (int r = 0; r < R; ++r) w[r] = static_cast<const uint16_t*>(a.w) + (j + r) * k;
@@ -44,8 +62,8 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
 
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k32; p += 32) {
+    for (int c = 0; c < C; ++c) acc[r][c] = span.begin == 0 ? _mm512_setzero_ps() : saved[r * C + c];
+  for (int64_t p = span.begin; p < span.end; p += kLanes) {
     if (next) _mm_prefetch(reinterpret_cast<const char*>(next + p), _MM_HINT_T0);
     __m512bh xv[C];
     for (int c = 0; c < C; ++c) xv[c] = load32(x[c] + p);
@@ -54,12 +72,17 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv, xv[c]);
     }
   }
-  if (k32 < k) {
-    const __mmask32 mask = __mmask32((uint64_t(1) << (k - k32)) - 1);
+  if (!span.last) {
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) saved[r * C + c] = acc[r][c];
+    return;
+  }
+  if (span.end < k) {
+    const __mmask32 mask = __mmask32((uint64_t(1) << (k - span.end)) - 1);
     __m512bh xv[C];
-    for (int c = 0; c < C; ++c) xv[c] = load_tail(x[c] + k32, mask);
+    for (int c = 0; c < C; ++c) xv[c] = load_tail(x[c] + span.end, mask);
     for (int r = 0; r < R; ++r) {
-      const __m512bh wv = load_tail(w[r] + k32, mask);
+      const __m512bh wv = load_tail(w[r] + span.end, mask);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv, xv[c]);
     }
   }
@@ -72,35 +95,61 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
   }
 }
 
-// With several tiles of x, each tile's pass over the W rows also prefetches one row of
-// the next W rows (pass i, row i mod R; at 16 rows of x four of them): the first pass over
-// a W tile otherwise waits on memory, and a throwaway copy of this loop ran 0.7 dot
-// products per cycle with W streaming from memory against 1.7 with W in L2
-// (bench/RESULTS.md, the Zen 5 section).
+// W rows [j, j + R) against x rows [m0, m1), span after span of k: tiles of kTileX rows
+// of x, then single rows. `saved` holds the accumulators of every tile of the block
+// between spans. With several tiles of x, each tile's pass over the W rows also
+// prefetches one row of the next W rows (pass i, row i mod R; at 16 rows of x four of
+// them): the first pass over a W tile otherwise waits on memory, and a throwaway copy of
+// this loop ran 0.7 dot products per cycle with W streaming from memory against 1.7
+// with W in L2 (bench/RESULTS.md, the Zen 5 section).
 template <int R>
-TG_AVX512_BF16 void all_rows(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j) {
-  const bool prefetch = a.rows >= 2 * kTileX && j + 2 * R <= a.n;
-  int64_t m = 0;
-  for (int pass = 0; m + kTileX <= a.rows; m += kTileX, ++pass) {
-    const uint16_t* next_row = prefetch ? static_cast<const uint16_t*>(a.w) + (j + R + pass % R) * a.k : nullptr;
-    tile<R, kTileX>(a, s, j, m, next_row);
+TG_AVX512_BF16 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m0, int64_t m1,
+                            const RowBlocking& blocking, __m512* saved) {
+  const bool prefetch = m1 - m0 >= 2 * kTileX && j + 2 * R <= a.n;
+  for (KSpan span = blocking.first_span();; span = blocking.next_span(span)) {
+    // One span (unblocked) keeps nothing between spans: every tile may share `saved`.
+    const bool keeps = !(span.begin == 0 && span.last);
+    __m512* tile_saved = saved;
+    int64_t m = m0;
+    for (int pass = 0; m + kTileX <= m1; m += kTileX, ++pass) {
+      const uint16_t* next_row = prefetch ? static_cast<const uint16_t*>(a.w) + (j + R + pass % R) * a.k : nullptr;
+      tile<R, kTileX>(a, s, j, m, span, tile_saved, next_row);
+      if (keeps) tile_saved += R * kTileX;
+    }
+    for (; m < m1; ++m) {
+      tile<R, 1>(a, s, j, m, span, tile_saved, nullptr);
+      if (keeps) tile_saved += R;
+    }
+    if (span.last) break;
   }
-  for (; m < a.rows; ++m) tile<R, 1>(a, s, j, m, nullptr);
+}
+
+template <int R>
+TG_AVX512_BF16 void w_tiles(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t& j, int64_t j1, int64_t m0,
+                            int64_t m1, const RowBlocking& blocking, __m512* saved) {
+  for (; j + R <= j1; j += R) x_block<R>(a, s, j, m0, m1, blocking, saved);
 }
 
 }  // namespace
 
 void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0,
                                       int64_t j1) {
-  int64_t j = j0;
-  // One row of x: one W row at a time, W read front to back (kRowSequentialMaxRows).
-  if (a.rows > kRowSequentialMaxRows) {
-    if (a.rows >= kTileX) {
-      for (; j + kTileWMany <= j1; j += kTileWMany) all_rows<kTileWMany>(a, s, j);
+  const bool w_tile_fits_l1 = a.k * int64_t(sizeof(uint16_t)) * kTileWMany <= kWTileBytes;
+  const RowBlocking blocking =
+      row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(uint16_t), kMinBlockedRows, s.blocking && !w_tile_fits_l1);
+  // Accumulators kept between spans: a block's whole tiles (at most kMaxBlockRows rows),
+  // then its single rows, for the widest W tile.
+  alignas(64) __m512 saved[(kMaxBlockRows / kTileX + kTileX - 1) * kTileX * kTileWMany];
+  for (int64_t m0 = 0; m0 < a.rows; m0 += blocking.x_rows) {
+    const int64_t m1 = std::min(a.rows, m0 + blocking.x_rows);
+    int64_t j = j0;
+    // One row of x: one W row at a time, W read front to back (kRowSequentialMaxRows).
+    if (a.rows > kRowSequentialMaxRows) {
+      if (a.rows >= kTileX) w_tiles<kTileWMany>(a, s, j, j1, m0, m1, blocking, saved);
+      w_tiles<kTileW>(a, s, j, j1, m0, m1, blocking, saved);
     }
-    for (; j + kTileW <= j1; j += kTileW) all_rows<kTileW>(a, s, j);
+    w_tiles<1>(a, s, j, j1, m0, m1, blocking, saved);
   }
-  for (; j < j1; ++j) all_rows<1>(a, s, j);
 }
 
 }  // namespace tiergen::kernels::detail

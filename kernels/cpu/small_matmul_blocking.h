@@ -1,8 +1,7 @@
 #pragma once
-// Cache blocking of the AVX2 small-row kernel (small_matmul_avx2.cpp) and of the
-// AVX-512 one for fp32 x (small_matmul_avx512_f32.cpp) when x has many rows. (The
-// AVX-512 BF16 kernel, with half the bytes of x per element, ran no faster blocked on a
-// 2-core Zen 4, and stays unblocked.) Unblocked, each tile of W rows
+// Cache blocking of the small-row kernels (AVX2: small_matmul_avx2.cpp; AVX-512 for fp32
+// x: small_matmul_avx512_f32.cpp; AVX-512 BF16, where its W tiles are too long for L1:
+// small_matmul_avx512_bf16.cpp) when x has many rows. Unblocked, each tile of W rows
 // passes over every row of x, so a prefill streams all of x (128 rows x 2048 fp32 =
 // 1 MiB) from beyond L2 once per four W rows. Blocked, the rows of x go in blocks that
 // stay in L2, and each W tile meets a block a span of k at a time, so the W tile's span
