@@ -20,7 +20,7 @@
 //      guided runs (column_chunks.h), not one static share per thread; the AVX-512
 //      BF16 4-bit kernel widens 16 W rows' scales at once; quantized_matmul prepares
 //      x without a per-element index and sums 8 groups side by side (same bits)
-//   8: the AVX-512 BF16 small-row kernel is cache-blocked from 16 rows of x where its
+//   8: the AVX-512 BF16 small-row kernel is cache-blocked from 32 rows of x where its
 //      W tiles span more than 24 KiB (k past 2048; same bits)
 namespace tiergen::kernels {
 

@@ -34,11 +34,12 @@ constexpr int64_t kLanes = 32;  // bf16 elements of k per step
 // kWTileBytes (k past 2048): shorter W tiles stay in L1 unblocked, and blocking them
 // cost up to 5% (a TinyLlama layer at 64-256 rows, every product blocked: 0.95-1.00x).
 // On a 2-core Zen 5 guest (bench_matmul --sections bfloat16, blocked / unblocked ms per
-// layer, two rounds): LLaMA-7B shapes (hidden 4096) 1.00-1.06x at 16 rows, 1.08-1.09x
-// at 32, 1.18x at 64, 1.11x at 128, 1.16x at 256; hidden 3072 1.04x at 16 rows,
-// 1.11-1.14x at 32-128; TinyLlama (down_proj, k = 5632, blocked only) 0.97-1.01x at
-// 16-32 rows, 1.05-1.06x at 128, 1.08x at 256.
-constexpr int64_t kMinBlockedRows = 16;
+// layer, two rounds): LLaMA-7B shapes (hidden 4096) 1.08-1.09x at 32 rows, 1.18x at 64,
+// 1.11x at 128, 1.16x at 256; hidden 3072 1.11-1.14x at 32-128; TinyLlama (down_proj,
+// k = 5632, blocked only) 1.01x at 32 rows, 1.05-1.06x at 128, 1.08x at 256. At 16 rows
+// it gained nothing sure (hidden 4096 1.00-1.06x, TinyLlama 0.97-1.01x, and batch-16
+// bf16 TinyLlama decode 0.98x in 5 interleaved pairs), so 16 rows stay unblocked.
+constexpr int64_t kMinBlockedRows = 32;
 constexpr int64_t kWTileBytes = 24 << 10;
 
 TG_AVX512_BF16 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
@@ -50,8 +51,10 @@ TG_AVX512_BF16 inline __m512bh load_tail(const uint16_t* p, __mmask32 mask) {
 // y[m + c][j + r] for r < R, c < C over the span `span` of k: accumulators from zero
 // at k = 0, else from `saved`; a span that does not end the sums leaves them in
 // `saved`; the last one adds the k tail (a masked step) and then each accumulator's
-// lanes. `next` (or null): a row of the next W tile, brought into L1 a line per step.
-template <int R, int C>
+// lanes. Without Spans, the span is all of k and `saved` unused: compiled apart, as the
+// span's checks cost an unblocked tile of 16 rows 3-4% (bench_matmul). `next` (or
+// null): a row of the next W tile, brought into L1 a line per step.
+template <int R, int C, bool Spans>
 TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m, KSpan span,
                          __m512* saved, const uint16_t* next) {
   const int64_t k = a.k;
@@ -62,7 +65,7 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
 
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = span.begin == 0 ? _mm512_setzero_ps() : saved[r * C + c];
+    for (int c = 0; c < C; ++c) acc[r][c] = !Spans || span.begin == 0 ? _mm512_setzero_ps() : saved[r * C + c];
   for (int64_t p = span.begin; p < span.end; p += kLanes) {
     if (next) _mm_prefetch(reinterpret_cast<const char*>(next + p), _MM_HINT_T0);
     __m512bh xv[C];
@@ -72,7 +75,7 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv, xv[c]);
     }
   }
-  if (!span.last) {
+  if (Spans && !span.last) {
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) saved[r * C + c] = acc[r][c];
     return;
@@ -113,12 +116,20 @@ TG_AVX512_BF16 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s,
     int64_t m = m0;
     for (int pass = 0; m + kTileX <= m1; m += kTileX, ++pass) {
       const uint16_t* next_row = prefetch ? static_cast<const uint16_t*>(a.w) + (j + R + pass % R) * a.k : nullptr;
-      tile<R, kTileX>(a, s, j, m, span, tile_saved, next_row);
-      if (keeps) tile_saved += R * kTileX;
+      if (!keeps) {
+        tile<R, kTileX, false>(a, s, j, m, span, nullptr, next_row);
+        continue;
+      }
+      tile<R, kTileX, true>(a, s, j, m, span, tile_saved, next_row);
+      tile_saved += R * kTileX;
     }
     for (; m < m1; ++m) {
-      tile<R, 1>(a, s, j, m, span, tile_saved, nullptr);
-      if (keeps) tile_saved += R;
+      if (!keeps) {
+        tile<R, 1, false>(a, s, j, m, span, nullptr, nullptr);
+        continue;
+      }
+      tile<R, 1, true>(a, s, j, m, span, tile_saved, nullptr);
+      tile_saved += R;
     }
     if (span.last) break;
   }
