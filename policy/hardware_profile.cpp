@@ -64,7 +64,9 @@ const std::vector<NumberField>& number_fields() {
   return fields;
 }
 
-const json& group_of(const json& j, const std::string& group, const std::string& source) {
+// `group` as a C string: a std::string parameter bound to a temporary made GCC 14 warn
+// that the returned reference (into j) might dangle.
+const json& group_of(const json& j, const char* group, const std::string& source) {
   TG_CHECK(j.contains(group), "{}: hardware profile has no '{}' section", source, group);
   TG_CHECK(j.at(group).is_object(), "{}: hardware profile field '{}' must be an object", source, group);
   return j.at(group);
