@@ -257,18 +257,18 @@ TEST(QuantizedMatmul, InPlaceRowLimitFollowsTheKernel) {
 TEST(QuantizedMatmul, PreparedXKeepsTheGroupSumsOrderAndSlots) {
   for (const Shape& sh : {Shape{2, 301, 1, {4, 64}}, Shape{3, 64 * 11 + 13, 1, {4, 64}}, Shape{1, 64 * 16, 1, {4, 64}},
                           Shape{2, 96 * 9 + 2, 1, {4, 32}}, Shape{1, 21, 1, {8, 5}}}) {
-    for (bool bf16 : {false, true}) {
+    // x given in fp32 and prepared in fp32; given in bf16 and prepared in fp32 (the AVX2
+    // kernels' view of a bf16 model's x) or in bf16.
+    for (const auto& [bf16_in, as_bf16] : {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
       for (bool split : {false, true}) {
         if (split && sh.format.group_size % 2) continue;
-        Problem p = bf16 ? make_bf16_problem(sh.rows, sh.k, sh.n, sh.format, 11, false)
-                         : make_problem(sh.rows, sh.k, sh.n, sh.format, 11, false);
-        for (float& v : p.x) v *= 1e3f;  // sums far from exact, so any other order shows
-        if (bf16) {
-          for (size_t i = 0; i < p.x.size(); ++i) p.x_bf16[i] = float_to_bf16(p.x[i]), p.x[i] = bf16_to_float(p.x_bf16[i]);
-        }
-        const std::string what = fmt::format("k {}, group {}, {} x{}", sh.k, sh.format.group_size, bf16 ? "bf16" : "fp32",
+        // Sums of dozens of normal values round, so any other order of the adds shows.
+        const Problem p = bf16_in ? make_bf16_problem(sh.rows, sh.k, sh.n, sh.format, 11, false)
+                                  : make_problem(sh.rows, sh.k, sh.n, sh.format, 11, false);
+        const std::string what = fmt::format("k {}, group {}, {} x as {}{}", sh.k, sh.format.group_size,
+                                             bf16_in ? "bf16" : "fp32", as_bf16 ? "bf16" : "fp32",
                                              split ? ", split" : "");
-        const detail::PreparedX x = detail::prepare_x(p.args, sh.k, split, bf16);
+        const detail::PreparedX x = detail::prepare_x(p.args, sh.k, split, as_bf16);
         const int64_t g = sh.format.group_size;
         ASSERT_EQ(x.groups, (sh.k + g - 1) / g) << what;
         ASSERT_EQ(x.row_len, x.groups * g) << what;
@@ -283,7 +283,7 @@ TEST(QuantizedMatmul, PreparedXKeepsTheGroupSumsOrderAndSlots) {
             const int64_t group = slot / g, in_group = slot % g;
             const int64_t i = group * g + (split ? (in_group < g / 2 ? 2 * in_group : 2 * (in_group - g / 2) + 1) : in_group);
             const float want = i < sh.k ? p.x[m * sh.k + i] : 0.0f;
-            const float have = bf16 ? bf16_to_float(x.values_bf16[m * x.row_len + slot]) : x.values[m * x.row_len + slot];
+            const float have = as_bf16 ? bf16_to_float(x.values_bf16[m * x.row_len + slot]) : x.values[m * x.row_len + slot];
             ASSERT_EQ(have, want) << what << " row " << m << " slot " << slot;
           }
         }

@@ -204,7 +204,8 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
   }
 }
 
-// Blocking (the AVX2 kernel's, and the AVX-512 one's for fp32 x) changes which operands
+// Blocking (the AVX2 kernel's, the AVX-512 one's for fp32 x, the AVX-512 BF16 one's for
+// long W rows) changes which operands
 // sit in which cache, never the order of an element's sums: results are the same bits
 // blocked and unblocked. Blocks of x rows for these shapes (small_matmul_blocking.h,
 // AVX2 tiles of 3 rows): 30+30+10 rows, k in five spans and a tail; 8 rows (two tiles and
@@ -213,7 +214,9 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
 // spans, no tail; and k shorter than one step; 30+30+30+7, k in five spans and a tail. (AVX-512,
 // tiles of 8 rows, blocked from 80 rows: 64+64+2, 56+56+13 with a 5-row tail tile, 24+24+24+24
 // +1 with a 1-row tail tile; the others unblocked.) bf16 x: the AVX2 kernel converts it to
-// fp32; the AVX-512 BF16 kernel that takes it above AVX2 is never blocked.
+// fp32; the AVX-512 BF16 kernel that takes it above AVX2 blocks from 32 rows where k > 2048
+// (tiles of 4 rows, spans of 1024): 60+10 rows and 60+37, k in spans of 1024, 1024 and 32
+// and a tail of 20, through W tiles of 6, 4 and 1 rows; the others unblocked.
 TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
   const std::vector<Case> cases = {{70, 2100, 21, 2104, 23, true}, {8, 1030, 9, 1030, 9, false},
                                    {130, 520, 18, 520, 18, true},  {125, 1040, 7, 1040, 7, true},

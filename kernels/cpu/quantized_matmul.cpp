@@ -208,7 +208,8 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
   const detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, bf16_x);
 #if defined(__x86_64__)
   if (kernel == Kernel::kAmx) {
-    // One call per thread: the tile configuration is loaded once, not per chunk.
+    // One call per run of columns (column_chunks.h): the tile configuration is loaded
+    // once per run, not per chunk.
     const int64_t tiled = a.n / detail::amx::kTileRows * detail::amx::kTileRows;
     const detail::AmxX ax = detail::prepare_x_for_quantized_amx(a, x);
     detail::for_each_thread_columns(tiled, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
@@ -218,8 +219,8 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
     return;
   }
   if (kernel == Kernel::kAvx512Bf16) {
-    // One call per thread, as for AMX: the level table and the scales' buffer are set
-    // up once per thread rather than once per 16 columns.
+    // One call per run of columns, as for AMX: the level table and the scales' buffer
+    // are set up once per run rather than once per 16 columns.
     detail::for_each_thread_columns(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
       detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, j1);
     });

@@ -19,10 +19,11 @@ namespace tiergen::kernels::detail {
 constexpr int64_t kMaxBlockRows = 64;
 // Bytes of x per block: about a quarter of a 1 MiB L2 (Zen 4; tuned there), beside the
 // chunk's W rows. A block has at least one tile of x rows, so for k past 21845 fp32
-// elements a block is larger.
+// (43690 bf16) elements a block is larger.
 constexpr int64_t kXBlockBytes = int64_t(256) << 10;
 // Bytes of one x row per span of k: a four-row W tile's span is then 8 KiB (fp32 W)
-// or 4 KiB (16-bit W), in L1 beside the x tile's.
+// or 4 KiB (16-bit W) under fp32 x, and the AVX-512 BF16 kernel's six-row tile's 12 KiB
+// under bf16 x (spans of 1024 elements), in L1 beside the x tile's.
 constexpr int64_t kSpanXBytes = 2048;
 
 // Tiles of x rows in one block at most: whole tiles, then the rows left over one by one.
