@@ -105,7 +105,8 @@ TG_AVX512_BF16 void all_rows(const QuantizedMatmulArgs& a, const PreparedX& x, i
 // (2-core Zen 5 guest).
 constexpr int64_t kScaleRows = 16;
 
-// Columns [j0, j1) in tiles of R W rows, then single rows.
+// Columns [j0, j1) in blocks of kScaleRows W rows, each in tiles of R W rows, then single
+// rows.
 template <int R>
 TG_AVX512_BF16 void columns(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride, int64_t j0,
                             int64_t j1) {
