@@ -205,9 +205,8 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
 }
 
 // Blocking (the AVX2 kernel's, the AVX-512 one's for fp32 x, the AVX-512 BF16 one's for
-// long W rows) changes which operands
-// sit in which cache, never the order of an element's sums: results are the same bits
-// blocked and unblocked. Blocks of x rows for these shapes (small_matmul_blocking.h,
+// long W rows) changes which operands sit in which cache, never the order of an element's
+// sums: results are the same bits blocked and unblocked. Blocks of x rows for these shapes (small_matmul_blocking.h,
 // AVX2 tiles of 3 rows): 30+30+10 rows, k in five spans and a tail; 8 rows (two tiles and
 // two single rows), k two whole spans and a tail; 63+63+4, k a span and 8 more; 63+62
 // (the last block 20 tiles and two single rows, the most accumulators kept), three

@@ -39,21 +39,6 @@ void copy_groups(int64_t k, int64_t g, bool split_nibbles, const Value& value, S
   }
 }
 
-void copy_x_row(const QuantizedMatmulArgs& a, int64_t offset, bool split_nibbles, bool as_bf16, float* values,
-                uint16_t* values_bf16) {
-  const int64_t k = a.k, g = a.format.group_size;
-  if (as_bf16) {
-    const uint16_t* x = a.x_bf16 + offset;
-    copy_groups(k, g, split_nibbles, [x](int64_t i) { return x[i]; }, values_bf16);
-  } else if (a.x) {
-    const float* x = a.x + offset;
-    copy_groups(k, g, split_nibbles, [x](int64_t i) { return x[i]; }, values);
-  } else {
-    const uint16_t* x = a.x_bf16 + offset;
-    copy_groups(k, g, split_nibbles, [x](int64_t i) { return bf16_to_float(x[i]); }, values);
-  }
-}
-
 // Each group's sum of one row of x, added element by element in k's order (the min
 // terms' bits depend on it). Groups are independent chains of additions: kSumLanes of
 // them advance side by side, so the adds' latency overlaps (one group at a time, the
@@ -80,13 +65,15 @@ void sum_groups(int64_t k, int64_t g, const Value& value, float* sums) {
   }
 }
 
-void sum_x_groups(const QuantizedMatmulArgs& a, int64_t offset, float* sums) {
+// Calls f with x's row at `offset` as a function of the element index returning floats.
+template <class F>
+void with_x_row(const QuantizedMatmulArgs& a, int64_t offset, const F& f) {
   if (a.x) {
     const float* x = a.x + offset;
-    sum_groups(a.k, a.format.group_size, [x](int64_t i) { return x[i]; }, sums);
+    f([x](int64_t i) { return x[i]; });
   } else {
     const uint16_t* x = a.x_bf16 + offset;
-    sum_groups(a.k, a.format.group_size, [x](int64_t i) { return bf16_to_float(x[i]); }, sums);
+    f([x](int64_t i) { return bf16_to_float(x[i]); });
   }
 }
 
@@ -104,9 +91,15 @@ PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool spl
   }
   p.group_sums.assign(size_t(a.rows * p.groups), 0.0f);
   for (int64_t m = 0; m < a.rows; ++m) {
-    copy_x_row(a, m * x_row_stride, split_nibbles, as_bf16, p.values.data() + (as_bf16 ? 0 : m * p.row_len),
-               p.values_bf16.data() + (as_bf16 ? m * p.row_len : 0));
-    sum_x_groups(a, m * x_row_stride, p.group_sums.data() + m * p.groups);
+    const int64_t offset = m * x_row_stride;
+    if (as_bf16) {
+      const uint16_t* x = a.x_bf16 + offset;
+      copy_groups(a.k, g, split_nibbles, [x](int64_t i) { return x[i]; }, p.values_bf16.data() + m * p.row_len);
+    }
+    with_x_row(a, offset, [&](const auto& value) {
+      if (!as_bf16) copy_groups(a.k, g, split_nibbles, value, p.values.data() + m * p.row_len);
+      sum_groups(a.k, g, value, p.group_sums.data() + m * p.groups);
+    });
   }
   return p;
 }

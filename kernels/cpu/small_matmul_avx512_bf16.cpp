@@ -98,39 +98,33 @@ TG_AVX512_BF16 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, in
   }
 }
 
-// W rows [j, j + R) against x rows [m0, m1), span after span of k: tiles of kTileX rows
-// of x, then single rows. `saved` holds the accumulators of every tile of the block
-// between spans. With several tiles of x, each tile's pass over the W rows also
-// prefetches one row of the next W rows (pass i, row i mod R; at 16 rows of x four of
-// them): the first pass over a W tile otherwise waits on memory, and a throwaway copy of
-// this loop ran 0.7 dot products per cycle with W streaming from memory against 1.7
-// with W in L2 (bench/RESULTS.md, the Zen 5 section).
+// W rows [j, j + R) against x rows [m0, m1) over one span of k: tiles of kTileX rows of
+// x, then single rows. With Spans, each tile keeps its accumulators in `saved` between
+// spans, a block's tiles one after another. With several tiles of x, each tile's pass
+// over the W rows also prefetches one row of the next W rows (pass i, row i mod R; at 16
+// rows of x four of them): the first pass over a W tile otherwise waits on memory, and a
+// throwaway copy of this loop ran 0.7 dot products per cycle with W streaming from
+// memory against 1.7 with W in L2 (bench/RESULTS.md, the Zen 5 section).
+template <int R, bool Spans>
+TG_AVX512_BF16 void span_of_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m0,
+                                  int64_t m1, KSpan span, __m512* saved) {
+  const bool prefetch = m1 - m0 >= 2 * kTileX && j + 2 * R <= a.n;
+  int64_t m = m0;
+  for (int pass = 0; m + kTileX <= m1; m += kTileX, ++pass, saved += Spans ? R * kTileX : 0) {
+    const uint16_t* next_row = prefetch ? static_cast<const uint16_t*>(a.w) + (j + R + pass % R) * a.k : nullptr;
+    tile<R, kTileX, Spans>(a, s, j, m, span, saved, next_row);
+  }
+  for (; m < m1; ++m, saved += Spans ? R : 0) tile<R, 1, Spans>(a, s, j, m, span, saved, nullptr);
+}
+
+// W rows [j, j + R) against x rows [m0, m1), span after span of k (one span unblocked).
 template <int R>
 TG_AVX512_BF16 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j, int64_t m0, int64_t m1,
                             const RowBlocking& blocking, __m512* saved) {
-  const bool prefetch = m1 - m0 >= 2 * kTileX && j + 2 * R <= a.n;
-  for (KSpan span = blocking.first_span();; span = blocking.next_span(span)) {
-    // One span (unblocked) keeps nothing between spans: every tile may share `saved`.
-    const bool keeps = !(span.begin == 0 && span.last);
-    __m512* tile_saved = saved;
-    int64_t m = m0;
-    for (int pass = 0; m + kTileX <= m1; m += kTileX, ++pass) {
-      const uint16_t* next_row = prefetch ? static_cast<const uint16_t*>(a.w) + (j + R + pass % R) * a.k : nullptr;
-      if (!keeps) {
-        tile<R, kTileX, false>(a, s, j, m, span, nullptr, next_row);
-        continue;
-      }
-      tile<R, kTileX, true>(a, s, j, m, span, tile_saved, next_row);
-      tile_saved += R * kTileX;
-    }
-    for (; m < m1; ++m) {
-      if (!keeps) {
-        tile<R, 1, false>(a, s, j, m, span, nullptr, nullptr);
-        continue;
-      }
-      tile<R, 1, true>(a, s, j, m, span, tile_saved, nullptr);
-      tile_saved += R;
-    }
+  KSpan span = blocking.first_span();
+  if (span.last) return span_of_block<R, false>(a, s, j, m0, m1, span, saved);
+  for (;; span = blocking.next_span(span)) {
+    span_of_block<R, true>(a, s, j, m0, m1, span, saved);
     if (span.last) break;
   }
 }
@@ -150,7 +144,7 @@ void small_matmul_columns_avx512_bf16(const SmallMatmulArgs& a, const SmallMatmu
       row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(uint16_t), kMinBlockedRows, s.blocking && !w_tile_fits_l1);
   // Accumulators kept between spans: a block's whole tiles (at most kMaxBlockRows rows),
   // then its single rows, for the widest W tile.
-  alignas(64) __m512 saved[(kMaxBlockRows / kTileX + kTileX - 1) * kTileX * kTileWMany];
+  alignas(64) __m512 saved[max_tiles_per_block(kTileX) * kTileX * kTileWMany];
   for (int64_t m0 = 0; m0 < a.rows; m0 += blocking.x_rows) {
     const int64_t m1 = std::min(a.rows, m0 + blocking.x_rows);
     int64_t j = j0;
