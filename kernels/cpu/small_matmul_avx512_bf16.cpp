@@ -34,11 +34,12 @@ constexpr int64_t kLanes = 32;  // bf16 elements of k per step
 // kWTileBytes (k past 2048): shorter W tiles stay in L1 unblocked, and blocking them
 // cost up to 5% (a TinyLlama layer at 64-256 rows, every product blocked: 0.95-1.00x).
 // On a 2-core Zen 5 guest (bench_matmul --sections bfloat16, blocked / unblocked ms per
-// layer, two rounds): LLaMA-7B shapes (hidden 4096) 1.08-1.09x at 32 rows, 1.18x at 64,
-// 1.11x at 128, 1.16x at 256; hidden 3072 1.11-1.14x at 32-128; TinyLlama (down_proj,
-// k = 5632, blocked only) 1.01x at 32 rows, 1.05-1.06x at 128, 1.08x at 256. At 16 rows
-// it gained nothing sure (hidden 4096 1.00-1.06x, TinyLlama 0.97-1.01x, and batch-16
-// bf16 TinyLlama decode 0.98x in 5 interleaved pairs), so 16 rows stay unblocked.
+// layer, two or three rounds): LLaMA-7B shapes (hidden 4096) 1.08-1.14x at 32 rows, 1.18x
+// at 64, 1.06-1.11x at 128, 1.15-1.16x at 256; hidden 3072 1.11-1.14x at 32-128;
+// TinyLlama (down_proj, k = 5632, blocked only) 1.01x at 32 rows, 1.05-1.06x at 128,
+// 1.07-1.08x at 256. At 16 rows it gained nothing sure (hidden 4096 1.00-1.06x, TinyLlama
+// 0.97-1.01x, and batch-16 bf16 TinyLlama decode 0.98x in 5 interleaved pairs), so 16
+// rows stay unblocked.
 constexpr int64_t kMinBlockedRows = 32;
 constexpr int64_t kWTileBytes = 24 << 10;
 
