@@ -52,5 +52,15 @@ TEST(PromptReaderBadInput, HugeValuesAreCutInMessages) {
   EXPECT_LT(msg.size(), 400u);
 }
 
+// A number past a double's range (nlohmann's out_of_range, not a parse error) is invalid
+// JSON on its line like any other, not an escaped exception (a fuzzer found it crash).
+TEST(PromptReaderBadInput, NumbersPastADoublesRangeAreInvalidJsonOnTheirLine) {
+  for (const std::string number : {"1e999", "-29999999999999999999E9999999999999999"}) {
+    const std::string msg = error_of_jsonl(R"({"prompt": "ok"})" "\n" R"({"prompt": "x", "temperature": )" + number + "}\n");
+    EXPECT_NE(msg.find("bad.jsonl:2: invalid JSON"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("number overflow"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace tiergen::io

@@ -1,5 +1,6 @@
 #include "tiergen/common/strict_json.h"
 
+#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
@@ -26,6 +27,19 @@ class RepeatedKeySax : public nlohmann::detail::json_sax_dom_parser<json> {
   bool key(json::string_t& name) {
     if (!keys_.empty() && !keys_.back().insert(name).second && !repeated_) repeated_ = name;
     return json_sax_dom_parser::key(name);
+  }
+
+  // A number too large for a double is nlohmann's out_of_range.406, which escaped callers
+  // that catch parse errors (the documented contract): thrown as a parse error at its
+  // byte instead, as for any other invalid input.
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& last_token, const Exception& ex) {
+    if constexpr (std::is_same_v<Exception, json::out_of_range>) {
+      std::string what = ex.what();
+      if (const auto p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
+      throw json::parse_error::create(101, position, what, nullptr);
+    }
+    return json_sax_dom_parser::parse_error(position, last_token, ex);
   }
 
   std::optional<std::string> repeated() const { return repeated_; }
