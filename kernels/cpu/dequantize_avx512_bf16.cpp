@@ -1,13 +1,15 @@
 // AVX-512 BF16 row of dequantize() for 4-bit levels into bf16, fp16 or fp32: a prefill's
-// products of compressed weights multiply dequantized copies of them. 32 levels per step
-// from 16 packed bytes, twice as fast as the AVX2 row's eight (a TinyLlama MLP matrix on a
-// 2-core Zen 5 guest: 0.38-0.40 against 0.75-0.77 ms). Every element gets the AVX2 row's
-// value, bit for bit: level * scale + min as one FMA (the product is exact: a level below
-// 16 times an fp16 scale), then nearest-even rounding: vcvtps2ph for fp16 as the AVX2 row
-// does, and for bf16 vcvtne2ps2bf16 (which treats subnormals as zero: a dequantized value
+// products of compressed weights multiply dequantized copies of them. A group has only
+// 16 possible values, so each group's are computed once and every element is a table
+// lookup, 32 levels from 16 packed bytes a step. Every element gets the AVX2 row's value,
+// bit for bit: level * scale + min as one FMA (the product is exact: a level below 16
+// times an fp16 scale), then nearest-even rounding: vcvtps2ph for fp16 as the AVX2 row
+// does, and for bf16 vcvtneps2bf16 (which treats subnormals as zero: a dequantized value
 // is a multiple of 2^-24, fp16's step, so it is zero or normal, and the AVX2 row's integer
 // rounding gives the same bits). The group's last levels short of 32 take the AVX2 row's
-// scalar form.
+// scalar form. 64-row tiles of a 4-bit TinyLlama layer's seven matrices (2-core Zen 5
+// guest, ms per layer, two rounds): 1.08-1.15 into bf16 and 1.23-1.29 into fp32, against
+// 2.00-2.07 and 2.04-2.10 converting every level to fp32 and rounding it, without prefetch.
 #if defined(__x86_64__)
 #include <algorithm>
 
@@ -19,45 +21,83 @@
 namespace tiergen::kernels::detail {
 namespace {
 
-// Levels i .. i + 31 of a group (packed two per byte, the even one in the low nibble)
-// as two vectors of 16 fp32 lanes. (The zero-masked widening and conversions, here and
-// below: GCC 12's unmasked forms trip -Wmaybe-uninitialized inside its own header.)
-TG_AVX512_BF16 inline void load32_levels_q4(const uint8_t* bytes, __m512* first, __m512* second) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
-  const __m128i nibble = _mm_set1_epi8(0x0F);
-  const __m128i even = _mm_and_si128(b, nibble);
-  const __m128i odd = _mm_and_si128(_mm_srli_epi16(b, 4), nibble);
-  *first = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_unpacklo_epi8(even, odd)));
-  *second = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_unpackhi_epi8(even, odd)));
+// Packed bytes are prefetched this far ahead. A prefill's dequantized tiles
+// (model/linear.cpp) read each tile's packed rows from memory between long compute-bound
+// products, and the loads stalled: in a TinyLlama-shaped 4-bit prefill at batch 1 (2-core
+// Zen 5 guest, perf samples of this row over 21 runs) 1375 without prefetch, 1030 at
+// 1 KiB ahead, 751-794 at 4-16 KiB. (The AVX2 row, at 8 levels a step, is not held up by
+// its loads: the same prefetch left its samples as they were.)
+constexpr int64_t kPrefetchBytes = 4096;
+
+// Levels i .. i + 15 of a group (packed two per byte, the even one in the low nibble) as
+// 16 32-bit indices in element order: byte b widened to a 64-bit lane, its low nibble
+// kept in the lane's low half and its high nibble moved to the high half. (The
+// zero-masked forms, here and below: GCC 12's unmasked ones trip -Wmaybe-uninitialized
+// inside its own header.)
+TG_AVX512_BF16 inline __m512i level_indices16_q4(const uint8_t* bytes) {
+  const __m512i lanes =
+      _mm512_maskz_cvtepu8_epi64(0xFF, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+  // (lanes | lanes << 28) & 0x0000000F0000000F in one instruction.
+  return _mm512_ternarylogic_epi64(lanes, _mm512_maskz_slli_epi64(0xFF, lanes, 28),
+                                   _mm512_set1_epi64(0x0000000F0000000F), 0xA8);
+}
+
+// Levels i .. i + 31 of a group as 32 16-bit indices, the same way: byte b widened to a
+// 32-bit lane, its nibbles in the lane's two halves.
+TG_AVX512_BF16 inline __m512i level_indices32_q4(const uint8_t* bytes) {
+  const __m512i lanes =
+      _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  // (lanes | lanes << 12) & 0x000F000F in one instruction.
+  return _mm512_ternarylogic_epi32(lanes, _mm512_maskz_slli_epi32(0xFFFF, lanes, 12), _mm512_set1_epi32(0x000F000F),
+                                   0xA8);
+}
+
+TG_AVX512_BF16 inline __m512i low_words(__m256i v) { return _mm512_maskz_broadcast_i64x4(0xFF, v); }
+
+// A group's 16 possible values, level * scale + min (one FMA per value, as the AVX2 row
+// computes each element) in fp32 lanes.
+TG_AVX512_BF16 inline __m512 group_values_q4(float scale, float min) {
+  const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm512_fmadd_ps(levels, _mm512_set1_ps(scale), _mm512_set1_ps(min));
+}
+
+// 32 levels from 16 packed bytes: each element one lookup in its group's table of 16
+// values (vpermps for fp32, vpermw on the values rounded to 16 bits), so the rounding
+// is done 16 times per group and not once per element.
+template <ElemType Type>
+TG_AVX512_BF16 inline void dequantize32_q4(const uint8_t* bytes, __m512 values, __m512i rounded, void* out) {
+  if constexpr (Type == ElemType::F32) {
+    auto* f = static_cast<float*>(out);
+    _mm512_storeu_ps(f, _mm512_maskz_permutexvar_ps(0xFFFF, level_indices16_q4(bytes), values));
+    _mm512_storeu_ps(f + 16, _mm512_maskz_permutexvar_ps(0xFFFF, level_indices16_q4(bytes + 8), values));
+  } else {
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi16(level_indices32_q4(bytes), rounded));
+  }
+}
+
+// The group's values rounded to the 16-bit type, in the low 16 words (unused for fp32).
+template <ElemType Type>
+TG_AVX512_BF16 inline __m512i rounded_values_q4(__m512 values) {
+  if constexpr (Type == ElemType::BF16) return low_words((__m256i)_mm512_cvtneps_pbh(values));
+  if constexpr (Type == ElemType::F16) return low_words(_mm512_maskz_cvtps_ph(0xFFFF, values, _MM_FROUND_TO_NEAREST_INT));
+  return _mm512_setzero_si512();
 }
 
 template <ElemType Type>
 TG_AVX512_BF16 void dequantize_q4_row(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
                                       int64_t cols, int g, void* dst) {
   const int64_t group_bytes = g / 2;
+  constexpr int64_t kBytes = Type == ElemType::F32 ? 4 : 2;  // per element of dst
   for (int64_t k = 0, j0 = 0; j0 < cols; ++k, j0 += g) {
-    const float lo = half_to_float(mins[k]), scale = half_to_float(scales[k]);
-    const __m512 vmin = _mm512_set1_ps(lo), vscale = _mm512_set1_ps(scale);
+    const float lo = _cvtsh_ss(mins[k]), scale = _cvtsh_ss(scales[k]);
+    const __m512 values = group_values_q4(scale, lo);
+    const __m512i rounded = rounded_values_q4<Type>(values);
     const int n = int(std::min<int64_t>(g, cols - j0));
     const uint8_t* pg = packed + k * group_bytes;
     int i = 0;
     for (; i + 32 <= n; i += 32) {
-      __m512 first, second;
-      load32_levels_q4(pg + i / 2, &first, &second);
-      first = _mm512_fmadd_ps(first, vscale, vmin);
-      second = _mm512_fmadd_ps(second, vscale, vmin);
-      if constexpr (Type == ElemType::BF16) {
-        auto* out = static_cast<uint16_t*>(dst) + j0 + i;
-        _mm512_storeu_si512(out, (__m512i)_mm512_cvtne2ps_pbh(second, first));
-      } else if constexpr (Type == ElemType::F16) {
-        auto* out = static_cast<uint16_t*>(dst) + j0 + i;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_maskz_cvtps_ph(0xFFFF, first, _MM_FROUND_TO_NEAREST_INT));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), _mm512_maskz_cvtps_ph(0xFFFF, second, _MM_FROUND_TO_NEAREST_INT));
-      } else {
-        float* out = static_cast<float*>(dst) + j0 + i;
-        _mm512_storeu_ps(out, first);
-        _mm512_storeu_ps(out + 16, second);
-      }
+      _mm_prefetch(reinterpret_cast<const char*>(pg + i / 2 + kPrefetchBytes), _MM_HINT_T0);
+      dequantize32_q4<Type>(pg + i / 2, values, rounded, static_cast<uint8_t*>(dst) + (j0 + i) * kBytes);
     }
     for (; i < n; ++i) {
       store_dequantized<Type>(dst, j0 + i, quant::dequantize_value(unpack_level(pg, i, 4), lo, scale));

@@ -22,8 +22,10 @@
 //      x without a per-element index and sums 8 groups side by side (same bits)
 //   8: the AVX-512 BF16 small-row kernel is cache-blocked from 32 rows of x where its
 //      W tiles span more than 24 KiB (k past 2048; same bits)
+//   9: AVX-512 BF16 4-bit rows dequantized by table lookup with the packed bytes
+//      prefetched (same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 8;
+constexpr int kCpuProductKernelsRevision = 9;
 
 }  // namespace tiergen::kernels
