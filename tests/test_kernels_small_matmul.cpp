@@ -214,12 +214,15 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
 // tiles of 8 rows, blocked from 80 rows: 64+64+2, 56+56+13 with a 5-row tail tile, 24+24+24+24
 // +1 with a 1-row tail tile; the others unblocked.) bf16 x: the AVX2 kernel converts it to
 // fp32; the AVX-512 BF16 kernel that takes it above AVX2 blocks from 32 rows where k > 2048
-// (tiles of 4 rows, spans of 1024): 60+10 rows and 60+37, k in spans of 1024, 1024 and 32
-// and a tail of 20, through W tiles of 6, 4 and 1 rows; the others unblocked.
+// (tiles of 4 rows, blocks of 64 rows at these k, spans of 2048): 64+6 rows and 64+33, k in
+// spans of 2048 and 32 and a tail of 20; 40 rows with k in spans of 2048, 2048 and 96 and a
+// tail of 8 (a span neither first nor last); through W tiles of 6, 4 and 1 rows; the others
+// unblocked.
 TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {
   const std::vector<Case> cases = {{70, 2100, 21, 2104, 23, true}, {8, 1030, 9, 1030, 9, false},
                                    {130, 520, 18, 520, 18, true},  {125, 1040, 7, 1040, 7, true},
-                                   {9, 5, 6, 5, 6, true},          {97, 2100, 21, 2104, 23, true}};
+                                   {9, 5, 6, 5, 6, true},          {97, 2100, 21, 2104, 23, true},
+                                   {40, 4200, 11, 4200, 11, false}};
   int paths_run = 0;
   for (Path path : {Path::Avx2, Path::Avx512Bf16}) {
     KernelScope scope(path);

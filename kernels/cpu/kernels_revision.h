@@ -24,8 +24,10 @@
 //      W tiles span more than 24 KiB (k past 2048; same bits)
 //   9: AVX-512 BF16 4-bit rows dequantized by table lookup with the packed bytes
 //      prefetched (same bits)
+//  10: the AVX-512 BF16 small-row kernel blocks x in up to 512 KiB, spans of 2048
+//      elements (was the fp32 kernels' 256 KiB and 1024; same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 9;
+constexpr int kCpuProductKernelsRevision = 10;
 
 }  // namespace tiergen::kernels

@@ -94,7 +94,7 @@ TG_AVX2 void x_block(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_
 template <ElemType T>
 TG_AVX2 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   const RowBlocking blocking =
-      row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(float), kMinBlockedRows, s.blocking);
+      row_blocking(a.rows, a.k, kLanes, kTileX, sizeof(float), kMinBlockedRows, s.blocking, kFp32XBlocks);
   alignas(32) __m256 saved[max_tiles_per_block(kTileX) * kTileW * kTileX];
   for (int64_t m0 = 0; m0 < a.rows; m0 += blocking.x_rows) {
     const int64_t m1 = std::min(a.rows, m0 + blocking.x_rows);

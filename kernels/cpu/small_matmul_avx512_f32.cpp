@@ -135,7 +135,7 @@ template <ElemType T>
 TG_AVX512_F32 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1) {
   constexpr int kTileRows = 2 * kPairs;
   const RowBlocking blocking =
-      row_blocking(a.rows, a.k, kLanes, kTileRows, sizeof(float), kMinBlockedRowsAvx512, s.blocking);
+      row_blocking(a.rows, a.k, kLanes, kTileRows, sizeof(float), kMinBlockedRowsAvx512, s.blocking, kFp32XBlocks);
   // Accumulators kept between spans: a block's whole tiles (at most kMaxBlockRows rows),
   // then one tail tile.
   alignas(64) __m512 saved[(kMaxBlockRows / kTileRows + 1) * kTileW * kPairs];

@@ -17,14 +17,19 @@ namespace tiergen::kernels::detail {
 // Rows of x per block at most (bounds the accumulators kept between spans); a block is
 // whole tiles of x rows, so 63 with tiles of 3.
 constexpr int64_t kMaxBlockRows = 64;
-// Bytes of x per block: about a quarter of a 1 MiB L2 (Zen 4; tuned there), beside the
-// chunk's W rows. A block has at least one tile of x rows, so for k past 21845 fp32
-// (43690 bf16) elements a block is larger.
-constexpr int64_t kXBlockBytes = int64_t(256) << 10;
-// Bytes of one x row per span of k: a four-row W tile's span is then 8 KiB (fp32 W)
-// or 4 KiB (16-bit W) under fp32 x, and the AVX-512 BF16 kernel's six-row tile's 12 KiB
-// under bf16 x (spans of 1024 elements), in L1 beside the x tile's.
-constexpr int64_t kSpanXBytes = 2048;
+// The sizes a kernel blocks x to.
+struct BlockBytes {
+  // Bytes of x per block, beside the chunk's W rows in L2. A block has at least one
+  // tile of x rows, so for a long enough k a block is larger.
+  int64_t x_block = 0;
+  // Bytes of one x row per span of k: the W tile's span must stay in L1 beside the
+  // x tile's.
+  int64_t span_x = 0;
+};
+
+// The fp32 kernels' (x in fp32): a quarter of a 1 MiB L2 per block (Zen 4; tuned
+// there), and spans where a four-row W tile's span is 8 KiB (fp32 W) or 4 KiB (16-bit W).
+constexpr BlockBytes kFp32XBlocks{int64_t(256) << 10, 2048};
 
 // Tiles of x rows in one block at most: whole tiles, then the rows left over one by one.
 constexpr int64_t max_tiles_per_block(int64_t tile_x) { return kMaxBlockRows / tile_x + tile_x - 1; }
@@ -49,11 +54,11 @@ struct RowBlocking {
 };
 
 // The blocking for `rows` rows of x of `x_elem_bytes` elements and k, for a kernel of
-// `lanes` elements per step and tiles of `tile_x` rows of x. Unblocked (fewer rows than
+// `lanes` elements per step and tiles of `tile_x` rows of x, to the kernel's `sizes`. Unblocked (fewer rows than
 // the kernel's `min_blocked_rows`, or `blocking_on` false: small_matmul_blocking()): one
 // block of all rows and one span of k.
 inline RowBlocking row_blocking(int64_t rows, int64_t k, int64_t lanes, int64_t tile_x, size_t x_elem_bytes,
-                                int64_t min_blocked_rows, bool blocking_on) {
+                                int64_t min_blocked_rows, bool blocking_on, BlockBytes sizes) {
   RowBlocking b;
   b.k_vec = k / lanes * lanes;
   if (rows < min_blocked_rows || !blocking_on) {
@@ -61,9 +66,9 @@ inline RowBlocking row_blocking(int64_t rows, int64_t k, int64_t lanes, int64_t 
     b.span = b.k_vec;
     return b;
   }
-  const int64_t fit = kXBlockBytes / (k * int64_t(x_elem_bytes));
+  const int64_t fit = sizes.x_block / (k * int64_t(x_elem_bytes));
   b.x_rows = std::clamp(fit / tile_x * tile_x, tile_x, kMaxBlockRows / tile_x * tile_x);
-  b.span = std::max(lanes, kSpanXBytes / int64_t(x_elem_bytes) / lanes * lanes);
+  b.span = std::max(lanes, sizes.span_x / int64_t(x_elem_bytes) / lanes * lanes);
   return b;
 }
 
