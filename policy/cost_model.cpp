@@ -8,6 +8,7 @@
 #include "kernels/cpu/quantized_matmul.h"
 #include "tiergen/model/linear.h"
 #include "tiergen/common/error.h"
+#include "tiergen/common/torch_compat.h"
 
 namespace tiergen::policy {
 
@@ -129,9 +130,12 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 // are multiplied in place (their stored bytes read at the rate timed for as many rows)
 // or dequantized once per layer load, as the runtime chooses for the phase
 // (model::quantized_product_in_place: by the phase while CPU products are batch-
-// invariant, else by the rows). The dequantized products are priced as reading a dense
-// copy from memory; a load's first one of up to 256 rows reads 64-row tiles from cache
-// instead (model::quantized_linear_product), a little faster than priced.
+// invariant, else by the rows). Dequantized, a load's first product of up to 256 rows
+// multiplies tiles dequantized into cache (model::multiplies_in_dequantized_tiles), at
+// the rate the profile timed for those (HardwareProfile::cpu_dequantize_tiles_rate); a
+// second product (the load's next gpu batch) makes the dense copy the later ones share,
+// its writes to memory at cpu_dequantize. The products themselves are priced as the
+// dense ones are.
 double cpu_products_at_home(const Terms& t, double rows, double flops, double stored, double dense,
                             double compressed_dense, double calls) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
@@ -149,7 +153,14 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
     return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) +
                           calls * t.hw.cpu_call_seconds_at(rows));
   }
-  return compressed_dense / t.hw.cpu_dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
+  // (A profile that names no dtype prices the copy alone, as before tiles.)
+  const bool tiles = !t.hw.cpu_product_dtype.empty() &&
+                     model::multiplies_in_dequantized_tiles(compat::parse_dtype(t.hw.cpu_product_dtype),
+                                                            static_cast<int64_t>(std::ceil(rows)));
+  const double copy = compressed_dense / t.hw.cpu_dequantize;
+  const double in_tiles = compressed_dense / t.hw.cpu_dequantize_tiles_rate();
+  const double dequantize = !tiles ? copy : in_tiles + (gpu_batches > 1 ? copy : 0.0);
+  return dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
 }
 
 // The layer's matmuls for the whole block on the CPU, over weights as they live at

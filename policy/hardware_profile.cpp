@@ -118,7 +118,8 @@ template <class Profile>
 auto optional_cpu_fields(Profile& p) {
   return std::array{std::pair{"matmul_flops", &p.cpu_matmul_flops}, std::pair{"gemv_bandwidth", &p.cpu_gemv_bandwidth},
                     std::pair{"attention_call_seconds", &p.cpu_attention_call_seconds},
-                    std::pair{"attention_task_seconds", &p.cpu_attention_task_seconds}};
+                    std::pair{"attention_task_seconds", &p.cpu_attention_task_seconds},
+                    std::pair{"dequantize_tiles", &p.cpu_dequantize_tiles}};
 }
 
 void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string& source) {
@@ -490,6 +491,8 @@ void HardwareProfile::validate(const std::string& where) const {
            "{}: hardware profile fields 'cpu.attention_call_seconds' and 'cpu.attention_task_seconds' must be "
            "seconds in [0, 1)",
            where);
+  TG_CHECK(cpu_dequantize_tiles >= 0, "{}: hardware profile field 'cpu.dequantize_tiles' must not be negative",
+           where);
   TG_CHECK(stage_link_bandwidth >= 0 && stage_link_latency >= 0,
            "{}: hardware profile fields 'stage_link.bandwidth' and 'stage_link.latency' must not be negative", where);
   TG_CHECK(step_seconds >= 0 && step_seconds < 1, "{}: hardware profile field 'schedule.step_seconds' must be seconds in [0, 1)",
@@ -540,6 +543,9 @@ json profile_to_json(const HardwareProfile& p) {
                  "seconds decode attention costs per task (a sequence's kv head) beside its bytes, at every core "
                  "(optional)"},
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
+                {"cpu.dequantize_tiles",
+                 "bytes of dense fp16 data per second, 4-bit weights dequantized into tiles that stay in cache "
+                 "(optional; else compression.cpu_dequantize)"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
                 {"cpu.product_rates",

@@ -155,6 +155,12 @@ struct HardwareProfile {
   double gpu_dequantize = 0;
   double cpu_quantize = 0;
   double cpu_dequantize = 0;
+  // Optional (0: not measured; cpu_dequantize then prices them too): dequantizing into
+  // tiles that stay in cache, as a layer load's first prefill product of a compressed
+  // weight does (model::multiplies_in_dequantized_tiles), bytes of dense 16-bit data per
+  // second. cpu_dequantize_tiles_rate() is the rate to price them at.
+  double cpu_dequantize_tiles = 0;
+  double cpu_dequantize_tiles_rate() const { return cpu_dequantize_tiles > 0 ? cpu_dequantize_tiles : cpu_dequantize; }
 
   // Default capacities (bytes); --gpu-mem/--cpu-mem/--disk-mem override them.
   uint64_t gpu_memory = 0;

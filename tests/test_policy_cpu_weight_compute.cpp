@@ -10,7 +10,9 @@
 #include "policy/cost_model.h"
 #include "policy/memory_model.h"
 #include "policy/search.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/small_matmul.h"
+#include "tiergen/model/linear.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
 #include "tests/support/memory_model_check.h"
@@ -286,6 +288,43 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
   EXPECT_NEAR(task(predict(spec, resident, w, timed, 4).decode, Task::Compute) -
                   task(predict(spec, at_home, w, timed, 4).decode, Task::Compute),
               -(4 * (sizes.linear_input_bytes_per_token() + sizes.linear_output_bytes_per_token())) / 15e9, 1e-9);
+}
+
+// A compressed prefill on the stand-in: a layer load's first product of up to 256 rows
+// multiplies tiles dequantized into cache (model::multiplies_in_dequantized_tiles), priced
+// at the profile's tile rate; a second gpu batch makes the dense copy the later ones
+// share, at the dense dequantize rate; more rows take the copy alone. (AVX-512 off, so
+// the fp32 kernel reads x in place and the tiles apply on every CPU.)
+TEST(CpuStandIn, ACompressedPrefillPaysItsTilesAndASecondGpuBatchTheCopy) {
+  kernels::set_avx512_bf16_kernels_enabled(false);
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{64, 4, 16};
+  HardwareProfile host = stand_in();
+  host.cpu_product_dtype = "float32";
+  host.cpu_dequantize = 10e9;
+  host.cpu_dequantize_tiles = 40e9;
+  HardwareProfile slow_tiles = host, slow_copy = host;
+  slow_tiles.cpu_dequantize_tiles = 20e9;  // dense / 40e9 more per load
+  slow_copy.cpu_dequantize = 5e9;          // dense / 10e9 more per load: four times as much
+  const auto prefill_compute = [&](int gpu_batch_size, int gpu_batches, const HardwareProfile& hw) {
+    runtime::Policy p = test::make_policy(gpu_batch_size, gpu_batches, {100, 0, 100, 0, 100, 0}, false);
+    p.compress_weight = {true, 4, 64};
+    return task(predict(spec, p, w, hw, 4).prefill, Task::Compute);
+  };
+  const bool tiles_apply = model::multiplies_in_dequantized_tiles(at::kFloat, 2 * 64);
+  const double one = prefill_compute(2, 1, host), two = prefill_compute(2, 2, host);
+  const double tiles_in_one = prefill_compute(2, 1, slow_tiles) - one;
+  const double copy_in_one = prefill_compute(2, 1, slow_copy) - one;
+  const double tiles_in_two = prefill_compute(2, 2, slow_tiles) - two;
+  const double copy_in_two = prefill_compute(2, 2, slow_copy) - two;
+  const double tiles_in_many_rows = prefill_compute(8, 1, slow_tiles) - prefill_compute(8, 1, host);
+  kernels::set_avx512_bf16_kernels_enabled(true);
+  ASSERT_TRUE(tiles_apply) << "128 rows of fp32 x on the AVX2 or portable kernel";
+  EXPECT_GT(tiles_in_one, 0);
+  EXPECT_EQ(copy_in_one, 0) << "one gpu batch makes no dense copy";
+  EXPECT_NEAR(tiles_in_two, tiles_in_one, 1e-9 * tiles_in_one) << "the first gpu batch's tiles, as with one";
+  EXPECT_NEAR(copy_in_two, 4 * tiles_in_two, 1e-9 * copy_in_two) << "the second's dense copy";
+  EXPECT_EQ(tiles_in_many_rows, 0) << "512 rows take the dense copy";
 }
 
 // A stand-in too small for the weights: the search never pays a copy within host

@@ -85,6 +85,10 @@ TEST(PolicyProfile, ErrorsNameFileAndField) {
   negative_task_cost["cpu"]["attention_task_seconds"] = -1e-6;
   EXPECT_NE(error_for(negative_task_cost).find("cpu.attention_task_seconds"), std::string::npos);
 
+  auto zero_tiles = j;  // optional, but a rate when given
+  zero_tiles["cpu"]["dequantize_tiles"] = 0;
+  EXPECT_NE(error_for(zero_tiles).find("cpu.dequantize_tiles"), std::string::npos);
+
   auto text = j;
   text["capacity"]["gpu"] = "16GB";
   EXPECT_NE(error_for(text).find("capacity.gpu"), std::string::npos);
@@ -239,6 +243,12 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   };
   EXPECT_EQ(measured.cpu_quantize, value_of("quantize"));
   EXPECT_EQ(measured.cpu_dequantize, value_of("dequantize"));
+  // Dequantized into tiles that stay in cache, as a prefill's first product of a compressed
+  // weight does: written with the profile and read back.
+  EXPECT_GT(measured.cpu_dequantize_tiles, 0);
+  EXPECT_EQ(measured.cpu_dequantize_tiles, value_of("dequantize in tiles"));
+  EXPECT_EQ(profile_from_json(profile_to_json(measured), "round trip").cpu_dequantize_tiles,
+            measured.cpu_dequantize_tiles);
   if (measured.gpu_is_host) {
     EXPECT_EQ(measured.gpu_quantize, value_of("quantize, one thread"));
     EXPECT_EQ(measured.gpu_dequantize, value_of("dequantize, one thread"));

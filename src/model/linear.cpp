@@ -68,25 +68,6 @@ kernels::ElemType x_elem_type(at::ScalarType dtype) {
   return dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
 }
 
-// W rows per tile of dequantized_tiles_product: whole column chunks of the kernels
-// (column_chunks.h), and a tile of up to 5632 bf16 inputs (704 KB) stays in a core's L2.
-// On a 2-core Zen 5 guest, a TinyLlama layer's seven 4-bit products at 128 bf16 rows took
-// 19.6 ms in tiles of 64 rows (21.1-21.5 in tiles of 32) against 21.6 ms through whole
-// dense copies.
-constexpr int64_t kDequantizedTileRows = 64;
-
-// Whether quantized_linear_product's dense path for `rows` rows of x in `dtype` goes
-// through dequantized_tiles_product: one block of rows (the tiles are dequantized once
-// per block; more rows pay for a dense copy once), on the small-row kernel, which reads
-// x in place (no per-call copy of x in each tile's call).
-// fp16 activations would be widened per call: they take the dense copy.
-bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows) {
-  if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
-  const kernels::ElemType type = kernel_elem_type(dtype);
-  return rows > 0 && rows <= kRowsPerBlock && rows <= kernels::small_matmul_max_rows(type) &&
-         kernels::small_matmul_reads_x_in_place(x_elem_type(dtype), type, rows);
-}
-
 // x (rows of it in x's dtype) times a compressed weight without its dense copy: each
 // thread dequantizes kDequantizedTileRows W rows at a time into a buffer of its own and
 // multiplies every row of x by them there. The bits of linear_product over the dense
@@ -148,6 +129,16 @@ at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight&
 }
 
 }  // namespace
+
+// One block of rows (the tiles are dequantized once per block; more rows pay for a dense
+// copy once), on the small-row kernel, which reads x in place (no per-call copy of x in
+// each tile's call). fp16 activations would be widened per call: they take the dense copy.
+bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows) {
+  if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
+  const kernels::ElemType type = kernel_elem_type(dtype);
+  return rows > 0 && rows <= kRowsPerBlock && rows <= kernels::small_matmul_max_rows(type) &&
+         kernels::small_matmul_reads_x_in_place(x_elem_type(dtype), type, rows);
+}
 
 std::string linear_product_path(at::ScalarType dtype, int64_t rows) {
   return rows <= kernels::small_matmul_max_rows(kernel_elem_type(dtype)) ? small_row_path(dtype)
