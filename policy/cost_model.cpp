@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/quantized_matmul.h"
+#include "kernels/cpu/small_matmul.h"
+#include "tiergen/common/kernel_elem_type.h"
 #include "tiergen/model/linear.h"
 #include "tiergen/common/error.h"
 #include "tiergen/common/torch_compat.h"
@@ -122,6 +125,18 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
   return phase;
 }
 
+// The small-row limit a plan's run multiplies under (runtime/engine.cpp applies it from
+// the plan): every row count while products are batch-invariant or where this CPU's
+// default has no limit, else the profile's for its dtype, else the default.
+int64_t planned_small_row_limit(const HardwareProfile& hw) {
+  const int64_t every_row = std::numeric_limits<int64_t>::max();
+  if (kernels::small_matmul_for_every_row_count()) return every_row;
+  const kernels::ElemType type = kernel_elem_type(compat::parse_dtype(hw.cpu_product_dtype));
+  const int64_t default_rows = kernels::default_small_matmul_max_rows(type);
+  if (default_rows == every_row) return every_row;
+  return hw.cpu_small_matmul_max_rows > 0 ? hw.cpu_small_matmul_max_rows : default_rows;
+}
+
 // One weight layer's products on the CPU over its weights at home, one of `rows` rows
 // doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
 // `compressed_dense` the dense bytes of the part stored compressed, in `calls` product
@@ -132,7 +147,7 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 // (model::quantized_product_in_place: by the phase while CPU products are batch-
 // invariant, else by the rows). Dequantized, a load's first product of up to 256 rows
 // multiplies tiles dequantized into cache (model::multiplies_in_dequantized_tiles), at
-// the rate the profile timed for those (HardwareProfile::cpu_dequantize_tiles_rate); a
+// the rate the profile timed for those (HardwareProfile::cpu_dequantize_tiles); a
 // second product (the load's next gpu batch) makes the dense copy the later ones share,
 // its writes to memory at cpu_dequantize. The products themselves are priced as the
 // dense ones are.
@@ -144,8 +159,8 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
   const bool bf16_activations = t.hw.cpu_product_dtype == "bfloat16";
   const runtime::CompressionConfig& c = t.policy.compress_weight;
   const model::ProductPhase phase = t.prefill ? model::ProductPhase::Prefill : model::ProductPhase::Decode;
-  if (model::quantized_product_in_place(phase, static_cast<int64_t>(std::ceil(rows)), bf16_activations, c.bits,
-                                        c.group_size)) {
+  const int64_t whole_rows = static_cast<int64_t>(std::ceil(rows));
+  if (model::quantized_product_in_place(phase, whole_rows, bf16_activations, c.bits, c.group_size)) {
     // As the profile timed these products, else estimated from the dense rates.
     // Each call's cost beside the bytes as the dense products' calls pay it (the in-place
     // products' own calls are not timed).
@@ -153,13 +168,16 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
     return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) +
                           calls * t.hw.cpu_call_seconds_at(rows));
   }
-  // (A profile that names no dtype prices the copy alone, as before tiles.)
-  const bool tiles = !t.hw.cpu_product_dtype.empty() &&
-                     model::multiplies_in_dequantized_tiles(compat::parse_dtype(t.hw.cpu_product_dtype),
-                                                            static_cast<int64_t>(std::ceil(rows)));
   const double copy = compressed_dense / t.hw.cpu_dequantize;
-  const double in_tiles = compressed_dense / t.hw.cpu_dequantize_tiles_rate();
-  const double dequantize = !tiles ? copy : in_tiles + (gpu_batches > 1 ? copy : 0.0);
+  // (A profile that names no dtype or timed no tiles prices the copy alone, as before tiles.)
+  const bool tiles = t.hw.cpu_dequantize_tiles > 0 && !t.hw.cpu_product_dtype.empty() &&
+                     model::multiplies_in_dequantized_tiles(compat::parse_dtype(t.hw.cpu_product_dtype), whole_rows,
+                                                            planned_small_row_limit(t.hw));
+  if (!tiles) return copy + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
+  // Tiles were timed in 16 bits: priced per element (an fp32 model's are twice the bytes,
+  // written to cache all the same).
+  const double in_tiles = compressed_dense / t.sizes.dtype_bytes() * 2 / t.hw.cpu_dequantize_tiles;
+  const double dequantize = in_tiles + (gpu_batches > 1 ? copy : 0.0);
   return dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
 }
 

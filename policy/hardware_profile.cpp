@@ -544,7 +544,7 @@ json profile_to_json(const HardwareProfile& p) {
                  "(optional)"},
                 {"cpu.io_bandwidth_per_thread", "bytes/s"},
                 {"cpu.dequantize_tiles",
-                 "bytes of dense fp16 data per second, 4-bit weights dequantized into tiles that stay in cache "
+                 "bytes of dense bf16 data per second, 4-bit weights dequantized into tiles that stay in cache "
                  "(optional; else compression.cpu_dequantize)"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},

@@ -155,12 +155,11 @@ struct HardwareProfile {
   double gpu_dequantize = 0;
   double cpu_quantize = 0;
   double cpu_dequantize = 0;
-  // Optional (0: not measured; cpu_dequantize then prices them too): dequantizing into
-  // tiles that stay in cache, as a layer load's first prefill product of a compressed
-  // weight does (model::multiplies_in_dequantized_tiles), bytes of dense 16-bit data per
-  // second. cpu_dequantize_tiles_rate() is the rate to price them at.
+  // Optional (0: not measured; the dense copy's rate then prices those products): bf16
+  // tiles dequantized into cache, as a layer load's first prefill product of a compressed
+  // weight makes them (model::for_each_dequantized_tile), bytes of dense 16-bit data per
+  // second.
   double cpu_dequantize_tiles = 0;
-  double cpu_dequantize_tiles_rate() const { return cpu_dequantize_tiles > 0 ? cpu_dequantize_tiles : cpu_dequantize; }
 
   // Default capacities (bytes); --gpu-mem/--cpu-mem/--disk-mem override them.
   uint64_t gpu_memory = 0;

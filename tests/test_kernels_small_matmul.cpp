@@ -206,16 +206,17 @@ TEST(SmallMatmul, RowResultsDoNotDependOnBatchOrThreads) {
 
 // Blocking (the AVX2 kernel's, the AVX-512 one's for fp32 x, the AVX-512 BF16 one's for
 // long W rows) changes which operands sit in which cache, never the order of an element's
-// sums: results are the same bits blocked and unblocked. Blocks of x rows for these shapes (small_matmul_blocking.h,
-// AVX2 tiles of 3 rows): 30+30+10 rows, k in five spans and a tail; 8 rows (two tiles and
-// two single rows), k two whole spans and a tail; 63+63+4, k a span and 8 more; 63+62
-// (the last block 20 tiles and two single rows, the most accumulators kept), three
-// spans, no tail; and k shorter than one step; 30+30+30+7, k in five spans and a tail. (AVX-512,
-// tiles of 8 rows, blocked from 80 rows: 64+64+2, 56+56+13 with a 5-row tail tile, 24+24+24+24
-// +1 with a 1-row tail tile; the others unblocked.) bf16 x: the AVX2 kernel converts it to
-// fp32; the AVX-512 BF16 kernel that takes it above AVX2 blocks from 32 rows where k > 2048
-// (tiles of 4 rows, blocks of 64 rows at these k, spans of 2048): 64+6 rows and 64+33, k in
-// spans of 2048 and 32 and a tail of 20; 40 rows with k in spans of 2048, 2048 and 96 and a
+// sums: results are the same bits blocked and unblocked. Blocks of x rows for these shapes
+// (small_matmul_blocking.h, AVX2 tiles of 3 rows): 30+30+10 rows, k in five spans and a
+// tail; 8 rows (two tiles and two single rows), k two whole spans and a tail; 63+63+4, k a
+// span and 8 more; 63+62 (the last block 20 tiles and two single rows, the most
+// accumulators kept), three spans, no tail; and k shorter than one step; 30+30+30+7, k in
+// five spans and a tail; 15+15+10, k in nine spans, no tail. (AVX-512, tiles of 8 rows,
+// blocked from 80 rows: 64+64+2, 56+56+13 with a 5-row tail tile, 24+24+24+24 +1 with a
+// 1-row tail tile; the others unblocked.) bf16 x: the AVX2 kernel converts it to fp32; the
+// AVX-512 BF16 kernel that takes it above AVX2 blocks from 32 rows where k > 2048 (tiles of
+// 4 rows, blocks of up to 64 rows, spans of 2048): 64+6 rows and 64+33, k in spans of 2048
+// and 32 and a tail of 20; 40 rows (one block) with k in spans of 2048, 2048 and 96 and a
 // tail of 8 (a span neither first nor last); through W tiles of 6, 4 and 1 rows; the others
 // unblocked.
 TEST(SmallMatmul, CacheBlockingNeverChangesTheBits) {

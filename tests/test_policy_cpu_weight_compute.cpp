@@ -15,6 +15,7 @@
 #include "tiergen/model/linear.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
+#include "tests/support/kernel_level_scope.h"
 #include "tests/support/memory_model_check.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/model/presets.h"
@@ -294,9 +295,10 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
 // multiplies tiles dequantized into cache (model::multiplies_in_dequantized_tiles), priced
 // at the profile's tile rate; a second gpu batch makes the dense copy the later ones
 // share, at the dense dequantize rate; more rows take the copy alone. (AVX-512 off, so
-// the fp32 kernel reads x in place and the tiles apply on every CPU.)
+// the fp32 kernel reads x in place and the tiles apply on every CPU.) A profile that
+// timed no tiles prices the copy alone.
 TEST(CpuStandIn, ACompressedPrefillPaysItsTilesAndASecondGpuBatchTheCopy) {
-  kernels::set_avx512_bf16_kernels_enabled(false);
+  const test::KernelLevelScope avx2_at_most(true, false);
   const auto spec = model::resolve_spec("opt-125m");
   const runtime::Workload w{64, 4, 16};
   HardwareProfile host = stand_in();
@@ -304,8 +306,10 @@ TEST(CpuStandIn, ACompressedPrefillPaysItsTilesAndASecondGpuBatchTheCopy) {
   host.cpu_dequantize = 10e9;
   host.cpu_dequantize_tiles = 40e9;
   HardwareProfile slow_tiles = host, slow_copy = host;
-  slow_tiles.cpu_dequantize_tiles = 20e9;  // dense / 40e9 more per load
-  slow_copy.cpu_dequantize = 5e9;          // dense / 10e9 more per load: four times as much
+  // The tiles priced per element in 16 bits (half an fp32 model's dense bytes), the copy
+  // by its bytes: 1/80e9 more per dense byte in tiles, 1/10e9 in the copy.
+  slow_tiles.cpu_dequantize_tiles = 20e9;
+  slow_copy.cpu_dequantize = 5e9;
   const auto prefill_compute = [&](int gpu_batch_size, int gpu_batches, const HardwareProfile& hw) {
     runtime::Policy p = test::make_policy(gpu_batch_size, gpu_batches, {100, 0, 100, 0, 100, 0}, false);
     p.compress_weight = {true, 4, 64};
@@ -318,13 +322,17 @@ TEST(CpuStandIn, ACompressedPrefillPaysItsTilesAndASecondGpuBatchTheCopy) {
   const double tiles_in_two = prefill_compute(2, 2, slow_tiles) - two;
   const double copy_in_two = prefill_compute(2, 2, slow_copy) - two;
   const double tiles_in_many_rows = prefill_compute(8, 1, slow_tiles) - prefill_compute(8, 1, host);
-  kernels::set_avx512_bf16_kernels_enabled(true);
   ASSERT_TRUE(tiles_apply) << "128 rows of fp32 x on the AVX2 or portable kernel";
   EXPECT_GT(tiles_in_one, 0);
   EXPECT_EQ(copy_in_one, 0) << "one gpu batch makes no dense copy";
   EXPECT_NEAR(tiles_in_two, tiles_in_one, 1e-9 * tiles_in_one) << "the first gpu batch's tiles, as with one";
-  EXPECT_NEAR(copy_in_two, 4 * tiles_in_two, 1e-9 * copy_in_two) << "the second's dense copy";
+  EXPECT_NEAR(copy_in_two, 8 * tiles_in_two, 1e-9 * copy_in_two) << "the second's dense copy";
   EXPECT_EQ(tiles_in_many_rows, 0) << "512 rows take the dense copy";
+  HardwareProfile untimed = host, untimed_slow_copy = slow_copy;
+  untimed.cpu_dequantize_tiles = untimed_slow_copy.cpu_dequantize_tiles = 0;
+  EXPECT_NEAR(prefill_compute(2, 1, untimed_slow_copy) - prefill_compute(2, 1, untimed), copy_in_two,
+              1e-9 * copy_in_two)
+      << "without timed tiles, one gpu batch pays the copy";
 }
 
 // A stand-in too small for the weights: the search never pays a copy within host

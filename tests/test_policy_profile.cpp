@@ -51,6 +51,10 @@ TEST(PolicyProfile, SaveLoadRoundTrip) {
   const auto back = load_profile(path);
   EXPECT_EQ(profile_to_json(back).dump(), profile_to_json(p).dump());
   std::remove(path.c_str());
+  // An optional rate: left out while unmeasured, kept when measured.
+  EXPECT_FALSE(profile_to_json(p)["cpu"].contains("dequantize_tiles"));
+  p.cpu_dequantize_tiles = 9e10;
+  EXPECT_EQ(profile_from_json(profile_to_json(p), "round trip").cpu_dequantize_tiles, 9e10);
 }
 
 std::string error_for(nlohmann::json j) {
@@ -87,7 +91,7 @@ TEST(PolicyProfile, ErrorsNameFileAndField) {
 
   auto zero_tiles = j;  // optional, but a rate when given
   zero_tiles["cpu"]["dequantize_tiles"] = 0;
-  EXPECT_NE(error_for(zero_tiles).find("cpu.dequantize_tiles"), std::string::npos);
+  EXPECT_NE(error_for(zero_tiles).find("'cpu.dequantize_tiles' must be positive"), std::string::npos);
 
   auto text = j;
   text["capacity"]["gpu"] = "16GB";

@@ -9,6 +9,7 @@
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
+#include "tests/support/kernel_level_scope.h"
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/kernel_elem_type.h"
 #include "tiergen/model/forward.h"
@@ -48,21 +49,7 @@ Quantized quantize(const at::Tensor& w, int bits, int group_size) {
   return q;
 }
 
-// Kernel levels for a scope (the portable row, AVX2, or all this CPU has), restored on
-// leaving it whatever a failed assertion skips.
-class KernelLevelScope {
- public:
-  KernelLevelScope(bool avx2, bool avx512) {
-    kernels::set_avx2_kernels_enabled(avx2);
-    kernels::set_avx512_bf16_kernels_enabled(avx512);
-  }
-  ~KernelLevelScope() {
-    kernels::set_avx2_kernels_enabled(true);
-    kernels::set_avx512_bf16_kernels_enabled(true);
-  }
-  KernelLevelScope(const KernelLevelScope&) = delete;
-  KernelLevelScope& operator=(const KernelLevelScope&) = delete;
-};
+using test::KernelLevelScope;
 
 // A layer load's first prefill product of a compressed weight, through dequantized
 // tiles where the small-row kernel reads x in place, has the bits of the product over

@@ -13,7 +13,6 @@
 #if defined(__x86_64__)
 #include <algorithm>
 
-#include "kernels/cpu/half.h"
 #include "kernels/cpu/quant_group.h"
 #include "kernels/cpu/quantize_rows.h"
 #include "kernels/cpu/simd_avx512_bf16.h"
@@ -52,6 +51,8 @@ TG_AVX512_BF16 inline __m512i level_indices32_q4(const uint8_t* bytes) {
                                    0xA8);
 }
 
+// A 16-value table in a register's low 16 words (vpermw reads only those for indices
+// below 16; the high half is a copy of the low one).
 TG_AVX512_BF16 inline __m512i low_words(__m256i v) { return _mm512_maskz_broadcast_i64x4(0xFF, v); }
 
 // A group's 16 possible values, level * scale + min (one FMA per value, as the AVX2 row
@@ -79,7 +80,9 @@ TG_AVX512_BF16 inline void dequantize32_q4(const uint8_t* bytes, __m512 values, 
 template <ElemType Type>
 TG_AVX512_BF16 inline __m512i rounded_values_q4(__m512 values) {
   if constexpr (Type == ElemType::BF16) return low_words((__m256i)_mm512_cvtneps_pbh(values));
-  if constexpr (Type == ElemType::F16) return low_words(_mm512_maskz_cvtps_ph(0xFFFF, values, _MM_FROUND_TO_NEAREST_INT));
+  if constexpr (Type == ElemType::F16) {
+    return low_words(_mm512_maskz_cvtps_ph(0xFFFF, values, _MM_FROUND_TO_NEAREST_INT));
+  }
   return _mm512_setzero_si512();
 }
 
@@ -87,7 +90,7 @@ template <ElemType Type>
 TG_AVX512_BF16 void dequantize_q4_row(const uint8_t* packed, const uint16_t* mins, const uint16_t* scales,
                                       int64_t cols, int g, void* dst) {
   const int64_t group_bytes = g / 2;
-  constexpr int64_t kBytes = Type == ElemType::F32 ? 4 : 2;  // per element of dst
+  constexpr int64_t kDstElemBytes = Type == ElemType::F32 ? 4 : 2;
   for (int64_t k = 0, j0 = 0; j0 < cols; ++k, j0 += g) {
     const float lo = _cvtsh_ss(mins[k]), scale = _cvtsh_ss(scales[k]);
     const __m512 values = group_values_q4(scale, lo);
@@ -97,7 +100,7 @@ TG_AVX512_BF16 void dequantize_q4_row(const uint8_t* packed, const uint16_t* min
     int i = 0;
     for (; i + 32 <= n; i += 32) {
       _mm_prefetch(reinterpret_cast<const char*>(pg + i / 2 + kPrefetchBytes), _MM_HINT_T0);
-      dequantize32_q4<Type>(pg + i / 2, values, rounded, static_cast<uint8_t*>(dst) + (j0 + i) * kBytes);
+      dequantize32_q4<Type>(pg + i / 2, values, rounded, static_cast<uint8_t*>(dst) + (j0 + i) * kDstElemBytes);
     }
     for (; i < n; ++i) {
       store_dequantized<Type>(dst, j0 + i, quant::dequantize_value(unpack_level(pg, i, 4), lo, scale));

@@ -5,7 +5,8 @@
 // registers), the W tile in L1 while the x rows stream from L2; a chunk's last 4 W rows,
 // and fewer than 4 rows of x, go in tiles of 4 W rows; one row of x (decode at batch 1)
 // takes one W row at a time (row_sequential.h). Where a W tile's rows are too long for
-// L1, many rows of x are cache-blocked as in the fp32 kernels (small_matmul_blocking.h).
+// L1, many rows of x are cache-blocked as in the fp32 kernels, to sizes of its own
+// (kXBlocks; small_matmul_blocking.h).
 // The k tail is a masked load (zeros add nothing), so every element's order is: lanes
 // over k in steps of 32, then the lanes summed pairwise, blocked or not. Like the
 // instruction, results treat bf16 subnormal inputs as zero.
@@ -31,26 +32,25 @@ constexpr int kTileX = 4;  // rows of x per tile
 constexpr int kTileWMany = 6;
 constexpr int64_t kLanes = 32;  // bf16 elements of k per step
 // Blocked only from this many rows of x, and only where a 6-row W tile spans more than
-// kWTileBytes (k past 2048): shorter W tiles stay in L1 unblocked, and blocking them
-// cost up to 5% (a TinyLlama layer at 64-256 rows, every product blocked: 0.95-1.00x).
-// On a 2-core Zen 5 guest (bench_matmul --sections bfloat16, blocked with the fp32 kernels'
-// block sizes / unblocked ms per layer, two or three rounds): LLaMA-7B shapes (hidden 4096) 1.08-1.14x at 32 rows, 1.18x
-// at 64, 1.06-1.11x at 128, 1.15-1.16x at 256; hidden 3072 1.11-1.14x at 32-128;
-// TinyLlama (down_proj, k = 5632, blocked only) 1.01x at 32 rows, 1.05-1.06x at 128,
-// 1.07-1.08x at 256. At 16 rows it gained nothing sure (hidden 4096 1.00-1.06x, TinyLlama
-// 0.97-1.01x, and batch-16 bf16 TinyLlama decode 0.98x in 5 interleaved pairs), so 16
-// rows stay unblocked.
+// kWTileBytes (k past 2048): shorter W tiles stay in L1 unblocked, and blocking them cost
+// up to 5% (a TinyLlama layer at 64-256 rows, every product blocked: 0.95-1.00x). On a
+// 2-core Zen 5 guest (bench_matmul --sections bfloat16, blocked with the fp32 kernels'
+// block sizes / unblocked ms per layer, two or three rounds): LLaMA-7B shapes (hidden 4096)
+// 1.08-1.14x at 32 rows, 1.18x at 64, 1.06-1.11x at 128, 1.15-1.16x at 256; hidden 3072
+// 1.11-1.14x at 32-128; TinyLlama (down_proj, k = 5632, blocked only) 1.01x at 32 rows,
+// 1.05-1.06x at 128, 1.07-1.08x at 256. At 16 rows it gained nothing sure (hidden 4096
+// 1.00-1.06x, TinyLlama 0.97-1.01x, and batch-16 bf16 TinyLlama decode 0.98x in 5
+// interleaved pairs), so 16 rows stay unblocked.
 constexpr int64_t kMinBlockedRows = 32;
 constexpr int64_t kWTileBytes = 24 << 10;
-// Blocks of x: up to 512 KiB of x rows (half of a 1 MiB L2), each W tile meeting them
-// a span of 2048 elements at a time, so the span of a 6-row W tile is kWTileBytes, as
-// an unblocked tile of k = 2048 is. bench_matmul --sections bfloat16, ms per layer, 2-core
-// Zen 5 guest, two rounds, against the fp32 kernels' sizes (256 KiB, spans of 1024): hidden
+// Blocks of x: up to 512 KiB of x rows (half of a 1 MiB L2), each W tile meeting them a
+// span of 2048 elements at a time, so the span of a 6-row W tile is kWTileBytes, as an
+// unblocked tile of k = 2048 is. bench_matmul --sections bfloat16, ms per layer, 2-core Zen
+// 5 guest, two rounds, against the fp32 kernels' sizes (256 KiB, spans of 1024): hidden
 // 4096 at 128 rows 45.2-45.9 against 48.9-49.3, at 64 rows 22.6-22.9 against 25.6-26.2;
 // hidden 5120 (intermediate 13824) at 128 rows 120-127 in three rounds of four (148 in one)
-// against 126-140; hidden 3072
-// 41.5-42.2 against 44.0-45.8; TinyLlama 15.3 against 15.7-16.5. Blocks of 768 KiB ran
-// alike, spans of 4096 elements 10-20% slower.
+// against 126-140; hidden 3072 41.5-42.2 against 44.0-45.8; TinyLlama 15.3 against
+// 15.7-16.5. Blocks of 768 KiB ran alike, spans of 4096 elements 10-20% slower.
 constexpr BlockBytes kXBlocks{int64_t(512) << 10, kWTileBytes / kTileWMany};
 
 TG_AVX512_BF16 inline __m512bh load32(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }

@@ -54,9 +54,9 @@ struct RowBlocking {
 };
 
 // The blocking for `rows` rows of x of `x_elem_bytes` elements and k, for a kernel of
-// `lanes` elements per step and tiles of `tile_x` rows of x, to the kernel's `sizes`. Unblocked (fewer rows than
-// the kernel's `min_blocked_rows`, or `blocking_on` false: small_matmul_blocking()): one
-// block of all rows and one span of k.
+// `lanes` elements per step and tiles of `tile_x` rows of x, to the kernel's `sizes`.
+// Unblocked (fewer rows than the kernel's `min_blocked_rows`, or `blocking_on` false:
+// small_matmul_blocking()): one block of all rows and one span of k.
 inline RowBlocking row_blocking(int64_t rows, int64_t k, int64_t lanes, int64_t tile_x, size_t x_elem_bytes,
                                 int64_t min_blocked_rows, bool blocking_on, BlockBytes sizes) {
   RowBlocking b;

@@ -69,60 +69,35 @@ kernels::ElemType x_elem_type(at::ScalarType dtype) {
 }
 
 // x (rows of it in x's dtype) times a compressed weight without its dense copy: each
-// thread dequantizes kDequantizedTileRows W rows at a time into a buffer of its own and
-// multiplies every row of x by them there. The bits of linear_product over the dense
-// copy: the same values through the same kernel, whose output columns depend on their
-// own W rows only (column_chunks.h), never on how W is split. It saves writing the copy
-// and reading it back from memory.
+// tile of W rows (for_each_dequantized_tile) multiplied by every row of x where it was
+// dequantized. The bits of linear_product over the dense copy: the same values through
+// the same kernel, whose output columns depend on their own W rows only
+// (column_chunks.h), never on how W is split. It saves writing the copy and reading it
+// back from memory.
 at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias) {
   const at::ScalarType dtype = x.scalar_type();
-  const kernels::ElemType w_type = kernel_elem_type(dtype);
   const at::Tensor rows = x.reshape({-1, weight.cols}).contiguous();
-  const int64_t total = rows.size(0), n = weight.rows, k = weight.cols;
-  const kernels::QuantFormat format{weight.bits, weight.group_size};
-  const kernels::QuantizedLayout layout = kernels::quantized_layout(n, k, format);
+  const int64_t total = rows.size(0), n = weight.rows;
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   at::Tensor y = at::empty({total, n}, rows.options().dtype(at::kFloat));
   kernels::SmallMatmulArgs tile;
   tile.x = rows.data_ptr();
   tile.x_type = x_elem_type(dtype);
   tile.rows = total;
-  tile.k = k;
-  tile.w_type = w_type;
+  tile.k = weight.cols;
+  tile.w_type = kernel_elem_type(dtype);
   tile.y_row_stride = n;
   tile.num_threads = 1;  // the tiles are the threads' work
-  const uint8_t* packed = weight.packed.data_ptr<uint8_t>();
-  const uint16_t* mins = halves(weight.mins);
-  const uint16_t* scales = halves(weight.scales);
   float* out = y.data_ptr<float>();
   const float* bias_data = b.defined() ? b.data_ptr<float>() : nullptr;
-  const int64_t tiles = (n + kDequantizedTileRows - 1) / kDequantizedTileRows;
-  const int threads = static_cast<int>(std::min<int64_t>(at::get_num_threads(), tiles));
-  // One tile buffer per thread, for this call only (the tiers count no lasting scratch).
-  const at::Tensor scratch = at::empty({threads, kDequantizedTileRows * k}, rows.options());
-  auto* scratch_bytes = static_cast<uint8_t*>(scratch.data_ptr());
-  const size_t tile_bytes = size_t(kDequantizedTileRows * k) * scratch.element_size();
-  std::exception_ptr failure;
-#pragma omp parallel for schedule(dynamic) num_threads(threads)
-  for (int64_t t = 0; t < tiles; ++t) {
-    try {
-      void* buffer = scratch_bytes + size_t(omp_get_thread_num()) * tile_bytes;
-      const int64_t j0 = t * kDequantizedTileRows, count = std::min(kDequantizedTileRows, n - j0);
-      // Inside this parallel region dequantize() runs on the calling thread alone.
-      kernels::dequantize(packed + j0 * layout.packed_bytes_per_row, mins + j0 * layout.groups_per_row,
-                          scales + j0 * layout.groups_per_row, count, k, format, buffer, w_type);
-      kernels::SmallMatmulArgs a = tile;
-      a.w = buffer;
-      a.n = count;
-      a.bias = bias_data ? bias_data + j0 : nullptr;
-      a.y = out + j0;
-      kernels::small_matmul(a);
-    } catch (...) {
-#pragma omp critical(dequantized_tiles_failure)
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  for_each_dequantized_tile(weight, dtype, [&](const void* w, int64_t first, int64_t count) {
+    kernels::SmallMatmulArgs a = tile;
+    a.w = w;
+    a.n = count;
+    a.bias = bias_data ? bias_data + first : nullptr;
+    a.y = out + first;
+    kernels::small_matmul(a);
+  });
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = n;
   return (dtype == at::kFloat ? y : y.to(dtype)).view(shape);
@@ -130,14 +105,51 @@ at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight&
 
 }  // namespace
 
+void for_each_dequantized_tile(const QuantizedWeight& weight, at::ScalarType dtype,
+                               const std::function<void(const void* tile, int64_t first, int64_t count)>& use) {
+  const kernels::ElemType type = kernel_elem_type(dtype);
+  const int64_t n = weight.rows, k = weight.cols;
+  const kernels::QuantFormat format{weight.bits, weight.group_size};
+  const kernels::QuantizedLayout layout = kernels::quantized_layout(n, k, format);
+  const uint8_t* packed = weight.packed.data_ptr<uint8_t>();
+  const uint16_t* mins = halves(weight.mins);
+  const uint16_t* scales = halves(weight.scales);
+  const int64_t tiles = (n + kDequantizedTileRows - 1) / kDequantizedTileRows;
+  const int threads = static_cast<int>(std::min<int64_t>(at::get_num_threads(), tiles));
+  // One tile buffer per thread, for this call only (the tiers count no lasting scratch).
+  const at::Tensor scratch = at::empty({threads, kDequantizedTileRows * k}, at::TensorOptions().dtype(dtype));
+  auto* scratch_bytes = static_cast<uint8_t*>(scratch.data_ptr());
+  const size_t tile_bytes = size_t(kDequantizedTileRows * k) * scratch.element_size();
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (int64_t t = 0; t < tiles; ++t) {
+    try {
+      void* buffer = scratch_bytes + size_t(omp_get_thread_num()) * tile_bytes;
+      const int64_t first = t * kDequantizedTileRows, count = std::min(kDequantizedTileRows, n - first);
+      // Inside this parallel region dequantize() runs on the calling thread alone.
+      kernels::dequantize(packed + first * layout.packed_bytes_per_row, mins + first * layout.groups_per_row,
+                          scales + first * layout.groups_per_row, count, k, format, buffer, type);
+      use(buffer, first, count);
+    } catch (...) {
+#pragma omp critical(dequantized_tiles_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
 // One block of rows (the tiles are dequantized once per block; more rows pay for a dense
 // copy once), on the small-row kernel, which reads x in place (no per-call copy of x in
 // each tile's call). fp16 activations would be widened per call: they take the dense copy.
-bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows) {
+bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows, int64_t small_row_limit) {
   if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
   const kernels::ElemType type = kernel_elem_type(dtype);
-  return rows > 0 && rows <= kRowsPerBlock && rows <= kernels::small_matmul_max_rows(type) &&
+  return rows > 0 && rows <= kRowsPerBlock && rows <= small_row_limit &&
          kernels::small_matmul_reads_x_in_place(x_elem_type(dtype), type, rows);
+}
+
+bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows) {
+  return multiplies_in_dequantized_tiles(dtype, rows, kernels::small_matmul_max_rows(kernel_elem_type(dtype)));
 }
 
 std::string linear_product_path(at::ScalarType dtype, int64_t rows) {

@@ -6,6 +6,7 @@
 // to fp32 tile by tile (widened_linear_product); everything else is at::linear.
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 
 #include "tiergen/model/layer_weights.h"
@@ -73,8 +74,17 @@ class ProductPhaseScope {
 
 // Whether the dense path of quantized_linear_product, for a layer load's first product
 // of `rows` rows of x in `dtype`, multiplies tiles of kDequantizedTileRows W rows
-// dequantized into a buffer per thread (which stays in cache) instead of a dense copy.
+// dequantized into a buffer per thread (which stays in cache) instead of a dense copy:
+// under the small-row limit in force (kernels::small_matmul_max_rows), or under
+// `small_row_limit` (a plan priced before its run sets its limit).
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows);
+bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows, int64_t small_row_limit);
+// The weight dequantized into `dtype` (bf16 or fp32) kDequantizedTileRows W rows at a
+// time, on the compute threads, each into a buffer of its own, which stays in its cache:
+// use(tile, first, count) runs on the thread that dequantized rows [first, first + count)
+// into `tile`. The first failure is rethrown once every tile is done.
+void for_each_dequantized_tile(const QuantizedWeight& weight, at::ScalarType dtype,
+                               const std::function<void(const void* tile, int64_t first, int64_t count)>& use);
 // W rows per tile there: whole column chunks of the kernels (column_chunks.h), and a
 // tile of up to 5632 bf16 inputs (704 KB) stays in a core's L2. On a 2-core Zen 5 guest,
 // a TinyLlama layer's seven 4-bit products at 128 bf16 rows took 19.6 ms in tiles of 64
