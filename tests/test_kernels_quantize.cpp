@@ -257,8 +257,10 @@ TEST(KernelsQuantize, PortableAndAvx2KernelsWriteIdenticalBytes) {
 }
 
 // Dequantizing writes the same bytes on every kernel path this CPU has: the portable
-// row, the AVX2 row and the AVX-512 BF16 row (4-bit into any of the three, 32 levels a
-// step; groups of 48 leave it a tail of 16, rows of 203 one of 11).
+// row, the AVX2 row (4-bit into bf16 or fp16 by lookup, 16 levels a step: groups of 20
+// leave it a tail of 4, groups of 4 are all tail) and the AVX-512 BF16 row (4-bit into
+// any of the three, 32 levels a step; groups of 48 leave it a tail of 16, rows of 203
+// one of 11).
 TEST(KernelsQuantize, EveryDequantizePathWritesTheSameBytes) {
   if (!use_avx2_kernels()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C; only the portable kernels run";
   const bool avx512 = use_avx512_bf16_kernels();

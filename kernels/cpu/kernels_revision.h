@@ -26,8 +26,9 @@
 //      prefetched (same bits)
 //  10: the AVX-512 BF16 small-row kernel blocks x in up to 512 KiB, spans of 2048
 //      elements (was the fp32 kernels' 256 KiB and 1024; same bits)
+//  11: AVX2 4-bit rows dequantized into 16-bit types by table lookup (same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 10;
+constexpr int kCpuProductKernelsRevision = 11;
 
 }  // namespace tiergen::kernels
