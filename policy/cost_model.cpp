@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -125,18 +124,6 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
   return phase;
 }
 
-// The small-row limit a plan's run multiplies under (runtime/engine.cpp applies it from
-// the plan): every row count while products are batch-invariant or where this CPU's
-// default has no limit, else the profile's for its dtype, else the default.
-int64_t planned_small_row_limit(const HardwareProfile& hw) {
-  const int64_t every_row = std::numeric_limits<int64_t>::max();
-  if (kernels::small_matmul_for_every_row_count()) return every_row;
-  const kernels::ElemType type = kernel_elem_type(compat::parse_dtype(hw.cpu_product_dtype));
-  const int64_t default_rows = kernels::default_small_matmul_max_rows(type);
-  if (default_rows == every_row) return every_row;
-  return hw.cpu_small_matmul_max_rows > 0 ? hw.cpu_small_matmul_max_rows : default_rows;
-}
-
 // One weight layer's products on the CPU over its weights at home, one of `rows` rows
 // doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
 // `compressed_dense` the dense bytes of the part stored compressed, in `calls` product
@@ -169,10 +156,14 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
                           calls * t.hw.cpu_call_seconds_at(rows));
   }
   const double copy = compressed_dense / t.hw.cpu_dequantize;
-  // (A profile that names no dtype or timed no tiles prices the copy alone, as before tiles.)
-  const bool tiles = t.hw.cpu_dequantize_tiles > 0 && !t.hw.cpu_product_dtype.empty() &&
-                     model::multiplies_in_dequantized_tiles(compat::parse_dtype(t.hw.cpu_product_dtype), whole_rows,
-                                                            planned_small_row_limit(t.hw));
+  // (A profile that names no dtype or timed no tiles prices the copy alone, as before
+  // tiles.) Under the small-row limit the plan's run will apply: the profile's.
+  bool tiles = false;
+  if (t.hw.cpu_dequantize_tiles > 0 && !t.hw.cpu_product_dtype.empty()) {
+    const at::ScalarType dtype = compat::parse_dtype(t.hw.cpu_product_dtype);
+    const int64_t limit = kernels::small_matmul_max_rows_under(kernel_elem_type(dtype), t.hw.cpu_small_matmul_max_rows);
+    tiles = model::multiplies_in_dequantized_tiles(dtype, whole_rows, limit);
+  }
   if (!tiles) return copy + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
   // Tiles were timed in 16 bits: priced per element (an fp32 model's are twice the bytes,
   // written to cache all the same).

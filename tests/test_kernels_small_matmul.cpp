@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -420,6 +422,33 @@ TEST(LinearProduct, AMeasuredLimitReplacesItsTypesDefaultUnderTheSetting) {
   EXPECT_FALSE(model::uses_small_matmul(rows32, w));
   EXPECT_EQ(small_matmul_max_rows(ElemType::F32), 16);
   EXPECT_THROW(set_measured_small_matmul_max_rows(ElemType::F32, -1), Error);
+}
+
+// The limit a plan will run under, known before its run applies it: what
+// small_matmul_max_rows gives once the measured limit is set as the engine sets it.
+TEST(LinearProduct, TheLimitUnderAMeasuredOneIsTheLimitOnceItIsSet) {
+  MaxRowsScope defaults(-1);
+  struct ClearMeasured {
+    ~ClearMeasured() { clear_measured_small_matmul_max_rows(); }
+  } clear;
+  const int64_t every_row = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(small_matmul_max_rows_under(ElemType::F32, 32), every_row) << "batch-invariant products";
+  const SmallMatmulEveryRowCountScope gemm_beyond_the_limit(false);  // as --cpu-gemm runs
+  EXPECT_EQ(small_matmul_max_rows_under(ElemType::F32, 0), default_small_matmul_max_rows(ElemType::F32));
+  for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16}) {
+    const int64_t expected = small_matmul_max_rows_under(type, 32);
+    // (Where the default has no limit the engine never sets a measured one.)
+    if (default_small_matmul_max_rows(type) == every_row) {
+      EXPECT_EQ(expected, every_row) << elem_type_name(type);
+      continue;
+    }
+    EXPECT_EQ(expected, 32) << elem_type_name(type);
+    set_measured_small_matmul_max_rows(type, 32);
+    EXPECT_EQ(small_matmul_max_rows(type), expected) << elem_type_name(type);
+    clear_measured_small_matmul_max_rows();
+  }
+  MaxRowsScope set(8);
+  EXPECT_EQ(small_matmul_max_rows_under(ElemType::F32, 32), 8) << "a set limit holds over a measured one";
 }
 
 // Many rows go through the kernel in blocks (W read once per block, x converted a block

@@ -232,6 +232,15 @@ int64_t default_small_matmul_max_rows(ElemType w_type) {
   return kDefaultMaxRows;
 }
 
+int64_t small_matmul_max_rows_under(ElemType w_type, int64_t measured_rows) {
+  const int64_t setting = small_matmul_max_rows_setting();
+  if (setting >= 0) return setting;
+  const int64_t every_row = std::numeric_limits<int64_t>::max();
+  if (small_matmul_for_every_row_count()) return every_row;
+  const int64_t default_rows = default_small_matmul_max_rows(w_type);
+  return measured_rows > 0 && default_rows != every_row ? measured_rows : default_rows;
+}
+
 void set_measured_small_matmul_max_rows(ElemType w_type, int64_t rows) {
   TG_CHECK(rows >= 0, "internal: a measured small-row limit of {} rows", rows);
   measured_max_rows()[static_cast<size_t>(w_type)].store(rows);

@@ -104,6 +104,13 @@ void set_measured_small_matmul_max_rows(ElemType w_type, int64_t rows);
 void clear_measured_small_matmul_max_rows();
 // The limit for `w_type` without any measured limit or setting.
 int64_t default_small_matmul_max_rows(ElemType w_type);
+// The limit small_matmul_max_rows(w_type) gives once a plan's measured limit
+// `measured_rows` (0: none) is in force, as the engine applies it: the setting first,
+// every row count while products are batch-invariant, the default where the default
+// has no limit (the GEMM is a slow fallback there, and a plan searched on another
+// machine must not send products to it), else the measured limit, else the default.
+// For pricing a plan before its run sets the limit.
+int64_t small_matmul_max_rows_under(ElemType w_type, int64_t measured_rows);
 
 // set_small_matmul_max_rows(rows) for a scope, then the previous setting again (for
 // measurements and tests; the setting is process-wide, not for concurrent scopes).

@@ -52,7 +52,7 @@ void apply_small_row_limit(const SmallRowLimit& limit) {
   if (limit.max_rows == 0 || kernels::small_matmul_for_every_row_count()) return;
   const kernels::ElemType type = kernel_elem_type(compat::parse_dtype(limit.dtype));
   const int64_t default_rows = kernels::default_small_matmul_max_rows(type);
-  if (default_rows == std::numeric_limits<int64_t>::max() || limit.max_rows == default_rows) return;
+  if (kernels::small_matmul_max_rows_under(type, limit.max_rows) == default_rows) return;
   kernels::set_measured_small_matmul_max_rows(type, limit.max_rows);
   spdlog::info("CPU products of {} weights: the small-row kernel up to {} rows (default {}), as the policy's hardware "
                "profile measured",
