@@ -404,14 +404,23 @@ PhaseModel build_decode(const Terms& t) {
 PhaseModel build_edges(const Terms& t, bool prefill) {
   PhaseModel phase = empty_phase(t, 2);
   const runtime::CompressionConfig& compress = t.policy.compress_weight;
-  // With CPU weight compute in this phase, at any share of the decoder layers, the
-  // runtime looks the embedding up and multiplies the head where they live
-  // (runtime::weight_multiplied_at_home): the host part of both never crosses.
+  // Where the runtime uses them at home (runtime::weight_multiplied_at_home), their host
+  // part never crosses: the embedding's tables in every decode step, and, with CPU
+  // weight compute in this phase at any share of the decoder layers, the whole
+  // embedding and head.
   const double at_home = at_home_share(t.policy, prefill) > 0 ? 1.0 : 0.0;
-  add_weight_terms(t, t.sizes.edge_weight_bytes(compress), t.sizes.edge_compressed_dense_bytes(compress), at_home,
-                   phase);
+  const double tables_at_home = prefill ? at_home : 1.0;
+  const double tables = t.sizes.embedding_table_bytes();
+  add_weight_terms(t, tables, 0, tables_at_home, phase);
+  add_weight_terms(t, t.sizes.edge_weight_bytes(compress) - tables, t.sizes.edge_compressed_dense_bytes(compress),
+                   at_home, phase);
   add_activation_terms(t, prefill ? t.s : 1,
                        prefill ? t.hw.cpu_to_disk_hidden_prefill : t.hw.cpu_to_disk_decode, phase);
+  // The rows looked up at home go to the device, every position's.
+  const double positions = prefill ? t.s : 1;
+  Linear compute = Linear::sum(tables_at_home * t.bls * positions * t.sizes.embedding_output_bytes_per_token() /
+                                   t.hw.cpu_to_gpu,
+                               {kWc, kWn});
   const double rows = double(t.policy.gpu_batch_size);
   const double flops = rows * t.sizes.head_flops_per_token();
   // The stand-in multiplies a compressed head as it would at home (linear_seconds).
@@ -423,20 +432,17 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
                 t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode,
                                             t.sizes.head_products());
   if (at_home <= 0) {
-    phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::of(on_device));
+    phase.add(Lane::Compute, Task::Compute, RT::Compute, compute + Linear::of(on_device));
     return phase;
   }
-  // The head's product; the embedding's lookup reads a few rows of its tables, and
-  // those rows of every position go to the device.
+  // The head's product at home: its input goes to the host and the logits come back.
   const double on_cpu =
       cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
                            t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products());
-  const double positions = prefill ? t.s : 1;
-  const double crossing = t.bls * (positions * t.sizes.embedding_output_bytes_per_token() / t.hw.cpu_to_gpu +
-                                   t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
+  const double crossing = t.bls * (t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
                                    t.sizes.logits_bytes_per_token() / t.hw.cpu_to_gpu);
   phase.add(Lane::Compute, Task::Compute, RT::Compute,
-            Linear::sum(on_device, {kWg}) + Linear::sum(on_cpu + crossing, {kWc, kWn}));
+            compute + Linear::sum(on_device, {kWg}) + Linear::sum(on_cpu + crossing, {kWc, kWn}));
   return phase;
 }
 

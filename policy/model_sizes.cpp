@@ -36,6 +36,7 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
   vocab_size_ = spec.vocab_size;
   for (const auto& t : embedding_.tensors) {
     if (t.shape.size() == 2) embedding_row_elements_ += double(t.shape[1]);
+    if (embedding_.is_lookup_table(t)) embedding_tables_ += double(t.numel()) * dtype_bytes;
   }
 }
 

@@ -36,6 +36,8 @@ class ModelSizes {
   // decoder layer every token): bytes at home, and dense bytes of their compressed tensors.
   double edge_weight_bytes(const runtime::CompressionConfig& compress) const;
   double edge_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
+  // The embedding's tables (never compressed), which decode looks up where they live.
+  double embedding_table_bytes() const { return embedding_tables_; }
   // The head's layer alone: bytes at home, and dense bytes of its compressed tensors.
   double head_weight_bytes(const runtime::CompressionConfig& compress) const { return stored(head_, compress); }
   double head_compressed_dense_bytes(const runtime::CompressionConfig& compress) const {
@@ -90,6 +92,7 @@ class ModelSizes {
   double linear_inputs_ = 0, linear_outputs_ = 0, linear_products_ = 0, head_products_ = 0;
   int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0, vocab_size_ = 0;
   double embedding_row_elements_ = 0;
+  double embedding_tables_ = 0;
 };
 
 }  // namespace tiergen::policy

@@ -114,13 +114,18 @@ TEST(PolicyCostModel, EveryStepPaysTheFixedCost) {
 }
 
 // The embedding and the head stream like a decoder layer: weights off the gpu make the
-// edges' weight load, and the head's product is priced on every gpu batch.
+// edges' weight load (in decode the head's alone: the runtime looks the embedding's
+// tables up where they live), and the head's product is priced on every gpu batch.
 TEST(PolicyCostModel, EmbeddingAndHeadArePricedAsLayers) {
   const auto spec = model::resolve_spec("opt-30b");
   const ModelSizes sizes(spec, 2);
   const HardwareProfile profile = hw("h100-spr");
   const auto r = predict(spec, offload_policy(24, 2, 0, true), {512, 32}, profile);
-  EXPECT_NEAR(queue(r.decode_edges, Queue::WeightLoader), sizes.edge_weight_bytes({}) / profile.cpu_to_gpu, 1e-9);
+  EXPECT_NEAR(queue(r.prefill_edges, Queue::WeightLoader), sizes.edge_weight_bytes({}) / profile.cpu_to_gpu, 1e-9);
+  // Tokens 50272 x 7168 and positions 2050 x 7168, fp16.
+  EXPECT_NEAR(sizes.embedding_table_bytes(), (50272.0 + 2050.0) * 7168 * 2, 1);
+  EXPECT_NEAR(queue(r.decode_edges, Queue::WeightLoader),
+              (sizes.edge_weight_bytes({}) - sizes.embedding_table_bytes()) / profile.cpu_to_gpu, 1e-9);
   EXPECT_GT(task(r.decode_edges, Task::Compute), 0);
   EXPECT_GE(r.decode_edges.layer_seconds, queue(r.decode_edges, Queue::WeightLoader));
   // The token embedding and the head's copy of it, 7168 x 50272 fp16 each (0.72 GB),

@@ -1,6 +1,7 @@
 // Weights multiplied where they live (Policy::cpu_weight_compute_*): the weight store
 // hands the layer the host-resident matrices and embedding tables themselves (no copy to the compute device,
-// no device staging), only in the phases asked for; the memory plan stops counting their
+// no device staging), only in the phases asked for, and the embedding's tables in
+// every decode step; the memory plan stops counting their
 // device staging; the results are those of loading them (compressed ones included); the
 // policy file carries the choice (and a searched plan's small-row limit, which the engine
 // applies); and on a GPU a host weight times a device activation equals the product on
@@ -66,6 +67,39 @@ TEST(CpuWeightCompute, TheStoreHandsTheCpuHomeItselfOnlyInTheChosenPhase) {
   EXPECT_TRUE(same_home(0, "embed_tokens.weight", false));
   EXPECT_FALSE(same_home(m.spec.num_layers + 1, "norm.weight", false));
   EXPECT_FALSE(same_home(0, "embed_tokens.weight", true));
+}
+
+// A decode step looks up one row of the embedding's tables per sequence: under any
+// policy they stay where they live and only those rows cross; prefill still loads them
+// unless the policy computes at home. OPT's two tables (tokens, positions) both.
+TEST(CpuWeightCompute, DecodeLooksTheEmbeddingUpWhereItLivesUnderAnyPolicy) {
+  const TinyModel m = make_tiny_model(tiny_opt(76));
+  const runtime::Policy policy = make_policy(1, 1, A{0, 100, 100, 0, 100, 0}, false);
+  ASSERT_FALSE(policy.cpu_weight_compute(false));
+  StoreFixture f(m, policy);
+  const uint64_t gpu_before = f.tiers->gpu.used();
+  const auto decode = f.store->load(0, /*prefill=*/false);
+  const auto again = f.store->load(0, /*prefill=*/false);
+  for (const char* table : {"embed_tokens.weight", "embed_positions.weight"}) {
+    EXPECT_EQ(decode->weights.get(table).data_ptr(), again->weights.get(table).data_ptr()) << table;
+  }
+  EXPECT_EQ(f.tiers->gpu.used(), gpu_before) << "nothing of the embedding is staged on the gpu tier in decode";
+  EXPECT_TRUE(f.store->moves_nothing(0, false));
+  EXPECT_FALSE(f.store->moves_nothing(0, true));
+  const auto prefill = f.store->load(0, /*prefill=*/true);
+  EXPECT_NE(prefill->weights.get("embed_tokens.weight").data_ptr(), decode->weights.get("embed_tokens.weight").data_ptr())
+      << "prefill loads the tables under this policy";
+  // The head is a product: it still travels in decode.
+  EXPECT_NE(f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr(),
+            f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr());
+
+  // From disk: read to the host and looked up there (a host copy, counted while loaded).
+  StoreFixture on_disk(m, make_policy(1, 1, A{0, 0, 100, 0, 100, 0}, false));
+  const uint64_t disk_gpu_before = on_disk.tiers->gpu.used();
+  const auto from_disk = on_disk.store->load(0, false);
+  EXPECT_TRUE(from_disk->weights.get("embed_tokens.weight").is_cpu());
+  EXPECT_EQ(on_disk.tiers->gpu.used(), disk_gpu_before);
+  EXPECT_FALSE(on_disk.store->moves_nothing(0, false)) << "a disk home is read";
 }
 
 TEST(CpuWeightCompute, TheChosenShareOfLayersIsSpreadEvenly) {

@@ -27,6 +27,14 @@ int64_t WeightLayer::numel() const {
   return n;
 }
 
+bool WeightLayer::is_lookup_table(const TensorSpec& tensor) const {
+  const auto ends_with = [&](const std::string& suffix) {
+    return tensor.name.size() >= suffix.size() &&
+           tensor.name.compare(tensor.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return kind == "embedding" && (ends_with("embed_tokens.weight") || ends_with("embed_positions.weight"));
+}
+
 namespace {
 
 void add(std::vector<TensorSpec>& out, const std::string& name, std::vector<int64_t> shape,

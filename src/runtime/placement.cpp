@@ -90,13 +90,16 @@ bool decoder_layer_multiplies_at_home(const Policy& policy, int64_t decoder_inde
          chosen_through(decoder_index + 1) > chosen_through(decoder_index);
 }
 
-bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::TensorSpec& tensor,
-                               Tier home, const Policy& policy, bool prefill) {
-  if (!policy.cpu_weight_compute(prefill) || home == Tier::Gpu || tensor.shape.size() != 2) return false;
-  // Weight layer 0 is the embedding (its tables looked up where they live), 1..L the
-  // decoder layers, L + 1 the head; the two outer layers go with any share of layers.
-  const bool outer = layer_index == 0 || layer_index == spec.num_layers + 1;
-  if (outer) return policy.cpu_weight_compute_layer_percent > 0;
+bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::WeightLayer& layer,
+                               const model::TensorSpec& tensor, Tier home, const Policy& policy, bool prefill) {
+  if (home == Tier::Gpu || tensor.shape.size() != 2) return false;
+  // A decode step looks up one row per sequence: the table stays where it lives and
+  // only the rows cross (a prompt's rows can outweigh the table: prefill follows the
+  // policy like a product).
+  if (!prefill && layer.is_lookup_table(tensor)) return true;
+  if (!policy.cpu_weight_compute(prefill)) return false;
+  // The embedding and the head go with any share of the decoder layers.
+  if (layer.kind == "embedding" || layer.kind == "head") return policy.cpu_weight_compute_layer_percent > 0;
   return decoder_layer_multiplies_at_home(policy, layer_index - 1, spec.num_layers);
 }
 
@@ -166,7 +169,7 @@ void plan_weights(const model::Spec& spec, const Policy& policy, int b, const St
         const auto& t = layer.tensors[i];
         const bool compressed = weight_is_compressed(layer, t, policy.compress_weight);
         const uint64_t dense = compressed ? static_cast<uint64_t>(t.numel()) * b : 0;
-        if (weight_multiplied_at_home(spec, index, t, homes[i], policy, prefill)) {
+        if (weight_multiplied_at_home(spec, index, layer, t, homes[i], policy, prefill)) {
           cpu_dense += dense;
           continue;
         }

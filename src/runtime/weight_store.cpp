@@ -33,8 +33,8 @@ WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const mo
       const model::TensorSpec& tensor = weight_layers[i].tensors[t];
       Home home = make_home(weight_layers[i], tensor, homes[t], source);
       const auto index = static_cast<int64_t>(i);
-      home.at_home_in_prefill = weight_multiplied_at_home(spec, index, tensor, homes[t], policy, true);
-      home.at_home_in_decode = weight_multiplied_at_home(spec, index, tensor, homes[t], policy, false);
+      home.at_home_in_prefill = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, homes[t], policy, true);
+      home.at_home_in_decode = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, homes[t], policy, false);
       layer.tensors.push_back(std::move(home));
     }
     layers_.push_back(std::move(layer));

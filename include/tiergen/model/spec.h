@@ -40,6 +40,9 @@ struct WeightLayer {
   std::string kind;  // "embedding", "decoder", "head"
   std::vector<TensorSpec> tensors;
   int64_t numel() const;
+  // Whether `tensor` of this layer is read by row lookup (the embedding's token and
+  // position tables) rather than multiplied (OPT's project_in is a product).
+  bool is_lookup_table(const TensorSpec& tensor) const;
 };
 
 struct Spec {

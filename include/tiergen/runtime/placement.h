@@ -61,13 +61,14 @@ bool weight_is_compressed(const model::WeightLayer& layer, const model::TensorSp
 // evenly, so that loaded layers alternate with them.
 bool decoder_layer_multiplies_at_home(const Policy& policy, int64_t decoder_index, int64_t num_decoder_layers);
 
-// Whether `tensor` of weight layer `layer_index` (at home on `home`) is multiplied where
-// it lives in this phase rather than copied to the compute device
-// (Policy::cpu_weight_compute_*): the matrices and embedding tables, on cpu or disk, of
-// the chosen decoder layers and of the embedding and head, which reach the compute only
-// through model::linear and model::lookup_rows.
-bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::TensorSpec& tensor,
-                               Tier home, const Policy& policy, bool prefill);
+// Whether `tensor` of weight layer `layer_index` (`layer`, at home on `home`) is used
+// where it lives in this phase rather than copied to the compute device: in decode the
+// embedding's tables always (a step looks up one row per sequence, so only those rows
+// cross); otherwise, under Policy::cpu_weight_compute_*, the matrices and tables, on
+// cpu or disk, of the chosen decoder layers and of the embedding and head. They reach
+// the compute only through model::linear and model::lookup_rows.
+bool weight_multiplied_at_home(const model::Spec& spec, int64_t layer_index, const model::WeightLayer& layer,
+                               const model::TensorSpec& tensor, Tier home, const Policy& policy, bool prefill);
 
 // Bytes a weight occupies at home. Compressed weights are grouped along the output
 // dimension: the [out, in] matrix is stored transposed as [in, out], groups along out.
