@@ -26,7 +26,8 @@ class ModelSizes {
   // Bytes one decoder layer's weights occupy at home / dense on the compute device.
   double layer_weight_bytes(const runtime::CompressionConfig& compress) const;
   double layer_weight_dense_bytes() const { return layer_dense_; }
-  // All weights of the model (embedding, decoder layers, head) at home.
+  // All weights of the model (embedding, decoder layers, head) at home, a tied head's
+  // uncompressed matrix counted once with the token table it is.
   double total_weight_bytes(const runtime::CompressionConfig& compress) const;
   // Largest FlexGen layer at home, and the dense bytes of its compressed tensors:
   // what the runtime double-buffers on the gpu while streaming weights.

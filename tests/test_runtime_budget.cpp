@@ -15,6 +15,7 @@
 
 #include "tests/support/tiny_model.h"
 #include "tiergen/common/error.h"
+#include "tiergen/model/presets.h"
 #include "tiergen/runtime/default_budgets.h"
 #include "tiergen/runtime/engine.h"
 #include "tiergen/runtime/host_memory.h"
@@ -194,6 +195,48 @@ TEST(RuntimePlacement, SplitsAndHomesFollowThePercentages) {
   EXPECT_EQ(runtime::weight_home(10, p), Tier::Disk);
   EXPECT_EQ(runtime::weight_home(60, p), Tier::Cpu);
   EXPECT_EQ(runtime::weight_home(90, p), Tier::Gpu);
+}
+
+// A tied head's matrix is the token table: one home, on the higher of the tiers
+// FlexGen's rule gives the two, counted once by the memory plan. Compressed, or in a
+// pipeline stage without the embedding, the head keeps a copy of its own.
+TEST(RuntimePlacement, ATiedHeadKeepsOneHomeWithTheTokenTable) {
+  const auto spec = model::resolve_spec("opt-1.3b");
+  ASSERT_TRUE(spec.tie_word_embeddings);
+  const auto layers = spec.weight_layers();
+  const size_t head = layers.size() - 1, table = 0, matrix = layers[head].tensors.size() - 1;
+  ASSERT_EQ(layers[0].tensors[table].name, layers[head].tensors[matrix].source_name);
+  uint64_t all_bytes = 0;
+  for (const auto& layer : layers) all_bytes += static_cast<uint64_t>(layer.numel()) * 2;
+  const auto matrix_bytes = static_cast<uint64_t>(layers[head].tensors[matrix].numel()) * 2;
+  int apart = 0;
+  for (int wg = 0; wg <= 100; wg += 1) {
+    for (int wc : {0, 100 - wg}) {
+      runtime::Policy p;
+      p.w_gpu_percent = wg;
+      p.w_cpu_percent = wc;
+      const auto homes = runtime::place_stage_weights(layers, p, runtime::StageLayers::whole(spec));
+      const Tier own_table = runtime::place_layer_weights(layers[0], p)[table];
+      const Tier own_matrix = runtime::place_layer_weights(layers[head], p)[matrix];
+      apart += own_table != own_matrix;
+      SCOPED_TRACE(testing::Message() << "wg " << wg << " wc " << wc);
+      EXPECT_EQ(homes[0][table].tier, std::min(own_table, own_matrix));
+      EXPECT_EQ(homes[head][matrix].tier, homes[0][table].tier);
+      EXPECT_TRUE(homes[0][table].has_own_home());
+      EXPECT_EQ(homes[head][matrix].shared_layer, 0);
+      EXPECT_EQ(homes[head][matrix].shared_tensor, table);
+      const auto weights = runtime::plan_memory(spec, p, {8, 8}, 2).weights;
+      EXPECT_EQ(weights[Tier::Gpu] + weights[Tier::Cpu] + weights[Tier::Disk], all_bytes - matrix_bytes);
+    }
+  }
+  EXPECT_GT(apart, 0) << "the sweep meets policies that place the table and the head apart";
+
+  runtime::Policy compressed;
+  compressed.compress_weight = {true, 4, 64};
+  EXPECT_TRUE(runtime::place_stage_weights(layers, compressed, runtime::StageLayers::whole(spec))[head][matrix]
+                  .has_own_home());
+  const runtime::StageLayers without_embedding{1, spec.num_weight_layers()};
+  EXPECT_TRUE(runtime::place_stage_weights(layers, runtime::Policy{}, without_embedding).back()[matrix].has_own_home());
 }
 
 // ---- Default budgets (the CLI's, from what the machine has).

@@ -102,6 +102,21 @@ TEST(CpuWeightCompute, DecodeLooksTheEmbeddingUpWhereItLivesUnderAnyPolicy) {
   EXPECT_FALSE(on_disk.store->moves_nothing(0, false)) << "a disk home is read";
 }
 
+// A tied head's matrix is the token table's home itself: one host copy, reserved once,
+// which the decode lookups and the head's product at home both read.
+TEST(CpuWeightCompute, ATiedHeadReadsTheTokenTablesHome) {
+  const TinyModel m = make_tiny_model(tiny_opt(77));
+  ASSERT_TRUE(m.spec.tie_word_embeddings);
+  StoreFixture f(m, with_cpu_weight_compute(make_policy(1, 1, A{0, 100, 100, 0, 100, 0}, false), false, true));
+  const int64_t head = m.spec.num_layers + 1;
+  EXPECT_EQ(f.store->load(0, false)->weights.get("embed_tokens.weight").data_ptr(),
+            f.store->load(head, false)->weights.get("lm_head.weight").data_ptr());
+  uint64_t all_bytes = 0;
+  for (const auto& layer : m.spec.weight_layers()) all_bytes += static_cast<uint64_t>(layer.numel()) * 4;
+  const uint64_t table_bytes = static_cast<uint64_t>(m.spec.vocab_size * m.spec.hidden_size) * 4;
+  EXPECT_EQ(f.tiers->cpu.used(), all_bytes - table_bytes) << "the table is reserved once";
+}
+
 TEST(CpuWeightCompute, TheChosenShareOfLayersIsSpreadEvenly) {
   const auto chosen = [](double percent, int64_t layers) {
     runtime::Policy p;

@@ -68,6 +68,39 @@ std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Pol
   return homes;
 }
 
+bool weight_is_tied_table(const model::WeightLayer& layer, const model::TensorSpec& tensor,
+                          const CompressionConfig& compression) {
+  return layer.kind == "head" && tensor.source_name != tensor.name &&
+         !weight_is_compressed(layer, tensor, compression);
+}
+
+std::vector<std::vector<WeightHome>> place_stage_weights(const std::vector<model::WeightLayer>& layers,
+                                                         const Policy& policy, const StageLayers& stage) {
+  std::vector<std::vector<WeightHome>> homes;
+  for (int64_t index = stage.first; index < stage.end; ++index) {
+    std::vector<WeightHome> layer_homes;
+    for (Tier tier : place_layer_weights(layers[static_cast<size_t>(index)], policy)) layer_homes.push_back({tier});
+    homes.push_back(std::move(layer_homes));
+  }
+  const auto last = static_cast<int64_t>(layers.size()) - 1;
+  if (!stage.contains(0) || !stage.contains(last)) return homes;
+  const model::WeightLayer& embedding = layers.front();
+  const model::WeightLayer& head = layers.back();
+  for (size_t t = 0; t < head.tensors.size(); ++t) {
+    const model::TensorSpec& tensor = head.tensors[t];
+    if (!weight_is_tied_table(head, tensor, policy.compress_weight)) continue;
+    for (size_t e = 0; e < embedding.tensors.size(); ++e) {
+      if (embedding.tensors[e].name != tensor.source_name) continue;
+      WeightHome& table = homes.front()[e];
+      WeightHome& matrix = homes.back()[t];
+      table.tier = matrix.tier = std::min(table.tier, matrix.tier);  // Gpu < Cpu < Disk
+      matrix.shared_layer = 0;
+      matrix.shared_tensor = e;
+    }
+  }
+  return homes;
+}
+
 uint64_t quantized_bytes(int64_t rows, int64_t cols, const CompressionConfig& c) {
   const int64_t groups = (cols + c.group_size - 1) / c.group_size;
   const int64_t packed = groups * c.group_size * c.bits / 8;
@@ -152,13 +185,16 @@ namespace {
 void plan_weights(const model::Spec& spec, const Policy& policy, int b, const StageLayers& stage, MemoryPlan& plan) {
   uint64_t max_gpu_stage = 0, max_cpu_stage = 0;
   const auto layers = spec.weight_layers();
+  const auto stage_homes = place_stage_weights(layers, policy, stage);
   for (int64_t index = stage.first; index < stage.end; ++index) {
     const auto& layer = layers[static_cast<size_t>(index)];
-    const auto homes = place_layer_weights(layer, policy);
+    const auto& placed = stage_homes[static_cast<size_t>(index - stage.first)];
+    std::vector<Tier> homes;
     uint64_t cpu_stage = 0;
     for (size_t i = 0; i < layer.tensors.size(); ++i) {
+      homes.push_back(placed[i].tier);
       const uint64_t stored = weight_stored_bytes(layer, layer.tensors[i], b, policy.compress_weight);
-      plan.weights[homes[i]] += stored;
+      if (placed[i].has_own_home()) plan.weights[homes[i]] += stored;
       if (homes[i] == Tier::Disk) cpu_stage += stored;
     }
     for (bool prefill : {true, false}) {

@@ -26,19 +26,36 @@ WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const mo
   const auto weight_layers = spec.weight_layers();
   const StageLayers layers = stage.end == 0 ? StageLayers::whole(spec) : stage;
   first_layer_ = layers.first;
+  const auto stage_homes = place_stage_weights(weight_layers, policy, layers);
   for (auto i = static_cast<size_t>(layers.first); i < static_cast<size_t>(layers.end); ++i) {
-    const auto homes = place_layer_weights(weight_layers[i], policy);
+    const auto& homes = stage_homes[i - static_cast<size_t>(layers.first)];
     Layer layer{model::layer_prefix(spec, static_cast<int64_t>(i)), {}};
     for (size_t t = 0; t < homes.size(); ++t) {
       const model::TensorSpec& tensor = weight_layers[i].tensors[t];
-      Home home = make_home(weight_layers[i], tensor, homes[t], source);
+      const Tier tier = homes[t].tier;
+      Home home = homes[t].has_own_home()
+                      ? make_home(weight_layers[i], tensor, tier, source)
+                      : share_home(layer_at(homes[t].shared_layer).tensors[homes[t].shared_tensor], tensor);
       const auto index = static_cast<int64_t>(i);
-      home.at_home_in_prefill = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, homes[t], policy, true);
-      home.at_home_in_decode = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, homes[t], policy, false);
+      home.at_home_in_prefill = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, tier, policy, true);
+      home.at_home_in_decode = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, tier, policy, false);
       layer.tensors.push_back(std::move(home));
     }
     layers_.push_back(std::move(layer));
   }
+}
+
+// The owner's storage under this tensor's name: same tier, same bytes, no reservation
+// of its own (the owner's counts them once).
+WeightStore::Home WeightStore::share_home(const Home& owner, const model::TensorSpec& tensor) {
+  TG_CHECK(!owner.compressed && owner.spec.shape == tensor.shape, "internal: {} cannot share the home of {}",
+           tensor.name, owner.spec.name);
+  Home home;
+  home.spec = tensor;
+  home.tier = owner.tier;
+  home.resident = owner.resident;
+  home.extent = owner.extent;
+  return home;
 }
 
 WeightStore::Home WeightStore::make_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier tier,

@@ -46,6 +46,31 @@ struct Workload {
 Tier weight_home(double mid_percent, const Policy& policy);
 std::vector<Tier> place_layer_weights(const model::WeightLayer& layer, const Policy& policy);
 
+// Whether `tensor` of `layer` is a tied head's matrix kept as the token table itself:
+// it reads the table (TensorSpec::source_name) and is not compressed (a compressed head
+// is a quantized copy of its own).
+bool weight_is_tied_table(const model::WeightLayer& layer, const model::TensorSpec& tensor,
+                          const CompressionConfig& compression);
+
+// Where one weight tensor lives.
+struct WeightHome {
+  Tier tier = Tier::Gpu;
+  // Another tensor's home that this one is (a tied head's matrix is the embedding's
+  // token table): that tensor's weight layer (model-wide index) and its index in the
+  // layer; layer -1 when the tensor has a home of its own.
+  int64_t shared_layer = -1;
+  size_t shared_tensor = 0;
+  bool has_own_home() const { return shared_layer < 0; }
+};
+
+// Homes of the weights of `stage` ([layer - stage.first][tensor]; `layers` is the
+// model's spec.weight_layers()): each layer by FlexGen's rule (place_layer_weights),
+// except that a tied head's uncompressed matrix, where the stage holds the embedding
+// too, keeps one home with the token table, on the higher of the two tiers the rule
+// gives them (gpu over cpu over disk: no tier holds more than it would with two copies).
+std::vector<std::vector<WeightHome>> place_stage_weights(const std::vector<model::WeightLayer>& layers,
+                                                         const Policy& policy, const StageLayers& stage);
+
 // Bytes of a [rows, cols] matrix quantized in groups along cols (packed values plus an
 // fp16 min and scale per group; a partial last group is padded to a full one).
 uint64_t quantized_bytes(int64_t rows, int64_t cols, const CompressionConfig& compression);

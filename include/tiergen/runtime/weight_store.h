@@ -1,6 +1,7 @@
 #pragma once
 // Weights at their homes, and their loading to the compute device layer by layer.
-// Each tensor of a FlexGen layer gets a home tier by FlexGen's rule (placement.h).
+// Each tensor of a FlexGen layer gets a home tier by FlexGen's rule (placement.h); a
+// tied head's matrix is the embedding's token table's home itself.
 // Disk-homed tensors whose checkpoint bytes are already in the compute dtype are read
 // straight from the safetensors file at their offset; others are written once to
 // the offload file.
@@ -72,6 +73,7 @@ class WeightStore {
 
   Home make_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier tier,
                  const model::WeightSource& source);
+  static Home share_home(const Home& owner, const model::TensorSpec& tensor);
   at::Tensor read_disk(const Home& home, std::vector<Reservation>& staging) const;
   CompressedTensor read_disk_compressed(const Home& home, std::vector<Reservation>& staging) const;
   at::Tensor load_tensor(const Home& home, LoadedLayer& loaded) const;
