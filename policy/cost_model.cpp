@@ -397,8 +397,9 @@ PhaseModel build_decode(const Terms& t) {
   return phase;
 }
 
-// The embedding and the head of one token: two weight layers the runtime streams and
-// steps through like the decoder layers (placed by the same fractions), the head's
+// The embedding and the head of one token: two weight layers the runtime loads (the
+// embedding's tables in prefill only) and steps through like the decoder layers
+// (placed by the same fractions), the head's
 // product over each sequence's last position, and the hidden state's one more trip
 // (stored after the embedding, loaded before the head: L+1 of each per token).
 PhaseModel build_edges(const Terms& t, bool prefill) {

@@ -60,10 +60,11 @@ double ModelSizes::layer_weight_bytes(const runtime::CompressionConfig& compress
 }
 
 double ModelSizes::total_weight_bytes(const runtime::CompressionConfig& compress) const {
-  // A tied head's uncompressed matrix is the token table's home (runtime::place_stage_weights).
+  // A tied head's uncompressed matrix is the token table's home (runtime::place_stage_weights),
+  // except in a model standing for a pipeline's stage (groups > 1).
   double shared = 0;
   for (const auto& t : head_.tensors) {
-    if (runtime::weight_is_tied_table(head_, t, compress)) shared += double(t.numel()) * dtype_bytes_;
+    if (groups_ == 1 && runtime::weight_is_tied_table(head_, t, compress)) shared += double(t.numel()) * dtype_bytes_;
   }
   return stored(embedding_, compress) + double(spec_.num_layers) * stored(decoder_, compress) +
          stored(head_, compress) - shared;

@@ -27,14 +27,16 @@ class ModelSizes {
   double layer_weight_bytes(const runtime::CompressionConfig& compress) const;
   double layer_weight_dense_bytes() const { return layer_dense_; }
   // All weights of the model (embedding, decoder layers, head) at home, a tied head's
-  // uncompressed matrix counted once with the token table it is.
+  // uncompressed matrix counted once with the token table it is (but where the model
+  // stands for a pipeline's stage: runtime::place_stage_weights).
   double total_weight_bytes(const runtime::CompressionConfig& compress) const;
   // Largest FlexGen layer at home, and the dense bytes of its compressed tensors:
   // what the runtime double-buffers on the gpu while streaming weights.
   double max_layer_weight_bytes(const runtime::CompressionConfig& compress) const;
   double max_layer_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
-  // The embedding and head layers together (the model's "edges", streamed like a
-  // decoder layer every token): bytes at home, and dense bytes of their compressed tensors.
+  // The embedding and head layers together (the model's "edges", stepped through like
+  // decoder layers every token): bytes at home, and dense bytes of their compressed
+  // tensors.
   double edge_weight_bytes(const runtime::CompressionConfig& compress) const;
   double edge_compressed_dense_bytes(const runtime::CompressionConfig& compress) const;
   // The embedding's tables (never compressed), which decode looks up where they live.

@@ -131,6 +131,9 @@ TEST(PolicyCostModel, EmbeddingAndHeadArePricedAsLayers) {
   // The token embedding and the head's copy of it, 7168 x 50272 fp16 each (0.72 GB),
   // with the position embedding and final norm.
   EXPECT_NEAR(sizes.edge_weight_bytes({}) / 1e9, 1.47, 0.01);
+  // At home the tied head is the token table: counted once, except in a model standing
+  // for a pipeline's stage, whose real stages hold one end or the other.
+  EXPECT_NEAR(ModelSizes(spec, 2, 2).total_weight_bytes({}) - sizes.total_weight_bytes({}), 50272.0 * 7168 * 2, 1);
 }
 
 TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {

@@ -24,7 +24,9 @@ namespace schedule = runtime::schedule;
 struct SpanThreads {
   int compute_thread = -1;
   // By task: the threads its spans ran on, for the spans the schedule dispatches (the
-  // run's very first weight load has nothing before it to prefetch it, so it is left out).
+  // run's very first weight load has nothing before it to prefetch it, and the
+  // embedding's decode loads move nothing, so the compute queue takes them in line:
+  // both are left out).
   std::map<std::string, std::set<int>> threads;
 };
 
@@ -46,9 +48,7 @@ SpanThreads traced_threads(const TempDir& dir, int64_t batches) {
     const std::string name = e["name"].get<std::string>();
     const json& args = e["args"];
     if (name == "compute") out.compute_thread = args["thread"].get<int>();
-    // The first load comes before the loop; the embedding's decode loads move nothing
-    // (its tables are looked up where they live), so the compute queue takes them in line.
-    if (name == "load_weight" && args["layer"] == 0) continue;
+    if (name == "load_weight" && args["layer"] == 0 && (args["token"] == 0 || e["cat"] == "decode")) continue;
     out.threads[name].insert(args["thread"].get<int>());
   }
   return out;

@@ -227,6 +227,10 @@ TEST(RuntimePlacement, ATiedHeadKeepsOneHomeWithTheTokenTable) {
       EXPECT_EQ(homes[head][matrix].shared_tensor, table);
       const auto weights = runtime::plan_memory(spec, p, {8, 8}, 2).weights;
       EXPECT_EQ(weights[Tier::Gpu] + weights[Tier::Cpu] + weights[Tier::Disk], all_bytes - matrix_bytes);
+      // The whole model standing for a pipeline's stage (groups > 1) shares nothing:
+      // its real stages hold one end or the other.
+      const auto stage = runtime::plan_memory(spec, p, {8, 8}, 2, runtime::StageShape{{}, 2}).weights;
+      EXPECT_EQ(stage[Tier::Gpu] + stage[Tier::Cpu] + stage[Tier::Disk], all_bytes);
     }
   }
   EXPECT_GT(apart, 0) << "the sweep meets policies that place the table and the head apart";

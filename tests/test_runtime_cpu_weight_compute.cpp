@@ -86,6 +86,8 @@ TEST(CpuWeightCompute, DecodeLooksTheEmbeddingUpWhereItLivesUnderAnyPolicy) {
   EXPECT_EQ(f.tiers->gpu.used(), gpu_before) << "nothing of the embedding is staged on the gpu tier in decode";
   EXPECT_TRUE(f.store->moves_nothing(0, false));
   EXPECT_FALSE(f.store->moves_nothing(0, true));
+  EXPECT_FALSE(f.store->loads_alike(0)) << "a layer 0 prefetched for one phase does not serve the other";
+  EXPECT_TRUE(f.store->loads_alike(1));
   const auto prefill = f.store->load(0, /*prefill=*/true);
   EXPECT_NE(prefill->weights.get("embed_tokens.weight").data_ptr(), decode->weights.get("embed_tokens.weight").data_ptr())
       << "prefill loads the tables under this policy";

@@ -67,7 +67,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
   c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
                  "Phases whose matmuls and embedding lookups over cpu/disk-resident weights run on the CPU where "
                  "the weights live instead of copying them to the device: off, decode, prefill or all (default: the "
-                 "policy's, off)")
+                 "policy's, off; decode looks the embedding up where it lives under any setting)")
       ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
   c->add_flag("--cpu-gemm", f.cpu_gemm,
               "CPU products above the small-row limit (16 rows by default; prefill, large batches) on LibTorch's GEMM: up to 1.5x faster "

@@ -20,7 +20,6 @@ BlockRunner::BlockRunner(const model::Spec& spec, const Policy& policy, const We
     : spec_(spec), policy_(policy), weights_(weights), tiers_(tiers), device_(device), stats_(stats), faults_(faults),
       eos_ids_(spec.eos_token_ids), stage_(stage) {
   if (stage_.layers.end == 0) stage_.layers = StageLayers::whole(spec_);
-  phases_load_alike_ = policy_.cpu_weight_compute_prefill == policy_.cpu_weight_compute_decode;
   const DeviceContext worker_device = device_;
   auto give_stream = [worker_device] { worker_device.use_own_stream(); };
   for (auto& queue : workers_) queue = std::make_unique<Worker>(policy_.overlap, give_stream);
@@ -356,7 +355,7 @@ void BlockRunner::submit_owed_stores(Pending& p) {
 void BlockRunner::take_weights(int64_t pass, int64_t j, Pending& p) {
   p.weights.reset();
   if (p.next_weights_layer == j && p.next_weights.valid()) {
-    if (phases_load_alike_ || p.next_weights_prefill == p.pass_prefill) {
+    if (p.next_weights_prefill == p.pass_prefill || weights_.loads_alike(j)) {
       p.weights = p.next_weights.get();
     } else {
       p.next_weights.wait();  // loaded for the other phase: let it go before loading again

@@ -75,7 +75,8 @@ bool weight_is_tied_table(const model::WeightLayer& layer, const model::TensorSp
 }
 
 std::vector<std::vector<WeightHome>> place_stage_weights(const std::vector<model::WeightLayer>& layers,
-                                                         const Policy& policy, const StageLayers& stage) {
+                                                         const Policy& policy, const StageLayers& stage,
+                                                         int64_t groups) {
   std::vector<std::vector<WeightHome>> homes;
   for (int64_t index = stage.first; index < stage.end; ++index) {
     std::vector<WeightHome> layer_homes;
@@ -83,7 +84,7 @@ std::vector<std::vector<WeightHome>> place_stage_weights(const std::vector<model
     homes.push_back(std::move(layer_homes));
   }
   const auto last = static_cast<int64_t>(layers.size()) - 1;
-  if (!stage.contains(0) || !stage.contains(last)) return homes;
+  if (groups > 1 || !stage.contains(0) || !stage.contains(last)) return homes;
   const model::WeightLayer& embedding = layers.front();
   const model::WeightLayer& head = layers.back();
   for (size_t t = 0; t < head.tensors.size(); ++t) {
@@ -182,10 +183,11 @@ namespace {
 // layer's weights that do not live there (dense after dequantization, plus the
 // compressed copy while it is being dequantized), except those multiplied at home in
 // that phase; disk weights pass through cpu staging. The larger phase counts.
-void plan_weights(const model::Spec& spec, const Policy& policy, int b, const StageLayers& stage, MemoryPlan& plan) {
+void plan_weights(const model::Spec& spec, const Policy& policy, int b, const StageShape& shape, MemoryPlan& plan) {
+  const StageLayers& stage = shape.layers;
   uint64_t max_gpu_stage = 0, max_cpu_stage = 0;
   const auto layers = spec.weight_layers();
-  const auto stage_homes = place_stage_weights(layers, policy, stage);
+  const auto stage_homes = place_stage_weights(layers, policy, stage, shape.groups);
   for (int64_t index = stage.first; index < stage.end; ++index) {
     const auto& layer = layers[static_cast<size_t>(index)];
     const auto& placed = stage_homes[static_cast<size_t>(index - stage.first)];
@@ -299,7 +301,7 @@ MemoryPlan plan_memory(const model::Spec& spec, const Policy& policy, const Work
   StageShape shape = stage;
   if (shape.layers.end == 0) shape.layers = StageLayers::whole(spec);
   MemoryPlan plan;
-  plan_weights(spec, policy, dtype_bytes, shape.layers, plan);
+  plan_weights(spec, policy, dtype_bytes, shape, plan);
   plan_kv_cache(spec, policy, workload, dtype_bytes, shape, plan);
   plan_activations(spec, policy, workload, dtype_bytes, shape.groups, plan);
   plan.working[Tier::Gpu] += compute_scratch_bytes(spec, policy, workload, dtype_bytes);

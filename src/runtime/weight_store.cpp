@@ -244,6 +244,13 @@ bool WeightStore::moves_nothing(int64_t index, bool prefill) const {
   return true;
 }
 
+bool WeightStore::loads_alike(int64_t index) const {
+  for (const Home& home : layer_at(index).tensors) {
+    if (load_path(home, true) != load_path(home, false)) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index, bool prefill) const {
   const Layer& layer = layer_at(index);
   auto loaded = std::make_shared<LoadedLayer>();

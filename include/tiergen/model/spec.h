@@ -28,7 +28,8 @@ struct TensorSpec {
   std::string name;             // e.g. "model.decoder.layers.3.fc1.weight"
   std::vector<int64_t> shape;   // as stored: Linear weights are [out, in]
   // Checkpoint tensor to read; differs from `name` only for a tied LM head, which
-  // reads the input embedding (and, as in FlexGen, is placed as a tensor of its own).
+  // reads the input embedding (and, uncompressed, shares its home:
+  // runtime::place_stage_weights).
   std::string source_name;
   int64_t numel() const;
 };

@@ -179,9 +179,6 @@ class BlockRunner {
   ScheduleFaults faults_;
   std::vector<int64_t> eos_ids_;
   PipelineStage stage_;
-  // The policy loads weights alike for the prefill and for decode tokens (no cpu
-  // weight compute in one phase only): a layer prefetched for one serves the other.
-  bool phases_load_alike_ = true;
   // The schedule's queues other than compute (block_schedule.h), one worker each,
   // indexed by schedule::Queue. Kept across blocks (threads and streams are not free
   // to make).

@@ -68,8 +68,11 @@ struct WeightHome {
 // except that a tied head's uncompressed matrix, where the stage holds the embedding
 // too, keeps one home with the token table, on the higher of the two tiers the rule
 // gives them (gpu over cpu over disk: no tier holds more than it would with two copies).
+// `groups` > 1: a whole model standing for one stage of a pipeline (policy/pipeline.h),
+// whose real stages hold one end or the other, never both: nothing is shared.
 std::vector<std::vector<WeightHome>> place_stage_weights(const std::vector<model::WeightLayer>& layers,
-                                                         const Policy& policy, const StageLayers& stage);
+                                                         const Policy& policy, const StageLayers& stage,
+                                                         int64_t groups = 1);
 
 // Bytes of a [rows, cols] matrix quantized in groups along cols (packed values plus an
 // fp16 min and scale per group; a partial last group is padded to a full one).

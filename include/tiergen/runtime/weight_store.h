@@ -35,15 +35,20 @@ class WeightStore {
   WeightStore(const model::Spec& spec, const Policy& policy, const model::WeightSource& source, Tiers& tiers,
               const DeviceContext& device, bool quantized_in_place, const StageLayers& stage = {});
   // Brings weight layer `index` (0 = embedding, 1..L decoder, L+1 head; within the
-  // stage) to the device for a prefill or a decode step. Weights the policy multiplies
-  // at home in that phase (Policy::cpu_weight_compute_*) stay on the host instead:
-  // their home tensor itself (cpu), a host copy read from disk, or their quantized
-  // parts; model::linear multiplies them there.
+  // stage) to the device for a prefill or a decode step. Weights used at home in that
+  // phase (runtime::weight_multiplied_at_home: those the policy multiplies there, and
+  // the embedding's tables in decode) stay on the host instead: their home tensor
+  // itself (cpu), a host copy read from disk, or their quantized parts; model::linear
+  // multiplies them there and model::lookup_rows looks them up.
   std::shared_ptr<LoadedLayer> load(int64_t index, bool prefill) const;
   // Whether load(index, prefill) moves and converts nothing: every tensor is used where
   // it lives (resident on the compute device, or multiplied at a cpu home), none is
   // read from disk, copied or dequantized. Such a load only gathers references.
   bool moves_nothing(int64_t index, bool prefill) const;
+  // Whether load(index, true) and load(index, false) bring the same tensors the same way,
+  // so that a layer loaded for one phase serves the other. Not for the embedding off the
+  // gpu (decode looks its tables up at home) nor where CPU weight compute is one phase's.
+  bool loads_alike(int64_t index) const;
 
  private:
   struct Home {
