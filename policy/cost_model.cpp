@@ -412,16 +412,20 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   const double at_home = at_home_share(t.policy, prefill) > 0 ? 1.0 : 0.0;
   const double tables_at_home = prefill ? at_home : 1.0;
   const double tables = t.sizes.embedding_table_bytes();
-  add_weight_terms(t, tables, 0, tables_at_home, phase);
   add_weight_terms(t, t.sizes.edge_weight_bytes(compress) - tables, t.sizes.edge_compressed_dense_bytes(compress),
                    at_home, phase);
   add_activation_terms(t, prefill ? t.s : 1,
                        prefill ? t.hw.cpu_to_disk_hidden_prefill : t.hw.cpu_to_disk_decode, phase);
-  // The rows looked up at home go to the device, every position's.
+  // The rows looked up at home go to the device, every position's. A decode step reads
+  // only its rows of a table on disk, as the compute queue looks them up.
   const double positions = prefill ? t.s : 1;
-  Linear compute = Linear::sum(tables_at_home * t.bls * positions * t.sizes.embedding_output_bytes_per_token() /
-                                   t.hw.cpu_to_gpu,
-                               {kWc, kWn});
+  const double rows_bytes = t.bls * positions * t.sizes.embedding_output_bytes_per_token();
+  Linear compute = Linear::sum(tables_at_home * rows_bytes / t.hw.cpu_to_gpu, {kWc, kWn});
+  if (prefill) {
+    add_weight_terms(t, tables, 0, tables_at_home, phase);
+  } else {
+    compute += Linear::sum(rows_bytes / t.hw.disk_to_cpu, {kWn});
+  }
   const double rows = double(t.policy.gpu_batch_size);
   const double flops = rows * t.sizes.head_flops_per_token();
   // The stand-in multiplies a compressed head as it would at home (linear_seconds).

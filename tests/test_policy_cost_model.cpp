@@ -134,6 +134,16 @@ TEST(PolicyCostModel, EmbeddingAndHeadArePricedAsLayers) {
   // At home the tied head is the token table: counted once, except in a model standing
   // for a pipeline's stage, whose real stages hold one end or the other.
   EXPECT_NEAR(ModelSizes(spec, 2, 2).total_weight_bytes({}) - sizes.total_weight_bytes({}), 50272.0 * 7168 * 2, 1);
+  // Weights on disk: prefill reads the tables whole, decode only its rows of them (on
+  // the compute queue, where the lookup reads them).
+  runtime::Policy on_disk = offload_policy(24, 2, 0, true);
+  on_disk.w_cpu_percent = 0;
+  const auto d = predict(spec, on_disk, {512, 32}, profile);
+  EXPECT_NEAR(lane(d.prefill_edges, Lane::DiskToCpu), sizes.edge_weight_bytes({}) / profile.disk_to_cpu, 1e-9);
+  EXPECT_NEAR(lane(d.decode_edges, Lane::DiskToCpu),
+              (sizes.edge_weight_bytes({}) - sizes.embedding_table_bytes()) / profile.disk_to_cpu, 1e-9);
+  EXPECT_NEAR(task(d.decode_edges, Task::Compute) - task(r.decode_edges, Task::Compute),
+              48 * sizes.embedding_output_bytes_per_token() / profile.disk_to_cpu, 1e-9);
 }
 
 TEST(PolicyCostModel, CpuAttentionIsPricedByBandwidth) {

@@ -95,13 +95,22 @@ TEST(CpuWeightCompute, DecodeLooksTheEmbeddingUpWhereItLivesUnderAnyPolicy) {
   EXPECT_NE(f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr(),
             f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr());
 
-  // From disk: read to the host and looked up there (a host copy, counted while loaded).
+  // From disk: the loaded layer reads the rows it looks up, and holds no copy of the table.
   StoreFixture on_disk(m, make_policy(1, 1, A{0, 0, 100, 0, 100, 0}, false));
-  const uint64_t disk_gpu_before = on_disk.tiers->gpu.used();
+  const uint64_t disk_gpu_before = on_disk.tiers->gpu.used(), disk_cpu_before = on_disk.tiers->cpu.used();
   const auto from_disk = on_disk.store->load(0, false);
-  EXPECT_TRUE(from_disk->weights.get("embed_tokens.weight").is_cpu());
+  ASSERT_NE(from_disk->weights.table_rows("embed_tokens.weight"), nullptr);
   EXPECT_EQ(on_disk.tiers->gpu.used(), disk_gpu_before);
-  EXPECT_FALSE(on_disk.store->moves_nothing(0, false)) << "a disk home is read";
+  EXPECT_EQ(on_disk.tiers->cpu.used(), disk_cpu_before) << "no host copy of the table";
+  EXPECT_TRUE(on_disk.store->moves_nothing(0, false));
+  EXPECT_FALSE(on_disk.store->moves_nothing(0, true)) << "prefill reads the table whole";
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor ids = at::tensor(std::vector<int64_t>{3, 0, 3, m.spec.vocab_size - 1}, longs).view({2, 2});
+  const at::Tensor table = decode->weights.get("embed_tokens.weight");  // the same weights' cpu home
+  EXPECT_TRUE(at::equal(model::lookup_rows(from_disk->weights, "embed_tokens.weight", ids), at::embedding(table, ids)));
+  EXPECT_THROW(model::lookup_rows(from_disk->weights, "embed_tokens.weight",
+                                  at::tensor(std::vector<int64_t>{m.spec.vocab_size}, longs)),
+               Error);
 }
 
 // A tied head's matrix is the token table's home itself: one host copy, reserved once,
@@ -303,6 +312,14 @@ TEST(CpuWeightCompute, HostWeightTimesDeviceActivationEqualsTheDeviceProduct) {
   // An embedding table at home: rows looked up on the host, delivered on the device.
   const at::Tensor ids = at::randint(0, 48, {2, 7}, at::TensorOptions().dtype(at::kLong)).to(cuda);
   const at::Tensor rows = model::lookup_rows(weight, ids);
+  model::LayerWeights read_by_rows("layer.");
+  read_by_rows.set_table_rows("layer.table", [&](const at::Tensor& host_ids) {
+    EXPECT_TRUE(host_ids.is_cpu());
+    return at::embedding(weight, host_ids);
+  });
+  const at::Tensor read_rows = model::lookup_rows(read_by_rows, "table", ids);
+  EXPECT_EQ(read_rows.device(), ids.device());
+  EXPECT_TRUE(at::equal(read_rows.cpu(), rows.cpu()));
   EXPECT_EQ(rows.device(), ids.device());
   EXPECT_TRUE(at::equal(rows.cpu(), at::embedding(weight, ids.cpu())));
 }

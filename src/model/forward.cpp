@@ -35,6 +35,16 @@ at::Tensor lookup_rows(const at::Tensor& table, const at::Tensor& ids) {
   return copy_across(at::embedding(table, copy_across(ids, table.device())), ids.device());
 }
 
+at::Tensor lookup_rows(const LayerWeights& w, const std::string& name, const at::Tensor& ids) {
+  const TableRows* read_rows = w.table_rows(name);
+  if (!read_rows) return lookup_rows(w.get(name), ids);
+  const at::Tensor host_ids = copy_across(ids, at::Device(at::kCPU)).to(at::kLong).contiguous().view(-1);
+  const at::Tensor rows = (*read_rows)(host_ids);
+  std::vector<int64_t> shape = ids.sizes().vec();
+  shape.push_back(rows.size(1));
+  return copy_across(rows.view(shape), ids.device());
+}
+
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
   return spec.family == Family::Opt ? opt::embed(spec, w, ids, step) : llama::embed(spec, w, ids, step);
 }

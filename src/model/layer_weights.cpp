@@ -19,6 +19,8 @@ const at::Tensor& LayerWeights::get(const std::string& suffix) const {
   auto it = tensors_.find(suffix);
   TG_CHECK(it != tensors_.end() || !quantized(suffix),
            "internal: weight '{}{}' is held quantized; only a linear product can use it", prefix_, suffix);
+  TG_CHECK(it != tensors_.end() || !table_rows(suffix),
+           "internal: table '{}{}' is read by rows; only a lookup can use it", prefix_, suffix);
   TG_CHECK(it != tensors_.end(), "weights of layer '{}' have no tensor '{}'", prefix_, suffix);
   return it->second;
 }
@@ -31,6 +33,15 @@ at::Tensor LayerWeights::get_optional(const std::string& suffix) const {
 const QuantizedWeight* LayerWeights::quantized(const std::string& suffix) const {
   auto it = quantized_.find(suffix);
   return it == quantized_.end() ? nullptr : &it->second;
+}
+
+void LayerWeights::set_table_rows(const std::string& name, TableRows rows) {
+  table_rows_[key_of(name)] = std::move(rows);
+}
+
+const TableRows* LayerWeights::table_rows(const std::string& suffix) const {
+  auto it = table_rows_.find(suffix);
+  return it == table_rows_.end() ? nullptr : &it->second;
 }
 
 std::string layer_prefix(const Spec& spec, int64_t index) {

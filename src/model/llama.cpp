@@ -160,7 +160,7 @@ void prepare_step(const Spec& spec, StepInputs& step, const at::Device& device, 
 }
 
 at::Tensor embed(const Spec&, const LayerWeights& w, const at::Tensor& ids, const StepInputs&) {
-  return lookup_rows(w.get("embed_tokens.weight"), ids);
+  return lookup_rows(w, "embed_tokens.weight", ids);
 }
 
 QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,

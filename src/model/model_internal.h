@@ -10,6 +10,8 @@ at::Tensor linear(const at::Tensor& x, const LayerWeights& w, const std::string&
 // Rows `ids` of an embedding table, looked up where the table lives; the result on ids'
 // device.
 at::Tensor lookup_rows(const at::Tensor& table, const at::Tensor& ids);
+// The same for the table `name` of `w`, held whole or read by rows (LayerWeights::table_rows).
+at::Tensor lookup_rows(const LayerWeights& w, const std::string& name, const at::Tensor& ids);
 
 namespace opt {
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step);

@@ -28,10 +28,10 @@ at::Tensor split_heads(const at::Tensor& x, int64_t heads, int64_t head_dim) {
 }  // namespace
 
 at::Tensor embed(const Spec& spec, const LayerWeights& w, const at::Tensor& ids, const StepInputs& step) {
-  at::Tensor x = lookup_rows(w.get("embed_tokens.weight"), ids);
+  at::Tensor x = lookup_rows(w, "embed_tokens.weight", ids);
   if (spec.has_projection()) x = linear(x, w, "project_in");
   const at::Tensor positions = step.positions.to(ids.device()) + kPositionOffset;
-  return x + lookup_rows(w.get("embed_positions.weight"), positions);
+  return x + lookup_rows(w, "embed_positions.weight", positions);
 }
 
 QkvProjection project_qkv(const Spec& spec, const LayerWeights& w, const at::Tensor& hidden,

@@ -39,6 +39,7 @@ WeightStore::WeightStore(const model::Spec& spec, const Policy& policy, const mo
       const auto index = static_cast<int64_t>(i);
       home.at_home_in_prefill = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, tier, policy, true);
       home.at_home_in_decode = weight_multiplied_at_home(spec, index, weight_layers[i], tensor, tier, policy, false);
+      home.lookup_table = weight_layers[i].is_lookup_table(tensor);
       layer.tensors.push_back(std::move(home));
     }
     layers_.push_back(std::move(layer));
@@ -233,12 +234,35 @@ const WeightStore::Layer& WeightStore::layer_at(int64_t index) const {
   return layers_[static_cast<size_t>(local)];
 }
 
+bool WeightStore::reads_rows(const Home& home, bool prefill) {
+  return !prefill && home.lookup_table && home.at_home_in_decode && home.tier == Tier::Disk;
+}
+
+// Each row read at its offset in the table's extent (dense, in the compute dtype), as the
+// computation asks: the loaded layer holds no copy of the table.
+model::TableRows WeightStore::disk_table_rows(const Home& home) const {
+  const DiskTier* disk = &tiers_.disk_tier();
+  return [disk, extent = home.extent, name = home.spec.name, rows = home.spec.shape[0], width = home.spec.shape[1],
+          options = device_.host_options()](const at::Tensor& ids) {
+    at::Tensor out = at::empty({ids.numel(), width}, options);
+    const auto row_bytes = static_cast<uint64_t>(width * out.element_size());
+    const int64_t* id = ids.data_ptr<int64_t>();
+    auto* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      TG_CHECK(id[i] >= 0 && id[i] < rows, "{}: row {} looked up, but the table has {} rows", name, id[i], rows);
+      disk->read(extent, static_cast<uint64_t>(id[i]) * row_bytes, dst + i * row_bytes, row_bytes);
+    }
+    return out;
+  };
+}
+
 bool WeightStore::moves_nothing(int64_t index, bool prefill) const {
   for (const Home& home : layer_at(index).tensors) {
     // A dense copy on the device is the gpu home itself only for a dense gpu home; a
-    // compressed one is dequantized at every load.
+    // compressed one is dequantized at every load. A table read by rows is read as the
+    // computation looks it up.
     const bool moves = load_path(home, prefill) == LoadPath::ToDevice ? home.compressed || home.tier != Tier::Gpu
-                                                                      : home.tier == Tier::Disk;
+                                                                      : home.tier == Tier::Disk && !reads_rows(home, prefill);
     if (moves) return false;
   }
   return true;
@@ -258,7 +282,11 @@ std::shared_ptr<LoadedLayer> WeightStore::load(int64_t index, bool prefill) cons
   for (const Home& home : layer.tensors) {
     switch (load_path(home, prefill)) {
       case LoadPath::AtHome:
-        loaded->weights.set(home.spec.name, load_on_host(home, *loaded));
+        if (reads_rows(home, prefill)) {
+          loaded->weights.set_table_rows(home.spec.name, disk_table_rows(home));
+        } else {
+          loaded->weights.set(home.spec.name, load_on_host(home, *loaded));
+        }
         break;
       case LoadPath::Quantized:
         loaded->weights.set_quantized(home.spec.name, load_quantized(home, *loaded));

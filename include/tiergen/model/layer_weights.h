@@ -3,6 +3,7 @@
 // compute device, looked up by the checkpoint name's suffix ("self_attn.q_proj.weight").
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -27,6 +28,11 @@ struct QuantizedWeight {
   std::shared_ptr<int64_t> dense_products = std::make_shared<int64_t>(0);  // so far, this load
 };
 
+// Rows of a lookup table that is read where it lives, row by row, instead of held whole
+// (a table kept on disk, of which a decode step needs one row per sequence): given ids
+// on the host (int64, flat), their rows as a host tensor [ids, width] in the table's dtype.
+using TableRows = std::function<at::Tensor(const at::Tensor& host_ids)>;
+
 class LayerWeights {
  public:
   LayerWeights() = default;
@@ -41,10 +47,15 @@ class LayerWeights {
   void set_quantized(const std::string& name, QuantizedWeight weight);
   // The quantized form of a weight, or nullptr when it is held dense.
   const QuantizedWeight* quantized(const std::string& suffix) const;
-  bool empty() const { return tensors_.empty() && quantized_.empty(); }
+  // A table entry read by rows has no tensor either: get() refuses it (see table_rows()).
+  void set_table_rows(const std::string& name, TableRows rows);
+  // The table's row reader, or nullptr when it is held whole.
+  const TableRows* table_rows(const std::string& suffix) const;
+  bool empty() const { return tensors_.empty() && quantized_.empty() && table_rows_.empty(); }
   void clear() {
     tensors_.clear();
     quantized_.clear();
+    table_rows_.clear();
   }
 
  private:
@@ -53,6 +64,7 @@ class LayerWeights {
   std::string prefix_;
   std::unordered_map<std::string, at::Tensor> tensors_;
   std::unordered_map<std::string, QuantizedWeight> quantized_;
+  std::unordered_map<std::string, TableRows> table_rows_;
 };
 
 // Checkpoint-name prefix of a FlexGen layer's tensors: "model.decoder.layers.3." etc.

@@ -61,6 +61,7 @@ class WeightStore {
     Reservation reservation;
     // Multiplied where it lives (host) instead of loaded to the device, per phase.
     bool at_home_in_prefill = false, at_home_in_decode = false;
+    bool lookup_table = false;  // the embedding's (model::WeightLayer::is_lookup_table)
   };
   struct Layer {
     std::string prefix;
@@ -74,6 +75,10 @@ class WeightStore {
     ToDevice,   // a dense copy on the compute device (the gpu home itself when it is one)
   };
   LoadPath load_path(const Home& home, bool prefill) const;
+  // Whether a load hands the computation a reader of the rows it looks up instead of the
+  // table: a disk-homed table in decode, which needs one row per sequence of it.
+  static bool reads_rows(const Home& home, bool prefill);
+  model::TableRows disk_table_rows(const Home& home) const;
   const Layer& layer_at(int64_t index) const;
 
   Home make_home(const model::WeightLayer& layer, const model::TensorSpec& tensor, Tier tier,
