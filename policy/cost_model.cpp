@@ -398,10 +398,10 @@ PhaseModel build_decode(const Terms& t) {
 }
 
 // The embedding and the head of one token: two weight layers the runtime loads (the
-// embedding's tables in prefill only) and steps through like the decoder layers
-// (placed by the same fractions), the head's
-// product over each sequence's last position, and the hidden state's one more trip
-// (stored after the embedding, loaded before the head: L+1 of each per token).
+// embedding's tables in prefill only) and steps through like the decoder layers (placed
+// by the same fractions), the head's product over each sequence's last position, and
+// the hidden state's one more trip (stored after the embedding, loaded before the head:
+// L+1 of each per token).
 PhaseModel build_edges(const Terms& t, bool prefill) {
   PhaseModel phase = empty_phase(t, 2);
   const runtime::CompressionConfig& compress = t.policy.compress_weight;

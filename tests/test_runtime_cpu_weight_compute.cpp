@@ -89,7 +89,8 @@ TEST(CpuWeightCompute, DecodeLooksTheEmbeddingUpWhereItLivesUnderAnyPolicy) {
   EXPECT_FALSE(f.store->loads_alike(0)) << "a layer 0 prefetched for one phase does not serve the other";
   EXPECT_TRUE(f.store->loads_alike(1));
   const auto prefill = f.store->load(0, /*prefill=*/true);
-  EXPECT_NE(prefill->weights.get("embed_tokens.weight").data_ptr(), decode->weights.get("embed_tokens.weight").data_ptr())
+  EXPECT_NE(prefill->weights.get("embed_tokens.weight").data_ptr(),
+            decode->weights.get("embed_tokens.weight").data_ptr())
       << "prefill loads the tables under this policy";
   // The head is a product: it still travels in decode.
   EXPECT_NE(f.store->load(m.spec.num_layers + 1, false)->weights.get("lm_head.weight").data_ptr(),

@@ -261,8 +261,9 @@ bool WeightStore::moves_nothing(int64_t index, bool prefill) const {
     // A dense copy on the device is the gpu home itself only for a dense gpu home; a
     // compressed one is dequantized at every load. A table read by rows is read as the
     // computation looks it up.
-    const bool moves = load_path(home, prefill) == LoadPath::ToDevice ? home.compressed || home.tier != Tier::Gpu
-                                                                      : home.tier == Tier::Disk && !reads_rows(home, prefill);
+    const bool moves = load_path(home, prefill) == LoadPath::ToDevice
+                           ? home.compressed || home.tier != Tier::Gpu
+                           : home.tier == Tier::Disk && !reads_rows(home, prefill);
     if (moves) return false;
   }
   return true;
