@@ -112,6 +112,10 @@ TEST(CpuWeightCompute, DecodeLooksTheEmbeddingUpWhereItLivesUnderAnyPolicy) {
   EXPECT_THROW(model::lookup_rows(from_disk->weights, "embed_tokens.weight",
                                   at::tensor(std::vector<int64_t>{m.spec.vocab_size}, longs)),
                Error);
+  // Under CPU weight compute in both phases prefill holds the table whole and decode reads
+  // its rows: a layer loaded for one phase does not serve the other.
+  StoreFixture both(m, with_cpu_weight_compute(make_policy(1, 1, A{0, 0, 100, 0, 100, 0}, false), true, true));
+  EXPECT_FALSE(both.store->loads_alike(0));
 }
 
 // A tied head's matrix is the token table's home itself: one host copy, reserved once,

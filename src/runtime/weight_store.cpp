@@ -271,7 +271,10 @@ bool WeightStore::moves_nothing(int64_t index, bool prefill) const {
 
 bool WeightStore::loads_alike(int64_t index) const {
   for (const Home& home : layer_at(index).tensors) {
-    if (load_path(home, true) != load_path(home, false)) return false;
+    // (A table read by rows serves a prompt too, but row by row: not alike.)
+    if (load_path(home, true) != load_path(home, false) || reads_rows(home, false) != reads_rows(home, true)) {
+      return false;
+    }
   }
   return true;
 }

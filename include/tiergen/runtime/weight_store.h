@@ -38,12 +38,14 @@ class WeightStore {
   // stage) to the device for a prefill or a decode step. Weights used at home in that
   // phase (runtime::weight_multiplied_at_home: those the policy multiplies there, and
   // the embedding's tables in decode) stay on the host instead: their home tensor
-  // itself (cpu), a host copy read from disk, or their quantized parts; model::linear
-  // multiplies them there and model::lookup_rows looks them up.
+  // itself (cpu), a host copy read from disk (in decode, a disk table's row reader), or
+  // their quantized parts; model::linear multiplies them there and model::lookup_rows
+  // looks them up.
   std::shared_ptr<LoadedLayer> load(int64_t index, bool prefill) const;
   // Whether load(index, prefill) moves and converts nothing: every tensor is used where
-  // it lives (resident on the compute device, or multiplied at a cpu home), none is
-  // read from disk, copied or dequantized. Such a load only gathers references.
+  // it lives (resident on the compute device, multiplied at a cpu home, or a disk table
+  // whose rows the lookup reads), none is read from disk by the load, copied or
+  // dequantized. Such a load only gathers references.
   bool moves_nothing(int64_t index, bool prefill) const;
   // Whether load(index, true) and load(index, false) bring the same tensors the same way,
   // so that a layer loaded for one phase serves the other. Not for the embedding off the
@@ -70,7 +72,7 @@ class WeightStore {
 
   // How load() brings a tensor to the computation in a phase.
   enum class LoadPath {
-    AtHome,     // multiplied where it lives: its dense home or a host copy read from disk
+    AtHome,     // used where it lives: its dense home, a host copy read from disk, or a row reader
     Quantized,  // its quantized parts, multiplied in place (read from disk when they live there)
     ToDevice,   // a dense copy on the compute device (the gpu home itself when it is one)
   };
