@@ -9,7 +9,7 @@
 // interleaved rounds. Reported: weight GB/s and the share of the streaming read.
 // Usage: bench_matmul [--hidden 2048] [--intermediate 5632] [--kv-dim 256] [--reps 7]
 //                     [--threads N] [--rows 1,4,16,32,64] [--layers 8] [--prefill-rows 128]
-//                     [--sections float,bfloat16,half,quantized,prefill]
+//                     [--sections float,bfloat16,half,quantized,prefill] [--huge-pages 0|1]
 // --sections: the tables to run (default all), for iterating on one kernel.
 // --prefill-rows: prefill-sized products of one layer, fp32 GEMM against bf16 weights
 // through LibTorch's bf16 GEMM and through the widened fp32 GEMM (model::
@@ -17,6 +17,8 @@
 // --layers: distinct copies of the layer, multiplied one after another as a decode token
 // runs its layers, so the weights come from memory and not from a last-level cache
 // that one layer fits (a 4-bit TinyLlama layer is 24.8 MB); times are per layer.
+// --huge-pages 1: the dense weights on transparent huge pages, as a run places its
+// weight homes (tiergen/common/huge_pages.h); 0 (default) on whatever pages at::empty gets.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <omp.h>
@@ -33,6 +35,7 @@
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/small_matmul.h"
+#include "tiergen/common/huge_pages.h"
 #include "tiergen/model/linear.h"
 
 using namespace tiergen;
@@ -45,6 +48,7 @@ struct Options {
   int reps = 7;
   int threads = 0;
   int layers = 8;
+  bool huge_pages = false;
   std::vector<int64_t> rows = {1, 4, 8, 16, 32, 64};
   std::vector<int64_t> prefill_rows = {128};
   std::vector<std::string> sections = {"float", "bfloat16", "half", "quantized", "prefill"};
@@ -77,6 +81,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--threads") o.threads = std::atoi(v.c_str());
     else if (k == "--rows") o.rows = parse_list(v);
     else if (k == "--layers") o.layers = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--huge-pages") o.huge_pages = std::atoi(v.c_str()) != 0;
     else if (k == "--prefill-rows") o.prefill_rows = parse_list(v);
     else if (k == "--sections") {
       const Options all;
@@ -120,13 +125,14 @@ void bench_dtype(const Options& o, at::ScalarType dtype) {
   double weight_bytes = 0;          // all layers
   for (int layer = 0; layer < o.layers; ++layer) {
     for (auto [out, in] : shapes) {
-      weights.push_back((at::randn({out, in}) * 0.02).to(dtype).contiguous());
+      const at::Tensor w = (at::randn({out, in}) * 0.02).to(dtype).contiguous();
+      weights.push_back(o.huge_pages ? empty_on_huge_pages(w.sizes(), dtype).copy_(w) : w);
       weight_bytes += double(weights.back().nbytes());
     }
   }
   Streams streams(static_cast<size_t>(weight_bytes));
-  std::printf("\n## %s weights, one layer (%.1f MB), ms per layer over %d layers%s\n", c10::toString(dtype),
-              weight_bytes / o.layers / 1e6, o.layers,
+  std::printf("\n## %s weights, one layer (%.1f MB), ms per layer over %d layers%s%s\n", c10::toString(dtype),
+              weight_bytes / o.layers / 1e6, o.layers, o.huge_pages ? ", on huge pages" : "",
               with_linear ? "" : " (this LibTorch's at::linear cannot multiply them: its column converts both to fp32 "
                                  "and multiplies, the conversion timed)");
   std::printf("| rows | at::linear ms | small_matmul ms | speed-up | at::linear GB/s | small_matmul GB/s | "

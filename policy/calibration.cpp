@@ -76,13 +76,14 @@ const std::vector<TermRule>& term_rules() {
        gpu_is_a_gpu},
       // The stand-in's "gpu" products are the CPU's products: its product rates scale.
       {"cpu products",
-       "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, call_seconds (and every dtype's in "
+       "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, call_seconds, short_row_rates (and every dtype's in "
        "cpu.product_tables), "
        "gpu_flops.mm_decode, gpu_flops.bmm_decode",
        Task::Compute, [](const CalibrationRun&, const HardwareProfile& hw) { return hw.gpu_is_host; },
        [](const CalibrationRun& r) { return r.compute_seconds - r.cpu_attention_seconds; },
        [](HardwareProfile& hw, double f) {
          for (auto& rate : hw.cpu_product_rates) rate.second *= f;
+         for (auto& rate : hw.cpu_short_row_rates) rate.second *= f;
          hw.cpu_gemv_bandwidth *= f;
          hw.cpu_matmul_flops *= f;
          for (auto& call : hw.cpu_call_seconds) call.second /= f;  // seconds, where the others are rates
@@ -92,6 +93,7 @@ const std::vector<TermRule>& term_rules() {
          // Every dtype's table alike: the runs' dtypes price theirs (predicted_decode).
          for (auto& table : hw.cpu_product_tables) {
            for (auto& rate : table.rates) rate.second *= f;
+           for (auto& rate : table.short_row_rates) rate.second *= f;
            table.gemv_bandwidth *= f;
            table.matmul_flops *= f;
            for (auto& call : table.call_seconds) call.second /= f;

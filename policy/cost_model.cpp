@@ -128,7 +128,7 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 // doing `flops` per gpu batch: `stored` bytes as they live, `dense` their dense bytes,
 // `compressed_dense` the dense bytes of the part stored compressed, in `calls` product
 // calls per gpu batch (its matrices: dense products pay each call's cost beside their
-// bytes, HardwareProfile::cpu_product_seconds). Compressed weights
+// bytes, HardwareProfile::cpu_product_seconds), at their row lengths. Compressed weights
 // are multiplied in place (their stored bytes read at the rate timed for as many rows)
 // or dequantized once per layer load, as the runtime chooses for the phase
 // (model::quantized_product_in_place: by the phase while CPU products are batch-
@@ -139,9 +139,11 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
 // its writes to memory at cpu_dequantize. The products themselves are priced as the
 // dense ones are.
 double cpu_products_at_home(const Terms& t, double rows, double flops, double stored, double dense,
-                            double compressed_dense, double calls) {
+                            double compressed_dense, double calls, const ProductRowLengths& row_lengths) {
   const double gpu_batches = double(t.policy.num_gpu_batches);
-  if (!t.policy.compress_weight.enabled) return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops, calls);
+  if (!t.policy.compress_weight.enabled) {
+    return gpu_batches * t.hw.cpu_product_seconds(rows, stored, flops, calls, row_lengths);
+  }
   // bf16 activations: the dtype whose products the profile prices (cpu_product_dtype).
   const bool bf16_activations = t.hw.cpu_product_dtype == "bfloat16";
   const runtime::CompressionConfig& c = t.policy.compress_weight;
@@ -164,12 +166,12 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
     const int64_t limit = kernels::small_matmul_max_rows_under(kernel_elem_type(dtype), t.hw.cpu_small_matmul_max_rows);
     tiles = model::multiplies_in_dequantized_tiles(dtype, whole_rows, limit);
   }
-  if (!tiles) return copy + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
+  if (!tiles) return copy + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls, row_lengths);
   // Tiles were timed in 16 bits: priced per element (an fp32 model's are twice the bytes,
   // written to cache all the same).
   const double in_tiles = compressed_dense / t.sizes.dtype_bytes() * 2 / t.hw.cpu_dequantize_tiles;
   const double dequantize = in_tiles + (gpu_batches > 1 ? copy : 0.0);
-  return dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls);
+  return dequantize + gpu_batches * t.hw.cpu_product_seconds(rows, dense, flops, calls, row_lengths);
 }
 
 // The layer's matmuls for the whole block on the CPU, over weights as they live at
@@ -180,7 +182,7 @@ double cpu_matmul_seconds(const Terms& t, double tokens) {
   const double flops = t.bls * tokens * t.sizes.linear_flops_per_token() / gpu_batches;
   return cpu_products_at_home(t, rows, flops, t.w, t.sizes.layer_weight_dense_bytes(),
                               t.sizes.layer_compressed_dense_bytes(t.policy.compress_weight),
-                              t.sizes.linear_products());
+                              t.sizes.linear_products(), t.sizes.layer_row_lengths());
 }
 
 // The layer's matmuls for the whole block, one product of gpu_batch_size x `tokens`
@@ -196,7 +198,7 @@ double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_r
   const double rows = double(t.policy.gpu_batch_size) * tokens_per_sequence;
   const double flops = t.bls * tokens_per_sequence * t.sizes.linear_flops_per_token() / gpu_batches;
   return gpu_batches * t.hw.device_product_seconds(rows, t.sizes.layer_weight_dense_bytes(), flops, flops_rate,
-                                                   t.sizes.linear_products());
+                                                   t.sizes.linear_products(), t.sizes.layer_row_lengths());
 }
 
 // The share of the layers whose host-resident weights are multiplied at home in this
@@ -432,10 +434,11 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   const double on_device =
       t.hw.gpu_is_host && compress.enabled
           ? cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
-                                 t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products())
+                                 t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products(),
+                                 t.sizes.head_row_lengths())
           : double(t.policy.num_gpu_batches) *
                 t.hw.device_product_seconds(rows, t.sizes.head_dense_bytes(), flops, t.hw.mm_flops_decode,
-                                            t.sizes.head_products());
+                                            t.sizes.head_products(), t.sizes.head_row_lengths());
   if (at_home <= 0) {
     phase.add(Lane::Compute, Task::Compute, RT::Compute, compute + Linear::of(on_device));
     return phase;
@@ -443,7 +446,8 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   // The head's product at home: its input goes to the host and the logits come back.
   const double on_cpu =
       cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
-                           t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products());
+                           t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products(),
+                           t.sizes.head_row_lengths());
   const double crossing = t.bls * (t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
                                    t.sizes.logits_bytes_per_token() / t.hw.cpu_to_gpu);
   phase.add(Lane::Compute, Task::Compute, RT::Compute,

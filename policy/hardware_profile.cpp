@@ -185,7 +185,8 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
   TG_CHECK(t.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
   check_keys(t,
              {"dtype", "kernel_path", "kernel_level", "kernels_revision", "rates", "matmul_flops", "gemv_bandwidth",
-              "small_matmul_max_rows", "quantized", "call_seconds"},
+              "small_matmul_max_rows", "quantized", "call_seconds", "row_length", "short_row_rates",
+              "short_row_length"},
              name + ".", source);
   CpuProductTable table;
   TG_CHECK(t.contains("dtype") && t.at("dtype").is_string(), "{}: hardware profile field '{}.dtype' must be a string",
@@ -238,6 +239,18 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
   if (t.contains("call_seconds")) {
     table.call_seconds = row_pairs_at(t.at("call_seconds"), name + ".call_seconds", source, "seconds");
   }
+  const auto row_length = [&](const char* key) -> int64_t {
+    if (!t.contains(key)) return 0;
+    const json& r = t.at(key);
+    TG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0 && r.get<int64_t>() <= (int64_t(1) << 30),
+             "{}: hardware profile field '{}.{}' must be a positive element count", source, name, key);
+    return r.get<int64_t>();
+  };
+  table.row_length = row_length("row_length");
+  table.short_row_length = row_length("short_row_length");
+  if (t.contains("short_row_rates")) {
+    table.short_row_rates = rates_at(t.at("short_row_rates"), name + ".short_row_rates", source);
+  }
   return table;
 }
 
@@ -251,6 +264,9 @@ json product_table_json(const CpuProductTable& t) {
   if (t.gemv_bandwidth > 0) j["gemv_bandwidth"] = t.gemv_bandwidth;
   if (t.small_matmul_max_rows != 0) j["small_matmul_max_rows"] = t.small_matmul_max_rows;
   if (!t.call_seconds.empty()) j["call_seconds"] = rates_json(t.call_seconds);
+  if (t.row_length > 0) j["row_length"] = t.row_length;
+  if (!t.short_row_rates.empty()) j["short_row_rates"] = rates_json(t.short_row_rates);
+  if (t.short_row_length > 0) j["short_row_length"] = t.short_row_length;
   if (!t.quantized.empty()) {
     j["quantized"] = json::array();
     for (const auto& q : t.quantized) {
@@ -273,6 +289,9 @@ void read_product_tables(HardwareProfile& p, const json& cpu, const std::string&
     if (const CpuProductTable* priced = p.cpu_product_table(p.cpu_product_dtype)) {
       p.cpu_quantized_product_rates = priced->quantized;
       p.cpu_call_seconds = priced->call_seconds;
+      p.cpu_product_row_length = priced->row_length;
+      p.cpu_short_row_rates = priced->short_row_rates;
+      p.cpu_short_row_length = priced->short_row_length;
     }
     return;
   }
@@ -311,6 +330,10 @@ void validate_product_table(const CpuProductTable& t, const std::string& where) 
              "{}: hardware profile field 'cpu.product_tables' ({}) needs call_seconds of ascending row counts (at "
              "least 1) and seconds in [0, 1)", where, t.dtype);
   }
+  validate_rates(t.short_row_rates, fmt::format("'cpu.product_tables' ({}, short rows)", t.dtype), where);
+  TG_CHECK(t.short_row_rates.empty() || (t.row_length > 0 && t.short_row_length > 0 && t.short_row_length < t.row_length),
+           "{}: hardware profile field 'cpu.product_tables' ({}) has short_row_rates: it needs a row_length and a "
+           "shorter short_row_length", where, t.dtype);
   TG_CHECK(t.matmul_flops >= 0 && t.gemv_bandwidth >= 0 && t.small_matmul_max_rows >= 0,
            "{}: hardware profile field 'cpu.product_tables' ({}) has a negative rate or row count", where, t.dtype);
 }
@@ -329,7 +352,8 @@ bool operator==(const CpuProductTable& a, const CpuProductTable& b) {
          a.kernels_revision == b.kernels_revision && a.rates == b.rates &&
          a.matmul_flops == b.matmul_flops && a.gemv_bandwidth == b.gemv_bandwidth &&
          a.small_matmul_max_rows == b.small_matmul_max_rows && a.quantized == b.quantized &&
-         a.call_seconds == b.call_seconds;
+         a.call_seconds == b.call_seconds && a.row_length == b.row_length && a.short_row_rates == b.short_row_rates &&
+         a.short_row_length == b.short_row_length;
 }
 
 std::string stale_cpu_products(const CpuProductTable& table) {
@@ -347,6 +371,11 @@ std::string stale_cpu_products(const CpuProductTable& table) {
   // Measured before the cost per call was: its layers would be priced by bytes alone.
   if (revision > 0 && !table.rates.empty() && table.call_seconds.empty()) {
     return "without the cost of a product call beside its bytes";
+  }
+  // Measured before short rows were: every row length would be priced at the long rows'
+  // rates, and its call costs hold part of the short rows' cost.
+  if (revision > 0 && !table.rates.empty() && table.short_row_rates.empty()) {
+    return "without products over short rows";
   }
   return "";
 }
@@ -408,6 +437,9 @@ void HardwareProfile::price_cpu_products_with(const CpuProductTable& table) {
   cpu_small_matmul_max_rows = table.small_matmul_max_rows;
   cpu_quantized_product_rates = table.quantized;
   cpu_call_seconds = table.call_seconds;
+  cpu_product_row_length = table.row_length;
+  cpu_short_row_rates = table.short_row_rates;
+  cpu_short_row_length = table.short_row_length;
 }
 
 void HardwareProfile::add_cpu_product_table(const CpuProductTable& table) {
@@ -444,13 +476,38 @@ double HardwareProfile::cpu_matmul_rate() const {
 
 namespace {
 
+// Seconds per weight byte of rows `row_length` long at `rows` rows of x, given those of
+// the main rates (`per_byte`): linear in log(row length) between the main rates' length
+// and the short rows', and at the nearer one's outside them; the main rates' alone where
+// the profile timed no short rows at that row count (or does not know the lengths).
+double per_byte_at_row_length(const HardwareProfile& p, double rows, double per_byte, int64_t row_length) {
+  const int64_t long_length = p.cpu_product_row_length, short_length = p.cpu_short_row_length;
+  if (row_length <= 0 || long_length <= 0 || short_length <= 0 || row_length >= long_length ||
+      p.cpu_short_row_rates.empty()) {
+    return per_byte;
+  }
+  const std::optional<double> short_per_byte = interpolated_in_rows(p.cpu_short_row_rates, rows, inverse);
+  if (!short_per_byte) return per_byte;
+  if (row_length <= short_length) return *short_per_byte;
+  const double t = std::log(double(row_length) / double(short_length)) / std::log(double(long_length) / double(short_length));
+  return (1 - t) * *short_per_byte + t * per_byte;
+}
+
 // Seconds of a product by its bytes (and FLOPs) alone, as the rates were timed: seconds
-// per weight byte linear in rows between the measured counts.
-double product_seconds_by_bytes(const HardwareProfile& p, double rows, double weight_bytes, double flops) {
+// per weight byte linear in rows between the measured counts, at the products' row
+// lengths (per_byte_at_row_length).
+double product_seconds_by_bytes(const HardwareProfile& p, double rows, double weight_bytes, double flops,
+                                const ProductRowLengths& row_lengths) {
   const auto& r = p.cpu_product_rates;
   if (r.empty()) return std::max(flops / p.cpu_matmul_rate(), weight_bytes / p.cpu_gemv_rate());
-  if (const auto per_byte = interpolated_in_rows(r, rows, inverse)) return weight_bytes * *per_byte;
-  return std::max(weight_bytes / r.back().second, flops / p.cpu_matmul_rate());
+  const std::optional<double> per_byte = interpolated_in_rows(r, rows, inverse);
+  if (!per_byte) return std::max(weight_bytes / r.back().second, flops / p.cpu_matmul_rate());
+  if (row_lengths.empty()) return weight_bytes * *per_byte;
+  double seconds = 0;
+  for (const RowLengthShare& share : row_lengths) {
+    seconds += share.bytes_fraction * weight_bytes * per_byte_at_row_length(p, rows, *per_byte, share.row_length);
+  }
+  return seconds;
 }
 
 }  // namespace
@@ -461,14 +518,15 @@ double HardwareProfile::cpu_call_seconds_at(double rows) const {
   return interpolated_in_rows(d, rows, [](double seconds) { return seconds; }).value_or(d.back().second);
 }
 
-double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops, double calls) const {
-  return product_seconds_by_bytes(*this, rows, weight_bytes, flops) + calls * cpu_call_seconds_at(rows);
+double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops, double calls,
+                                            const ProductRowLengths& row_lengths) const {
+  return product_seconds_by_bytes(*this, rows, weight_bytes, flops, row_lengths) + calls * cpu_call_seconds_at(rows);
 }
 
 double HardwareProfile::device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate,
-                                               double calls) const {
+                                               double calls, const ProductRowLengths& row_lengths) const {
   const auto& timed = cpu_product_rates;
-  if (gpu_is_host && !timed.empty()) return cpu_product_seconds(rows, weight_bytes, flops, calls);
+  if (gpu_is_host && !timed.empty()) return cpu_product_seconds(rows, weight_bytes, flops, calls, row_lengths);
   const double read_rate = !gpu_is_host            ? gpu_memory_bandwidth
                            : cpu_gemv_bandwidth > 0 ? cpu_gemv_bandwidth
                                                     : gpu_memory_bandwidth;
@@ -555,7 +613,9 @@ json profile_to_json(const HardwareProfile& p) {
                  "rows up to which the small-row kernel beat the GEMM for cpu.product_dtype weights (optional)"},
                 {"cpu.product_tables",
                  "per dtype timed: the fields above for host weights of that dtype, the kernel path the "
-                 "products took, and call_seconds: [rows, seconds] one product call costs beside its bytes "
+                 "products took, and call_seconds: [rows, seconds] one product call costs beside its bytes; "
+                 "row_length: elements of a W row in those products; short_row_rates: the same products over rows "
+                 "of short_row_length elements, each product priced at its own row length between the two "
                  "(optional; a plan in a dtype without a table prices no CPU products)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "policy/product_row_lengths.h"
+
 namespace tiergen::policy {
 
 // Products over compressed host weights read in place (model::quantized_linear_product
@@ -41,14 +43,25 @@ struct CpuProductTable {
   int kernels_revision = 0;
   // (rows, seconds): what one product call of that many rows costs beside its bytes at
   // the rates above, ascending rows. The rates are of one product over a weight larger
-  // than the caches; a model's layer makes several calls over matrices of a few MB (a
-  // LLaMA-shaped layer at OPT-125m's widths ran at 0.81x the rate of a 4096-wide one at 32
-  // rows on a 2-core Zen 5). Timed over matrices of 1024 x 1024 elements, through the
+  // than the caches; a model's layer makes several calls over matrices of a few MB. Timed
+  // over matrices of 1024 rows of short_row_length elements against one product over the
+  // same rows (at the many-row count, against the many-row product), through the
   // runtime's product, so it includes the call's dispatch, which the schedule's
   // step_seconds (timed on layers that do almost no work) counts once more: a few us per
   // call. Empty where not timed: products are then priced by their bytes alone, and a
   // measured table without it is stale (stale_cpu_products).
   std::vector<std::pair<int64_t, double>> call_seconds;
+  // The row length (elements of one W row) `rates` were timed at; 0 in tables that
+  // predate it (the profile's 4096).
+  int64_t row_length = 0;
+  // The same products over rows of `short_row_length` elements (the same bytes, more
+  // rows; product_row_lengths.h), at the row counts of `rates`, and the calls above
+  // timed over matrices of rows that long: a product is priced at its own row length
+  // between the two (HardwareProfile::cpu_product_seconds). Empty where not timed:
+  // every row length is then priced at `rates`, and a measured table without it is
+  // stale (stale_cpu_products).
+  std::vector<std::pair<int64_t, double>> short_row_rates;
+  int64_t short_row_length = 0;
 };
 bool operator==(const CpuProductTable& a, const CpuProductTable& b);
 
@@ -135,6 +148,11 @@ struct HardwareProfile {
   // The priced dtype's cost per product call (its table's `call_seconds`; not a field of
   // the file outside the tables).
   std::vector<std::pair<int64_t, double>> cpu_call_seconds;
+  // The priced dtype's row lengths (its table's `row_length`, `short_row_rates` and
+  // `short_row_length`; not fields of the file outside the tables).
+  int64_t cpu_product_row_length = 0;
+  std::vector<std::pair<int64_t, double>> cpu_short_row_rates;
+  int64_t cpu_short_row_length = 0;
   // Seconds of one in-place product of `rows` rows over `stored_bytes` of weights
   // compressed to `bits`, from cpu_quantized_product_rates (interpolated in rows; beyond
   // the largest count timed, at its rate), or nullopt when that format was not timed.
@@ -183,7 +201,12 @@ struct HardwareProfile {
   // counts; beyond the largest, never faster than there nor than the many-row rate),
   // else max(flops / cpu_matmul_rate(), weight_bytes / cpu_gemv_rate()); the weights
   // in `calls` product calls (a layer's matrices), each costing cpu_call_seconds beside.
-  double cpu_product_seconds(double rows, double weight_bytes, double flops, double calls = 0) const;
+  // `row_lengths`: the products' rows, each share priced at its own length, linear in
+  // log(row length) between the main rates' and cpu_short_row_rates' (at those rates
+  // beyond them) where the short rows were timed at that row count; empty, or without
+  // short rates: all at the main rates.
+  double cpu_product_seconds(double rows, double weight_bytes, double flops, double calls = 0,
+                             const ProductRowLengths& row_lengths = {}) const;
   // cpu_call_seconds at `rows` (interpolated; beyond the last count, its value), 0 when
   // not timed.
   double cpu_call_seconds_at(double rows) const;
@@ -196,9 +219,9 @@ struct HardwareProfile {
   // rate `flops_rate`, which the batch-invariant kernels do not reach: 3.9x apart on a
   // 2-core Xeon with AMX); without the table, its few-row rate, not its memcpy rate,
   // gpu_memory_bandwidth, which would price the same product differently.
-  // `calls` as for cpu_product_seconds (on the stand-in).
+  // `calls` and `row_lengths` as for cpu_product_seconds (on the stand-in).
   double device_product_seconds(double rows, double weight_bytes, double flops, double flops_rate,
-                                double calls = 0) const;
+                                double calls = 0, const ProductRowLengths& row_lengths = {}) const;
   // Throws tiergen::Error naming the first field that is missing or not positive.
   void validate(const std::string& where) const;
 

@@ -7,6 +7,25 @@
 
 namespace tiergen::policy {
 
+namespace {
+
+// The layer's matrices grouped by their row length (input features), by element count.
+ProductRowLengths row_lengths_of(const model::WeightLayer& layer) {
+  ProductRowLengths lengths;
+  double elements = 0;
+  for (const auto& t : layer.tensors) {
+    if (t.shape.size() != 2) continue;
+    elements += double(t.numel());
+    auto at = std::find_if(lengths.begin(), lengths.end(), [&](const auto& l) { return l.row_length == t.shape[1]; });
+    if (at == lengths.end()) at = lengths.insert(lengths.end(), RowLengthShare{t.shape[1], 0.0});
+    at->bytes_fraction += double(t.numel());
+  }
+  for (auto& l : lengths) l.bytes_fraction /= elements;
+  return lengths;
+}
+
+}  // namespace
+
 ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
     : spec_(spec), dtype_bytes_(dtype_bytes), groups_(groups) {
   TG_CHECK(dtype_bytes == 2 || dtype_bytes == 4, "dtype size must be 2 or 4 bytes, got {}", dtype_bytes);
@@ -27,6 +46,8 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
   for (const auto& t : head_.tensors) {
     if (t.shape.size() == 2) head_products_ += 1;
   }
+  layer_row_lengths_ = row_lengths_of(decoder_);
+  head_row_lengths_ = row_lengths_of(head_);
   // The head's matrix: the vocabulary projection from the (projected) hidden state.
   const int64_t head_input = spec.word_embed_proj_dim > 0 ? spec.word_embed_proj_dim : spec.hidden_size;
   head_flops_ = 2.0 * double(spec.vocab_size) * double(head_input);

@@ -4,6 +4,7 @@
 // the runtime's own per-tensor byte accounting, never from OPT's 8h²+4h·h₂ alone.
 #include <cstdint>
 
+#include "policy/product_row_lengths.h"
 #include "tiergen/model/spec.h"
 #include "tiergen/runtime/placement.h"
 #include "tiergen/runtime/policy.h"
@@ -68,6 +69,10 @@ class ModelSizes {
   // cpu_product_seconds prices the calls beside the bytes).
   double linear_products() const { return linear_products_; }
   double head_products() const { return head_products_; }
+  // The row lengths of the decoder layer's and the head layer's products, by bytes
+  // (product_row_lengths.h).
+  const ProductRowLengths& layer_row_lengths() const { return layer_row_lengths_; }
+  const ProductRowLengths& head_row_lengths() const { return head_row_lengths_; }
   // Attention FLOPs for one query token against `context` keys (QKᵀ and PV).
   double attention_flops(double context) const { return 4.0 * query_dim_ * context; }
   // KV cache bytes of one token in one layer, dense and as stored.
@@ -96,6 +101,7 @@ class ModelSizes {
   int64_t query_dim_ = 0, kv_dim_ = 0, hidden_row_ = 0, vocab_size_ = 0;
   double embedding_row_elements_ = 0;
   double embedding_tables_ = 0;
+  ProductRowLengths layer_row_lengths_, head_row_lengths_;
 };
 
 }  // namespace tiergen::policy

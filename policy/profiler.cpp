@@ -424,13 +424,19 @@ std::vector<int64_t> product_row_counts(bool quick) {
   return {1, 2, 4, 8, 16, 17, 24, 32, 48, 64, 128};
 }
 
-// The products' rates are of one product over a weight larger than the caches. What a
+// The products' rates are of one product over a weight larger than the caches, its rows
+// kProductRowLength elements long, and again over the same bytes in rows of
+// kShortRowLength (CpuProductTable::short_row_rates: a short row costs more per byte;
+// 768 is the shortest hidden size of the models the engine runs, OPT-125m's). What a
 // product call costs beside its bytes (CpuProductTable::call_seconds) is timed at these
 // of the row counts (and at the many-row count) over the same weight cut into matrices
-// of kCallMatrixSide x kCallMatrixSide, one call each, front to back: the size of a
-// small model's matrices, whose layers make several calls of a few MB. The cost model
-// interpolates it in rows between the counts timed.
-constexpr int64_t kCallMatrixSide = 1024;
+// of kCallMatrixRows rows of kShortRowLength, one call each, front to back: the size of a
+// small model's matrices, whose layers make several calls of a few MB, against the
+// short rows' one product (at the many-row count, against the one many-row product). The
+// cost model interpolates it in rows between the counts timed.
+constexpr int64_t kProductRowLength = 4096;
+constexpr int64_t kShortRowLength = 768;
+constexpr int64_t kCallMatrixRows = 1024;
 bool times_call_cost_at(int64_t rows, bool quick) {
   return quick ? (rows == 1 || rows == 16 || rows == 64) : (rows == 1 || rows == 8 || rows == 32 || rows == 128);
 }
@@ -569,24 +575,31 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
   CpuProductTable table;
   table.dtype = compat::dtype_name(dtype);
   const auto opts = at::TensorOptions().dtype(dtype);
-  const int64_t k = 4096, elem = int64_t(at::elementSize(dtype));
+  const int64_t k = kProductRowLength, elem = int64_t(at::elementSize(dtype));
   const int64_t n = int64_t(beyond_caches(quick ? (64ull << 20) : (256ull << 20))) / (k * elem);
   SmallRowLimitSearch search = start_small_row_limit_search(kernel_elem_type(dtype));
   try {
     // Placed as a run places its dense weight homes (huge_pages.h).
     const at::Tensor weight = repeated_randn(empty_on_huge_pages({n, k}, dtype));
+    // The same bytes in rows of kShortRowLength elements.
+    const int64_t short_n = weight.numel() / kShortRowLength;
+    const at::Tensor short_weight =
+        weight.view({-1}).narrow(0, 0, short_n * kShortRowLength).view({short_n, kShortRowLength});
+    table.row_length = k;
+    table.short_row_length = kShortRowLength;
     auto& timed = table.rates;
-    // The same bytes in calls over kCallMatrixSide-square matrices, timed right after the
-    // one product (a host's speed drifts by the minute), at the kernel it took: each
-    // call's time beyond its share of `seconds` (never below zero, whatever the noise).
+    // The same bytes in calls over matrices of kCallMatrixRows x kShortRowLength, timed
+    // right after the one product (a host's speed drifts by the minute), at the kernel it
+    // took: each call's time beyond its share of `seconds` (never below zero, whatever
+    // the noise).
     const auto time_call_cost = [&](int64_t rows, double seconds, const at::Tensor& whole) {
-      const int64_t side = kCallMatrixSide, calls = whole.numel() / (side * side);
-      TG_CHECK(calls > 0, "internal: a {}-element weight holds no {}x{} matrix", whole.numel(), side, side);
-      const at::Tensor all = whole.view({-1}).narrow(0, 0, calls * side * side).view({calls, side, side});
+      const int64_t n_rows = kCallMatrixRows, row = kShortRowLength, calls = whole.numel() / (n_rows * row);
+      TG_CHECK(calls > 0, "internal: a {}-element weight holds no {}x{} matrix", whole.numel(), n_rows, row);
+      const at::Tensor all = whole.view({-1}).narrow(0, 0, calls * n_rows * row).view({calls, n_rows, row});
       std::vector<at::Tensor> matrices;  // the views made before timing, not in it
       for (int64_t i = 0; i < calls; ++i) matrices.push_back(all[i]);
-      const double share = double(calls * side * side) / double(whole.numel());  // of `seconds`
-      const at::Tensor x = at::randn({rows, kCallMatrixSide}, opts);
+      const double share = double(calls * n_rows * row) / double(whole.numel());  // of `seconds`
+      const at::Tensor x = at::randn({rows, row}, opts);
       const kernels::SmallMatmulMaxRowsScope scope(search.limit);
       const double in_calls = median_seconds_within(kProductSecondsPerPoint, reps, [&] {
         for (const at::Tensor& matrix : matrices) (void)model::linear_product(x, matrix);
@@ -604,7 +617,17 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
       const double rate = record(name, double(weight.nbytes()) / seconds, "B/s");
       timed.insert(std::lower_bound(timed.begin(), timed.end(), std::pair<int64_t, double>{rows, 0.0}), {rows, rate});
       if (rows == 4) table.gemv_bandwidth = rate;
-      if (times_call_cost_at(rows, quick)) time_call_cost(rows, seconds, weight);
+      // The short rows right after, on the kernel the long ones took at this count.
+      const at::Tensor short_x = at::randn({rows, kShortRowLength}, opts);
+      const kernels::SmallMatmulMaxRowsScope scope(search.limit);
+      const double short_seconds = median_seconds_within(
+          kProductSecondsPerPoint, reps, [&] { (void)model::linear_product(short_x, short_weight); });
+      const double short_rate = record(fmt::format("{}, rows of {}", name, kShortRowLength),
+                                       double(short_weight.nbytes()) / short_seconds, "B/s");
+      auto& short_timed = table.short_row_rates;
+      short_timed.insert(std::lower_bound(short_timed.begin(), short_timed.end(), std::pair<int64_t, double>{rows, 0.0}),
+                         {rows, short_rate});
+      if (times_call_cost_at(rows, quick)) time_call_cost(rows, short_seconds, short_weight);
     };
     for (int64_t rows : product_row_counts(quick)) time_rows(rows);
     // The rows just past a raised limit run on the GEMM: timed (the search closed), so

@@ -333,6 +333,19 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
                   seconds * 1e6, 1e-9);
     }
     EXPECT_EQ(call_rows, (std::vector<int64_t>{1, 16, 64, 256})) << compat::dtype_name(type);
+    // The same products over short rows, at every row count of the main rates, each
+    // recorded; the table says both row lengths and is not stale.
+    EXPECT_EQ(table->row_length, 4096);
+    EXPECT_EQ(table->short_row_length, 768);
+    std::vector<int64_t> short_rows;
+    for (const auto& [r, rate] : table->short_row_rates) {
+      short_rows.push_back(r);
+      EXPECT_NEAR(value_of(fmt::format("cpu matmul {}, {} row{}, rows of 768", compat::dtype_name(type), r,
+                                       r == 1 ? "" : "s")),
+                  rate, rate * 1e-12);
+    }
+    EXPECT_EQ(short_rows, table_rows) << compat::dtype_name(type);
+    EXPECT_EQ(stale_cpu_products(*table), "") << compat::dtype_name(type);
     // Compressed products in place at one row, at --cpu-gemm's in-place limit, and at 64
     // rows (the large decode batches default runs multiply in place).
     EXPECT_EQ(table->quantized.size(), 2u) << compat::dtype_name(type) << ": 4 and 8 bits";
