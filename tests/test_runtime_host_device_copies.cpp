@@ -8,6 +8,12 @@
 
 #include "tiergen/runtime/device.h"
 
+#ifdef TIERGEN_WITH_CUDA
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace tiergen::runtime {
 namespace {
 
@@ -67,6 +73,56 @@ TEST(HostDeviceCopies, CudaDeviceContextCopiesToAndFromPageableMemory) {
   at::Tensor doubles = at::zeros(host.sizes(), at::kDouble);
   device.copy(doubles, on_device);
   EXPECT_TRUE(at::equal(doubles, host.to(at::kDouble)));
+}
+
+// A tensor a loader's stream allocated and the compute stream reads (a loaded weight, a
+// staged input) is freed on the host as soon as the compute thread has queued its reads.
+// LibTorch's caching allocator gives a freed block back to the stream that allocated
+// it at once: marked as read by the compute stream (DeviceContext::
+// used_on_current_stream), it is not handed out again before the compute stream's
+// queued work has read it.
+TEST(HostDeviceCopies, CudaMemoryReadOnAnotherStreamIsNotReusedBeforeThatStreamReadsIt) {
+#ifdef TIERGEN_WITH_CUDA
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const DeviceContext device = make_device_context("cuda", "float32", false);
+  const c10::cuda::CUDAStream loader = c10::cuda::getStreamFromPool(false, 0);
+  const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(0);
+  const auto read_after_a_delay = [&](bool mark) {
+    at::Tensor weight;
+    void* block = nullptr;
+    {
+      const c10::cuda::CUDAStreamGuard on_loader(loader);
+      weight = at::full({1 << 20}, 1.0f, device.compute_options());
+      block = weight.data_ptr();
+    }
+    compute.synchronize();
+    loader.synchronize();
+    // The compute stream reads it only after a long kernel, as a step behind others would.
+    at::cuda::sleep(int64_t(200) * 1000 * 1000);
+    const at::Tensor read = weight * 1.0f;
+    if (mark) device.used_on_current_stream(weight);
+    weight.reset();  // the host is done with it: the compute thread takes the next layer
+    at::Tensor next;
+    {
+      const c10::cuda::CUDAStreamGuard on_loader(loader);
+      next = at::full({1 << 20}, 2.0f, device.compute_options());  // the next layer's load
+    }
+    const bool reused = next.data_ptr() == block;
+    compute.synchronize();
+    loader.synchronize();
+    return std::make_pair(reused, read.min().item<float>());
+  };
+  const auto [reused, value] = read_after_a_delay(true);
+  EXPECT_FALSE(reused) << "the block went back to the loader while the compute stream had yet to read it";
+  EXPECT_EQ(value, 1.0f);
+  // Unmarked, the same steps hand the block out at once (what the step-end sync alone
+  // kept safe): the hazard this guards against.
+  const auto [unmarked_reused, unmarked_value] = read_after_a_delay(false);
+  EXPECT_TRUE(unmarked_reused) << "the allocator no longer reuses a freed block at once on its stream";
+  if (unmarked_reused) EXPECT_EQ(unmarked_value, 2.0f) << "the compute stream read the next load's bytes";
+#else
+  GTEST_SKIP() << "a build without CUDA";
+#endif
 }
 
 }  // namespace

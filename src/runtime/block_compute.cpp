@@ -126,6 +126,10 @@ void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<B
   p.weights->ready.make_current_stream_wait(device_);
   hidden_in.ready.make_current_stream_wait(device_);
   if (cache_in) cache_in->make_current_stream_wait(device_);
+  // Staged on a loader's stream, released after this step: freed only after this
+  // stream has read them.
+  device_.used_on_current_stream(hidden_in.tensor);
+  if (cache_in) cache_in->used_on_current_stream(device_);
 
   // The matmuls and attention run on the batch's computed rows only (a decode token's
   // live rows, the prefill's distinct prompts); the homes of the KV cache and hidden

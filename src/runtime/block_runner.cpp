@@ -340,8 +340,13 @@ void BlockRunner::start_token(BatchState& b, Pending& p) {
 }
 
 void BlockRunner::submit_owed_stores(Pending& p) {
+  if (p.owed_stores.empty()) return;
+  // What the stores read (a step's output, its new keys and values) the compute stream
+  // produced: the storer's stream waits for it on the device.
+  const DeviceEvent computed = DeviceEvent::record(device_);
   for (auto& store : p.owed_stores) {
-    auto done = worker_for(Task::StoreCache, static_cast<int64_t>(p.order.size())).submit([this, store = std::move(store)] {
+    auto done = worker_for(Task::StoreCache, static_cast<int64_t>(p.order.size())).submit([this, computed, store = std::move(store)] {
+      computed.make_current_stream_wait(device_);
       store();
       // The storer's own stream: the data is in its home (host homes are read by
       // CPU attention and by disk writes) before the store counts as done.
@@ -367,6 +372,9 @@ void BlockRunner::take_weights(int64_t pass, int64_t j, Pending& p) {
     ScopedTimer timer(stats_, Task::LoadWeight, p.pass_prefill, p.step_id(pass, j, -1));
     p.weights = weights_.load(j, p.pass_prefill);
   }
+  // Loaded on the loader's stream, read on this one: freed only after this stream's
+  // steps over them (the layer goes when the next layer is taken).
+  for (const at::Tensor& t : p.weights->allocated) device_.used_on_current_stream(t);
   p.weights_layer = j;
 }
 

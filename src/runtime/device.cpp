@@ -208,6 +208,14 @@ void DeviceContext::synchronize() const {
 #endif
 }
 
+void DeviceContext::used_on_current_stream(const at::Tensor& tensor) const {
+#ifdef TIERGEN_WITH_CUDA
+  if (tensor.defined() && tensor.is_cuda()) tensor.record_stream(c10::cuda::getCurrentCUDAStream(tensor.device().index()));
+#else
+  (void)tensor;
+#endif
+}
+
 void DeviceContext::use_own_stream() const {
   if (emulation && !is_cuda()) {
     EmulatedStream::make_current(*emulation);

@@ -190,12 +190,15 @@ at::Tensor WeightStore::load_tensor(const Home& home, LoadedLayer& loaded) const
     const at::Tensor dense = at::empty({on_device.rows, on_device.cols}, device_.compute_options());
     // Queued after the copies on this stream.
     device_.enqueue([on_device, dense] { decompress_into(on_device, dense); });
+    loaded.allocated.push_back(dense);
     return dense;
   }
   if (home.tier == Tier::Gpu) return home.resident;
   const at::Tensor host = home.tier == Tier::Cpu ? home.resident : read_disk(home, disk_staging);
   loaded.staging.push_back(tiers_.gpu.reserve(dense_bytes, "weight load " + home.spec.name));
-  return device_.to_compute_in_chunks(host);
+  const at::Tensor copy = device_.to_compute_in_chunks(host);
+  loaded.allocated.push_back(copy);
+  return copy;
 }
 
 // CPU compute: the quantized parts as they are (read from disk when they live there),

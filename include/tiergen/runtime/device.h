@@ -70,6 +70,14 @@ struct DeviceContext {
   // Waits on the host for the work queued so far on this thread's current stream
   // (no-op on the CPU).
   void synchronize() const;
+  // Marks `tensor`, device memory that another thread's stream allocated (a loaded
+  // weight, a staged input), as read by this thread's current stream: once it is freed,
+  // LibTorch's caching allocator hands its memory out again only after the work this
+  // stream has queued by then is done (record_stream). Without it the allocator reuses a
+  // freed block at once on the stream that allocated it: a loader's next copy could
+  // overwrite data the compute stream has yet to read. A no-op for host tensors, on
+  // the CPU, and for memory the allocator does not own.
+  void used_on_current_stream(const at::Tensor& tensor) const;
   // Gives the calling thread a stream of its own: from LibTorch's pool in CUDA
   // builds, an emulated one under async emulation; no-op otherwise.
   void use_own_stream() const;

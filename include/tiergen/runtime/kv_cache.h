@@ -22,6 +22,12 @@ struct CacheLoad {
     for (const Staged& s : keys) s.ready.make_current_stream_wait(device);
     for (const Staged& s : values) s.ready.make_current_stream_wait(device);
   }
+  // Marks keys and values as read by the calling thread's stream (DeviceContext::
+  // used_on_current_stream).
+  void used_on_current_stream(const DeviceContext& device) const {
+    for (const Staged& s : keys) device.used_on_current_stream(s.tensor);
+    for (const Staged& s : values) device.used_on_current_stream(s.tensor);
+  }
 };
 
 // What the decode attention of every layer shares in one token of one gpu batch, on
