@@ -18,7 +18,8 @@
 //                   attention inside the layer's compute) -> gpu_flops.mm_decode and
 //                   bmm_decode (a GPU host only: the stand-in's products are CPU rates)
 //   cpu products    the same seconds on the CPU stand-in -> cpu.product_rates,
-//                   cpu.gemv_bandwidth, cpu.matmul_flops and its gpu_flops decode rates
+//                   cpu.gemv_bandwidth, cpu.matmul_flops, the short rows' rates, the
+//                   cost per call and its gpu_flops decode rates
 //                   (those seconds also hold the attention over its gpu tier, which the
 //                   engine's CPU kernel runs and cpu.attention_* prices: this rule leaves
 //                   those alone, so the product rates take up that term's error too)

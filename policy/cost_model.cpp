@@ -153,8 +153,11 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
     // As the profile timed these products, else estimated from the dense rates.
     // Each call's cost beside the bytes as the dense products' calls pay it (the in-place
     // products' own calls are not timed).
+    // Timed over rows of the main length only: at the layer's row lengths they cost what
+    // the dense products do there (HardwareProfile::cpu_row_length_factor).
     const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
-    return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) +
+    return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) *
+                              t.hw.cpu_row_length_factor(rows, row_lengths) +
                           calls * t.hw.cpu_call_seconds_at(rows));
   }
   const double copy = compressed_dense / t.hw.cpu_dequantize;

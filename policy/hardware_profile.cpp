@@ -334,6 +334,14 @@ void validate_product_table(const CpuProductTable& t, const std::string& where) 
   TG_CHECK(t.short_row_rates.empty() || (t.row_length > 0 && t.short_row_length > 0 && t.short_row_length < t.row_length),
            "{}: hardware profile field 'cpu.product_tables' ({}) has short_row_rates: it needs a row_length and a "
            "shorter short_row_length", where, t.dtype);
+  const auto rows_of = [](const std::vector<std::pair<int64_t, double>>& rates) {
+    std::vector<int64_t> rows;
+    for (const auto& r : rates) rows.push_back(r.first);
+    return rows;
+  };
+  TG_CHECK(t.short_row_rates.empty() || rows_of(t.short_row_rates) == rows_of(t.rates),
+           "{}: hardware profile field 'cpu.product_tables' ({}) has short_row_rates at other row counts than its "
+           "rates", where, t.dtype);
   TG_CHECK(t.matmul_flops >= 0 && t.gemv_bandwidth >= 0 && t.small_matmul_max_rows >= 0,
            "{}: hardware profile field 'cpu.product_tables' ({}) has a negative rate or row count", where, t.dtype);
 }
@@ -375,7 +383,7 @@ std::string stale_cpu_products(const CpuProductTable& table) {
   // Measured before short rows were: every row length would be priced at the long rows'
   // rates, and its call costs hold part of the short rows' cost.
   if (revision > 0 && !table.rates.empty() && table.short_row_rates.empty()) {
-    return "without products over short rows";
+    return "without timing them over short rows";
   }
   return "";
 }
@@ -516,6 +524,17 @@ double HardwareProfile::cpu_call_seconds_at(double rows) const {
   const auto& d = cpu_call_seconds;
   if (d.empty()) return 0;
   return interpolated_in_rows(d, rows, [](double seconds) { return seconds; }).value_or(d.back().second);
+}
+
+double HardwareProfile::cpu_row_length_factor(double rows, const ProductRowLengths& row_lengths) const {
+  if (row_lengths.empty() || cpu_product_rates.empty()) return 1;
+  const std::optional<double> per_byte = interpolated_in_rows(cpu_product_rates, rows, inverse);
+  if (!per_byte) return 1;
+  double factor = 0;
+  for (const RowLengthShare& share : row_lengths) {
+    factor += share.bytes_fraction * per_byte_at_row_length(*this, rows, *per_byte, share.row_length) / *per_byte;
+  }
+  return factor;
 }
 
 double HardwareProfile::cpu_product_seconds(double rows, double weight_bytes, double flops, double calls,

@@ -67,8 +67,9 @@ bool operator==(const CpuProductTable& a, const CpuProductTable& b);
 
 // Why `table` does not price this process's CPU products: timed at another kernel
 // level than the one in use (TIERGEN_CPU_ISA, another CPU) or by other kernels (another
-// revision; a table with a kernel path and no revision is revision 1); "" when it does,
-// or when the table records neither a level nor a kernel path (hand-written).
+// revision; a table with a kernel path and no revision is revision 1), or without what a
+// table now holds (the cost per call, the short rows); "" when it does, or when the
+// table records neither a level nor a kernel path (hand-written).
 std::string stale_cpu_products(const CpuProductTable& table);
 
 struct HardwareProfile {
@@ -207,6 +208,9 @@ struct HardwareProfile {
   // short rates: all at the main rates.
   double cpu_product_seconds(double rows, double weight_bytes, double flops, double calls = 0,
                              const ProductRowLengths& row_lengths = {}) const;
+  // What `row_lengths` cost per byte at `rows` rows over the main rates' length, as the
+  // dense products price them above (1 where no short rows were timed at that count).
+  double cpu_row_length_factor(double rows, const ProductRowLengths& row_lengths) const;
   // cpu_call_seconds at `rows` (interpolated; beyond the last count, its value), 0 when
   // not timed.
   double cpu_call_seconds_at(double rows) const;

@@ -47,10 +47,11 @@ ModelSizes::ModelSizes(const model::Spec& spec, int dtype_bytes, int64_t groups)
     if (t.shape.size() == 2) head_products_ += 1;
   }
   layer_row_lengths_ = row_lengths_of(decoder_);
-  head_row_lengths_ = row_lengths_of(head_);
   // The head's matrix: the vocabulary projection from the (projected) hidden state.
   const int64_t head_input = spec.word_embed_proj_dim > 0 ? spec.word_embed_proj_dim : spec.hidden_size;
   head_flops_ = 2.0 * double(spec.vocab_size) * double(head_input);
+  // What head_dense_bytes counts: the vocabulary projection, rows of its input.
+  head_row_lengths_ = {RowLengthShare{head_input, 1.0}};
   query_dim_ = spec.num_heads * spec.head_dim;
   kv_dim_ = spec.kv_dim();
   hidden_row_ = std::max(spec.hidden_size, spec.word_embed_proj_dim);

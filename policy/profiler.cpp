@@ -427,7 +427,8 @@ std::vector<int64_t> product_row_counts(bool quick) {
 // The products' rates are of one product over a weight larger than the caches, its rows
 // kProductRowLength elements long, and again over the same bytes in rows of
 // kShortRowLength (CpuProductTable::short_row_rates: a short row costs more per byte;
-// 768 is the shortest hidden size of the models the engine runs, OPT-125m's). What a
+// 768 is OPT-125m's and LLaMA-shaped small models' hidden size; a shorter row, such as
+// OPT-350m's 512-wide head, is priced at its rate, and costs more still). What a
 // product call costs beside its bytes (CpuProductTable::call_seconds) is timed at these
 // of the row counts (and at the many-row count) over the same weight cut into matrices
 // of kCallMatrixRows rows of kShortRowLength, one call each, front to back: the size of a

@@ -142,8 +142,12 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   stand_in.gpu_is_host = true;
   stand_in.cpu_product_rates = {{1, 20e9}, {16, 10e9}, {64, 3e9}};
   stand_in.cpu_call_seconds = {{1, 30e-6}, {64, 100e-6}};
+  stand_in.cpu_product_row_length = 4096;
+  stand_in.cpu_short_row_length = 768;
+  stand_in.cpu_short_row_rates = {{1, 15e9}, {16, 7e9}, {64, 2e9}};
   HardwareProfile slower_products = stand_in;
   for (auto& rate : slower_products.cpu_product_rates) rate.second *= 0.5;
+  for (auto& rate : slower_products.cpu_short_row_rates) rate.second *= 0.5;
   for (auto& call : slower_products.cpu_call_seconds) call.second *= 2;  // the calls slow down with them
   slower_products.mm_flops_decode *= 0.5;
   slower_products.bmm_flops_decode *= 0.5;
@@ -153,6 +157,7 @@ TEST(Calibration, FitsATermOnlyOnRunsThatPriceItAlone) {
   EXPECT_NEAR(term(host, "cpu products").factor, 0.5, 0.005);
   EXPECT_NEAR(host.profile.cpu_product_rates[1].second, 5e9, 5e7);
   EXPECT_NEAR(host.profile.cpu_call_seconds[1].second, 200e-6, 2e-6) << "seconds scale inversely with the rates";
+  EXPECT_NEAR(host.profile.cpu_short_row_rates[1].second, 3.5e9, 3.5e7) << "the short rows' rates with the others";
   EXPECT_FALSE(term(host, "decode products").applies);
   EXPECT_NE(calibration_table(host).find("not this profile's term (its decode products are the CPU's)"),
             std::string::npos) << calibration_table(host);

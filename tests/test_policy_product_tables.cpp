@@ -114,11 +114,11 @@ TEST(CpuProductTables, ATableTimedByOtherKernelsIsStale) {
   EXPECT_EQ(stale_cpu_products(t), "without the cost of a product call beside its bytes")
       << "timed before calls were priced: its layers would be priced by bytes alone";
   t.call_seconds = {{1, 10e-6}};
-  EXPECT_EQ(stale_cpu_products(t), "without products over short rows")
+  EXPECT_EQ(stale_cpu_products(t), "without timing them over short rows")
       << "timed before short rows were: every row length would be priced at the long rows' rates";
   t.row_length = 4096;
   t.short_row_length = 768;
-  t.short_row_rates = {{1, 15e9}, {16, 6e9}};
+  t.short_row_rates = {{1, 15e9}, {16, 6e9}, {64, 2e9}};
   EXPECT_EQ(stale_cpu_products(t), "");
   HardwareProfile p = stand_in_with_tables();
   p.add_cpu_product_table(t);
@@ -196,8 +196,7 @@ TEST(CpuProductTables, AnUntimedDtypeIsNotPricedAtAnotherDtypesRates) {
 // A layer's products are priced by their calls too (CpuProductTable::call_seconds): the
 // rates are of one product over a weight larger than the caches, and a model's layer
 // makes several calls over matrices of a few MB, each costing the timed seconds at its
-// row count beside its bytes (a LLaMA-shaped layer at OPT-125m's widths ran at 0.81x the
-// rate of a 4096-wide one at 32 rows on a 2-core Zen 5).
+// row count beside its bytes.
 TEST(CpuProductTables, EachProductCallCostsItsTimedSecondsBesideItsBytes) {
   HardwareProfile p = stand_in_with_tables();
   CpuProductTable fp32 = *p.cpu_product_table("float32");
@@ -265,7 +264,7 @@ TEST(CpuProductTables, EachProductIsPricedAtTheLengthOfItsRows) {
   CpuProductTable fp32 = *p.cpu_product_table("float32");
   fp32.row_length = 4096;
   fp32.short_row_length = 768;
-  fp32.short_row_rates = {{1, 16e9}, {16, 6e9}};  // the long rows: 20e9 and 9e9
+  fp32.short_row_rates = {{1, 16e9}, {16, 6e9}, {64, 2e9}};  // the long rows: 20e9, 9e9 and 3e9
   p.add_cpu_product_table(fp32);
   const HardwareProfile priced = p.with_cpu_products_of("float32");
   const double bytes = 1e9, flops = 2 * 16 * 1e9 / 4;
@@ -281,7 +280,9 @@ TEST(CpuProductTables, EachProductIsPricedAtTheLengthOfItsRows) {
   EXPECT_DOUBLE_EQ(at(16, {{2048, 1.0}}), bytes * ((1 - t) / 6e9 + t / 9e9)) << "linear in log(row length)";
   EXPECT_DOUBLE_EQ(at(16, {{768, 0.75}, {4096, 0.25}}), bytes * (0.75 / 6e9 + 0.25 / 9e9)) << "each share at its own";
   EXPECT_DOUBLE_EQ(at(8, {{768, 1.0}}), bytes * (8.0 / 15 / 16e9 + 7.0 / 15 / 6e9)) << "interpolated in rows";
-  EXPECT_DOUBLE_EQ(at(64, {{768, 1.0}}), bytes / 3e9) << "no short rows timed at 64 rows: the long rows' rate";
+  EXPECT_DOUBLE_EQ(at(64, {{768, 1.0}}), bytes / 2e9);
+  EXPECT_DOUBLE_EQ(at(128, {{768, 1.0}}), std::max(bytes / 3e9, flops / priced.cpu_matmul_rate()))
+      << "beyond the row counts timed: as before, whatever the length";
   EXPECT_DOUBLE_EQ(p.with_cpu_products_of("bfloat16").cpu_product_seconds(16, bytes, flops, 0, {{768, 1.0}}),
                    bytes / 9e9)
       << "a table without short rows prices every length at its rates";
@@ -318,6 +319,19 @@ TEST(CpuProductTables, EachProductIsPricedAtTheLengthOfItsRows) {
   const double fc2 = std::log(3072.0 / 768) / std::log(4096.0 / 768);  // of the way to the long rows' rate
   EXPECT_NEAR(decode_compute(priced) - decode_compute(stand_in_with_tables()),
               2 * layer * (2.0 / 3 + (1 - fc2) / 3) * (1 / 6e9 - 1 / 9e9), 1e-12);
+  // Compressed weights multiplied in place were timed over long rows only: at short rows
+  // they cost what the dense products do there (the factor over the long rows' rate).
+  const double factor = priced.cpu_row_length_factor(16, sizes.layer_row_lengths());
+  EXPECT_DOUBLE_EQ(factor, 1 + (2.0 / 3 + (1 - fc2) / 3) * (9e9 / 6e9 - 1));
+  EXPECT_DOUBLE_EQ(priced.cpu_row_length_factor(128, sizes.layer_row_lengths()), 1) << "beyond the row counts timed";
+  runtime::Policy compressed = policy;
+  compressed.compress_weight = {true, 4, 64};
+  const auto compressed_compute = [&](const HardwareProfile& hw) {
+    return predict(spec, compressed, w, hw, 4).decode.tasks[static_cast<int>(Task::Compute)];
+  };
+  const double in_place = *priced.cpu_quantized_product_seconds(4, 16, sizes.layer_weight_bytes(compressed.compress_weight));
+  EXPECT_NEAR(compressed_compute(priced) - compressed_compute(stand_in_with_tables()), 2 * in_place * (factor - 1),
+              1e-12);
 
   // The lengths and short rates round-trip with their table; short rates without both
   // lengths, or with a short length not below the long one, are refused.
@@ -339,6 +353,7 @@ TEST(CpuProductTables, EachProductIsPricedAtTheLengthOfItsRows) {
   refused([](nlohmann::json& t) { t["short_row_length"] = 4096; }, "a shorter short_row_length");
   refused([](nlohmann::json& t) { t["short_row_length"] = -3; }, "must be a positive element count");
   refused([](nlohmann::json& t) { t["short_row_rates"][1][0] = 1; }, "needs ascending row counts");
+  refused([](nlohmann::json& t) { t["short_row_rates"].erase(2); }, "at other row counts than its rates");
 }
 
 // A host standing in for the GPU keeps compressed weights compressed wherever they live
