@@ -47,6 +47,20 @@ HardwareProfile stand_in_with_tables() {
   return p.with_cpu_products_of("float32");
 }
 
+// `profile` written out with `edit` made to its first product table is refused when read
+// back, with an error that says `message`.
+void expect_first_table_refused(const HardwareProfile& profile, const std::function<void(nlohmann::json&)>& edit,
+                                const std::string& message) {
+  nlohmann::json j = profile_to_json(profile);
+  edit(j["cpu"]["product_tables"][0]);
+  try {
+    profile_from_json(j, "bad.json");
+    ADD_FAILURE() << "accepted " << j["cpu"]["product_tables"][0].dump();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
 TEST(CpuProductTables, EachDtypeRoundTripsAndAProfileFromBeforeKeepsItsOne) {
   const HardwareProfile p = stand_in_with_tables();
   ASSERT_EQ(p.cpu_product_tables.size(), 2u);
@@ -241,14 +255,7 @@ TEST(CpuProductTables, EachProductCallCostsItsTimedSecondsBesideItsBytes) {
   EXPECT_EQ(back.cpu_call_seconds, priced.cpu_call_seconds);
   EXPECT_EQ(*back.cpu_product_table("float32"), fp32);
   const auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
-    nlohmann::json j = profile_to_json(priced);
-    edit(j["cpu"]["product_tables"][0]);
-    try {
-      profile_from_json(j, "bad.json");
-      ADD_FAILURE() << "accepted " << j["cpu"]["product_tables"][0].dump();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
+    expect_first_table_refused(priced, edit, message);
   };
   refused([](nlohmann::json& t) { t["call_seconds"][1][1] = -1e-6; }, "needs call_seconds of ascending row counts");
   refused([](nlohmann::json& t) { t["call_seconds"][1][0] = 1; }, "needs call_seconds of ascending row counts");
@@ -340,14 +347,7 @@ TEST(CpuProductTables, EachProductIsPricedAtTheLengthOfItsRows) {
   EXPECT_EQ(back.cpu_short_row_rates, fp32.short_row_rates) << "the priced dtype's";
   EXPECT_EQ(back.cpu_short_row_length, 768);
   const auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& message) {
-    nlohmann::json j = profile_to_json(priced);
-    edit(j["cpu"]["product_tables"][0]);
-    try {
-      profile_from_json(j, "bad.json");
-      ADD_FAILURE() << "accepted " << j["cpu"]["product_tables"][0].dump();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
+    expect_first_table_refused(priced, edit, message);
   };
   refused([](nlohmann::json& t) { t.erase("row_length"); }, "it needs a row_length and a shorter short_row_length");
   refused([](nlohmann::json& t) { t["short_row_length"] = 4096; }, "a shorter short_row_length");
