@@ -155,10 +155,11 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
     // products' own calls are not timed).
     // Timed over rows of the main length only: at the layer's row lengths they cost what
     // the dense products do there (HardwareProfile::cpu_row_length_factor).
+    const double factor = t.hw.cpu_row_length_factor(rows, row_lengths);
     const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
-    return gpu_batches * (timed.value_or(std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate())) *
-                              t.hw.cpu_row_length_factor(rows, row_lengths) +
-                          calls * t.hw.cpu_call_seconds_at(rows));
+    const double by_bytes = timed ? *timed * factor
+                                  : std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate() * factor);
+    return gpu_batches * (by_bytes + calls * t.hw.cpu_call_seconds_at(rows));
   }
   const double copy = compressed_dense / t.hw.cpu_dequantize;
   // (A profile that names no dtype or timed no tiles prices the copy alone, as before

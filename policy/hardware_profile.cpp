@@ -528,6 +528,8 @@ double HardwareProfile::cpu_call_seconds_at(double rows) const {
 
 double HardwareProfile::cpu_row_length_factor(double rows, const ProductRowLengths& row_lengths) const {
   if (row_lengths.empty() || cpu_product_rates.empty()) return 1;
+  // Beyond the last count timed, the factor there (in-place products run past it).
+  rows = std::min(rows, double(cpu_product_rates.back().first));
   const std::optional<double> per_byte = interpolated_in_rows(cpu_product_rates, rows, inverse);
   if (!per_byte) return 1;
   double factor = 0;

@@ -209,7 +209,8 @@ struct HardwareProfile {
   double cpu_product_seconds(double rows, double weight_bytes, double flops, double calls = 0,
                              const ProductRowLengths& row_lengths = {}) const;
   // What `row_lengths` cost per byte at `rows` rows over the main rates' length, as the
-  // dense products price them above (1 where no short rows were timed at that count).
+  // dense products price them above (beyond the last row count timed, at that count; 1
+  // without short rows).
   double cpu_row_length_factor(double rows, const ProductRowLengths& row_lengths) const;
   // cpu_call_seconds at `rows` (interpolated; beyond the last count, its value), 0 when
   // not timed.

@@ -330,7 +330,10 @@ TEST(CpuProductTables, EachProductIsPricedAtTheLengthOfItsRows) {
   // they cost what the dense products do there (the factor over the long rows' rate).
   const double factor = priced.cpu_row_length_factor(16, sizes.layer_row_lengths());
   EXPECT_DOUBLE_EQ(factor, 1 + (2.0 / 3 + (1 - fc2) / 3) * (9e9 / 6e9 - 1));
-  EXPECT_DOUBLE_EQ(priced.cpu_row_length_factor(128, sizes.layer_row_lengths()), 1) << "beyond the row counts timed";
+  EXPECT_DOUBLE_EQ(priced.cpu_row_length_factor(128, sizes.layer_row_lengths()),
+                   priced.cpu_row_length_factor(64, sizes.layer_row_lengths()))
+      << "beyond the row counts timed: the factor at the last (in-place products run past it)";
+  EXPECT_GT(priced.cpu_row_length_factor(64, sizes.layer_row_lengths()), 1);
   runtime::Policy compressed = policy;
   compressed.compress_weight = {true, 4, 64};
   const auto compressed_compute = [&](const HardwareProfile& hw) {

@@ -196,9 +196,12 @@ void BlockRunner::compute_step(int64_t pass, int64_t j, int64_t k, std::vector<B
       logits = full_of(model::head_logits(spec_, w, live_of(hidden)));  // fp32, where it was computed
       if (prefill) score_prompts(b, w, hidden, p);
     }
-    // The compute stream only (never the whole device): the step's time is measured,
-    // the stores of `out` run on the storer's stream next, and the staged inputs
-    // released below are no longer read.
+    // The compute stream only (never the whole device): the step's time is measured.
+    // (What the stores read and the staged inputs freed below no longer depend on it:
+    // the storer waits on an event after the step, and the inputs are marked as read by
+    // this stream. A weight layer one step past its last use does, until plan_memory
+    // counts a third staged layer: its blocks would wait for this stream's queued work
+    // while the next load allocates afresh.)
     device_.synchronize();
   }
   cache_in.reset();

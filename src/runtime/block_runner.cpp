@@ -347,7 +347,12 @@ void BlockRunner::submit_owed_stores(Pending& p) {
   for (auto& store : p.owed_stores) {
     auto done = worker_for(Task::StoreCache, static_cast<int64_t>(p.order.size())).submit([this, computed, store = std::move(store)] {
       computed.make_current_stream_wait(device_);
-      store();
+      try {
+        store();
+      } catch (...) {
+        device_.synchronize();  // what it captured is freed with it: not under queued copies
+        throw;
+      }
       // The storer's own stream: the data is in its home (host homes are read by
       // CPU attention and by disk writes) before the store counts as done.
       device_.synchronize();

@@ -26,7 +26,8 @@ struct Staged {
   DeviceEvent ready;
   std::vector<std::shared_ptr<Reservation>> reservations;
   // Host buffers the queued copies read from: held (with their reservations) until
-  // the consumer is done, which is after its stream has passed `ready`.
+  // the consumer is done. (Registered homes live for the whole run; a pageable buffer
+  // is read by the time its copy call returns.)
   std::vector<at::Tensor> sources;
   void keep(Reservation&& reservation) { reservations.push_back(std::make_shared<Reservation>(std::move(reservation))); }
   void keep_all(const Staged& other) {

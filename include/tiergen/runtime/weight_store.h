@@ -24,9 +24,9 @@ struct LoadedLayer {
   model::LayerWeights weights;
   DeviceEvent ready;  // the compute stream waits on it before the first use
   std::vector<Reservation> staging;
-  // The device tensors the load allocated on the loader's stream (copies, dequantized
-  // weights): the compute stream marks them as its own (DeviceContext::
-  // used_on_current_stream) before it reads them.
+  // The device tensors the load allocated (copies, dequantized weights), on the
+  // loader's stream when a loader ran it: the compute stream marks them as its own
+  // (DeviceContext::used_on_current_stream) before it reads them.
   std::vector<at::Tensor> allocated;
 };
 
