@@ -503,19 +503,14 @@ double per_byte_at_row_length(const HardwareProfile& p, double rows, double per_
 
 // Seconds of a product by its bytes (and FLOPs) alone, as the rates were timed: seconds
 // per weight byte linear in rows between the measured counts, at the products' row
-// lengths (per_byte_at_row_length).
+// lengths (cpu_row_length_factor).
 double product_seconds_by_bytes(const HardwareProfile& p, double rows, double weight_bytes, double flops,
                                 const ProductRowLengths& row_lengths) {
   const auto& r = p.cpu_product_rates;
   if (r.empty()) return std::max(flops / p.cpu_matmul_rate(), weight_bytes / p.cpu_gemv_rate());
   const std::optional<double> per_byte = interpolated_in_rows(r, rows, inverse);
   if (!per_byte) return std::max(weight_bytes / r.back().second, flops / p.cpu_matmul_rate());
-  if (row_lengths.empty()) return weight_bytes * *per_byte;
-  double seconds = 0;
-  for (const RowLengthShare& share : row_lengths) {
-    seconds += share.bytes_fraction * weight_bytes * per_byte_at_row_length(p, rows, *per_byte, share.row_length);
-  }
-  return seconds;
+  return weight_bytes * *per_byte * p.cpu_row_length_factor(rows, row_lengths);
 }
 
 }  // namespace
