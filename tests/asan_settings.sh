@@ -9,8 +9,6 @@ asan_cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEB
                  -DTIERGEN_SANITIZE=address,undefined -DTIERGEN_SANITIZE_TESTS=OFF)
 asan_options=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1
 ubsan_options=halt_on_error=1:print_stacktrace=1
-# Left out of the sanitized suite: the two tests that measure this host's profile
-# through the instrumented kernels (a quick profile per run, 13 and 23 minutes under
-# ASan on a 2-core Xeon with AMX, 2026-11-28). The plain suite runs them, and
-# PolicyProfile.QuickMeasurementIsAUsableProfile still takes the profiler through ASan.
-asan_gtest_filter='*-PolicyCli.MissingProfileNeverFailsAFinishedRun:PolicyProfile.CpuKernelsAreTimedOnTheThreadsRunsUse'
+# The whole suite, the tests that measure this host's profile included: a sanitized
+# build's profiles time small working sets (policy/profiler.cpp, kSanitizedBuild).
+asan_gtest_filter='*'

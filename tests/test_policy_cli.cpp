@@ -165,7 +165,7 @@ TEST_F(PolicyCli, ExactnessIsReported) {
   const Result r = run(generate_args(out.string(), {"--policy", "auto", "--hw", "t4-flexgen"}), dir());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("output: exact"), std::string::npos) << r.err;
-  const Result lossy = run(generate_args(out.string(), {"--compress-weight"}), dir());
+  const Result lossy = run(generate_args(out.string(), {"--compress-weight", "--hw", "t4-flexgen"}), dir());
   ASSERT_EQ(lossy.code, 0) << lossy.err;
   EXPECT_NE(lossy.err.find("LOSSY"), std::string::npos) << lossy.err;
   // --compress applies to the search only.
