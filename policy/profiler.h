@@ -26,20 +26,23 @@ struct ProfilerOptions {
 };
 
 // One measured number: its median over `runs` timed repetitions and how far the
-// repetitions lay apart ((slowest - fastest) / median of the times).
+// repetitions lay apart ((slowest - fastest) / median of the times), of the quietest
+// of `attempts` at it (a noisy point is timed again: quietest_attempt.h).
 struct Measurement {
   std::string name;
   double value = 0;
   std::string unit;
   int runs = 0;
   double spread = 0;
+  int attempts = 1;
 };
 
 // Measures every number (each repeated, median kept). Throws tiergen::Error when a
 // result is implausible (a thread count slower than half a thread, or faster than
 // 1.5x per thread), after measuring it again: a busy machine gives such numbers, and
-// a profile built on them would steer every plan wrong. `measurements`, when given,
-// receives every number with its spread.
+// a profile built on them would steer every plan wrong. A number whose repetitions
+// disagree is timed again, within a budget per profile (quietest_attempt.h).
+// `measurements`, when given, receives every number with its spread.
 HardwareProfile measure_host(const ProfilerOptions& options, std::vector<Measurement>* measurements = nullptr);
 
 // The CPU's products over host weights in `dtype` ("float32", "float16", "bfloat16"),

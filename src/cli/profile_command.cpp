@@ -18,6 +18,7 @@
 #include "src/cli/number_checks.h"
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
+#include "src/cli/measurements_table.h"
 #include "tiergen/common/error.h"
 #include "tiergen/dist/launch.h"
 #include "tiergen/runtime/link_probe.h"
@@ -36,18 +37,6 @@ struct ProfileOptions {
   std::vector<std::string> calibrate_from;  // bench records
   std::string hw;                           // the profile they calibrate
 };
-
-// Repetitions further apart than this are flagged: the median is then a weak estimate.
-constexpr double kNoisySpread = 0.5;
-
-std::string measurements_table(const std::vector<policy::Measurement>& measurements) {
-  std::string out = fmt::format("{:<28}{:>14} {:<7}{:>6}{:>9}\n", "measurement", "median", "unit", "runs", "spread");
-  for (const auto& m : measurements) {
-    out += fmt::format("{:<28}{:>14.4g} {:<7}{:>6}{:>8.0f}%{}\n", m.name, m.value, m.unit, m.runs, m.spread * 100,
-                       m.spread > kNoisySpread ? "  noisy: rerun on a quiet machine" : "");
-  }
-  return out;
-}
 
 std::string hops_table(const std::vector<runtime::LinkHop>& hops) {
   std::string out = fmt::format("{:<14}{:>14}{:>16}\n", "stage link", "GB/s", "latency us");
