@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <limits>
 #include <memory>
 #include <set>
@@ -73,9 +74,10 @@ PointTiming repetitions(int reps, const std::function<void()>& fn, const std::fu
     sync();
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
+  const double seconds = std::accumulate(times.begin(), times.end(), 0.0);
   std::sort(times.begin(), times.end());
   const double median = std::max(times[times.size() / 2], 1e-9);
-  return {median, (times.back() - times.front()) / median, reps};
+  return {median, (times.back() - times.front()) / median, reps, seconds};
 }
 
 // The median of `reps` timed calls (at least 3), no warm-up; the quietest of a few
@@ -106,13 +108,28 @@ double median_seconds_within(double budget, int reps, const std::function<void()
   return timed_median(std::clamp(affordable, 3, std::max(reps, 3)), fn);
 }
 
-// The median of samples measured elsewhere (the runner probes), with their spread for record().
-double median_of(std::vector<double> samples) {
+// The median of a probe's samples (the runner probes measure theirs elsewhere), their
+// spread, and how long the probe took.
+PointTiming sample_timing(std::vector<double> samples, double seconds) {
   TG_CHECK(!samples.empty(), "profiler: no samples");
   std::sort(samples.begin(), samples.end());
   const double median = samples[samples.size() / 2];
-  last_timing = {static_cast<int>(samples.size()), median > 0 ? (samples.back() - samples.front()) / median : 0, 1};
-  return median;
+  return {median, median > 0 ? (samples.back() - samples.front()) / median : 0, static_cast<int>(samples.size()),
+          seconds};
+}
+
+// The median of the samples `probe` returns; the quietest of a few runs of the probe
+// where the first one's samples disagree (quietest_attempt.h), as timed_median does.
+double quietest_median_of(const std::function<std::vector<double>()>& probe) {
+  const PointTiming timing = quietest_attempt(
+      [&] {
+        const auto start = Clock::now();
+        std::vector<double> samples = probe();
+        return sample_timing(std::move(samples), std::chrono::duration<double>(Clock::now() - start).count());
+      },
+      retime_seconds_left);
+  last_timing = {timing.runs, timing.spread, timing.attempts};
+  return timing.median;
 }
 
 // Collects each measured number with the spread of its repetitions.
@@ -355,13 +372,16 @@ void attention_costs_beside_bytes(HardwareProfile& p, int reps, const Recorder& 
 // positions, less what the kernel's per-task and per-byte prices already hold.
 void attention_call_through_the_runner(HardwareProfile& p, const std::string& device, int reps,
                                        const Recorder& record) {
-  std::vector<double> beside;
-  for (const AttentionCallSample& c : measure_cpu_attention_calls(device, reps)) {
-    beside.push_back(std::max(0.0, c.seconds_per_call - c.tasks_per_call * p.cpu_attention_task_seconds -
-                                       c.kv_bytes_per_call / p.cpu_attention_bandwidth));
-  }
   const double kernel_call = p.cpu_attention_call_seconds;
-  p.cpu_attention_call_seconds = record("cpu attention through the runner, per call", median_of(beside), "s");
+  const double beside_median = quietest_median_of([&] {
+    std::vector<double> beside;
+    for (const AttentionCallSample& c : measure_cpu_attention_calls(device, reps)) {
+      beside.push_back(std::max(0.0, c.seconds_per_call - c.tasks_per_call * p.cpu_attention_task_seconds -
+                                         c.kv_bytes_per_call / p.cpu_attention_bandwidth));
+    }
+    return beside;
+  });
+  p.cpu_attention_call_seconds = record("cpu attention through the runner, per call", beside_median, "s");
   spdlog::info("cpu attention per call: {:.1f} us through the runner, {:.1f} us in the kernel alone",
                p.cpu_attention_call_seconds * 1e6, kernel_call * 1e6);
 }
@@ -817,10 +837,11 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   // attention call costs as the runtime makes it.
   const std::string compute_device = p.gpu_is_host ? "cpu" : "cuda";
   try {
-    p.step_seconds = record("schedule step", median_of(measure_step_seconds(compute_device, reps)), "s");
+    p.step_seconds =
+        record("schedule step", quietest_median_of([&] { return measure_step_seconds(compute_device, reps); }), "s");
     spdlog::info("schedule step: {:.1f} us", p.step_seconds * 1e6);
     const double idle_link = p.cpu_to_gpu;
-    const double streamed = median_of(measure_weight_stream_rate(compute_device, reps));
+    const double streamed = quietest_median_of([&] { return measure_weight_stream_rate(compute_device, reps); });
     p.cpu_to_gpu = p.cpu_to_gpu_cache = record("weights streamed by the runner", streamed, "B/s");
     spdlog::info("weights streamed by the runner: {:.2f} GB/s (an idle copy: {:.2f} GB/s)", streamed / 1e9,
                  idle_link / 1e9);

@@ -9,12 +9,14 @@
 
 namespace tiergen::policy {
 
-// One attempt at timing a point: the median of its repetitions, their spread
-// ((slowest - fastest) / median) and how many there were.
+// One attempt at timing a point: the median of its repetitions (or of the samples a
+// probe returns), their spread ((largest - smallest) / median), how many there were, and
+// the seconds the attempt took in all.
 struct PointTiming {
   double median = 0;
   double spread = 0;
   int runs = 0;
+  double seconds = 0;
   int attempts = 1;  // at the point in all (quietest_attempt sets it)
 };
 
@@ -28,15 +30,15 @@ constexpr double kRetimeSecondsPerProfile = 60;
 constexpr double kRetimeSecondsPerQuickProfile = 5;
 
 // Times a point with `attempt` and, while the quietest attempt so far is noisy, again,
-// up to kMaxPointAttempts attempts, each only where its cost (the last attempt's
-// median times its runs) fits in `retime_seconds_left`, which it is taken from.
-// Returns the attempt with the smallest spread, and how many attempts were made.
+// up to kMaxPointAttempts attempts, each only where its cost (what the last attempt
+// took) fits in `retime_seconds_left`, which it is taken from. Returns the attempt with
+// the smallest spread, and how many attempts were made.
 inline PointTiming quietest_attempt(const std::function<PointTiming()>& attempt, double& retime_seconds_left) {
   PointTiming quietest = attempt();
   PointTiming last = quietest;
   int attempts = 1;
   while (quietest.spread > kNoisySpread && attempts < kMaxPointAttempts) {
-    const double cost = last.median * last.runs;
+    const double cost = last.seconds;
     if (cost > retime_seconds_left) break;
     retime_seconds_left -= cost;
     last = attempt();

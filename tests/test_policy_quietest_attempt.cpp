@@ -22,7 +22,8 @@ struct ScriptedPoint {
   PointTiming operator()() { return script.at(made++); }
 };
 
-PointTiming timing(double median, double spread, int runs = 3) { return {median, spread, runs}; }
+// An attempt of 3 runs whose median is `median` and which took 3 x `median` seconds.
+PointTiming timing(double median, double spread) { return {median, spread, 3, 3 * median}; }
 
 TEST(PolicyQuietestAttempt, AQuietPointIsTimedOnce) {
   ScriptedPoint point{{timing(1.0, 0.1), timing(2.0, 0.0)}};
@@ -42,7 +43,7 @@ TEST(PolicyQuietestAttempt, ANoisyPointIsTimedAgainAndItsQuietestAttemptKept) {
   EXPECT_EQ(kept.attempts, 3);
   EXPECT_DOUBLE_EQ(kept.median, 1.05);
   EXPECT_DOUBLE_EQ(kept.spread, 0.2);
-  // Each attempt after the first is charged at the one before it: its median times its runs.
+  // Each attempt after the first is charged at what the one before it took.
   EXPECT_DOUBLE_EQ(budget, 100 - 3 * 1.0 - 3 * 1.1);
 }
 
