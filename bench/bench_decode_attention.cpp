@@ -3,9 +3,10 @@
 // cache lives in its cpu or disk tier), against the price the cost model puts on it: the
 // attention's FLOPs (4 x heads x head_dim x context per sequence, ModelSizes::
 // attention_flops) at the profile's "bmm, decode shape" rate, timed here as `tiergen
-// profile` times it (fp32, 256 x [1 x 128] x [128 x 2048]). All in interleaved rounds.
-// Reported per shape and dtype: microseconds per call, GFLOP/s, GB/s of K and V read, and
-// the measured time over the priced one (above 1: the price is too fast).
+// profile` times it (fp32, 256 x [1 x 128] x [128 x 2048]), each attention and that
+// product in the same interleaved rounds. Reported per shape and dtype: microseconds per
+// call, GFLOP/s, GB/s of K and V read, the product's rate in those rounds, and the
+// measured time over the priced one (above 1: the price is too fast).
 // Usage: bench_decode_attention [--reps 15] [--threads N (default: every usable core)]
 //        [--shapes B:HEADS:KV_HEADS:HEAD_DIM:CONTEXT,...]
 // Default shapes: the planner sweep's hidden-768 models (16 and 32 sequences, 12 heads
@@ -75,22 +76,22 @@ Options parse(int argc, char** argv) {
 }
 
 // The profile's decode-shaped batched product (policy/profiler.cpp, on a host that is
-// not small): FLOP/s.
-double profile_bmm_rate(int reps) {
-  const at::Tensor a = at::randn({256, 1, 128}), b = at::randn({256, 128, 2048});
-  const double seconds = tiergen::bench::interleaved_medians(reps, {[&] { (void)at::bmm(a, b); }})[0];
-  return 2.0 * 256 * 128 * 2048 / seconds;
-}
+// not small), timed beside each attention.
+struct ProfileBmm {
+  at::Tensor a = at::randn({256, 1, 128}), b = at::randn({256, 128, 2048});
+  void run() const { (void)at::bmm(a, b); }
+  static double flops() { return 2.0 * 256 * 128 * 2048; }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   tiergen::set_compute_threads(o.threads);
-  const double bmm_rate = profile_bmm_rate(o.reps);
-  std::printf("threads %d; profile's bmm, decode shape (fp32): %.2f GFLOP/s\n", at::get_num_threads(), bmm_rate / 1e9);
-  std::printf("%-22s %-9s %10s %9s %9s %14s\n", "B:H:KV:D:context", "dtype", "us/call", "GFLOP/s", "KV GB/s",
-              "measured/price");
+  const ProfileBmm bmm;
+  std::printf("threads %d\n", at::get_num_threads());
+  std::printf("%-22s %-9s %10s %9s %9s %10s %14s\n", "B:H:KV:D:context", "dtype", "us/call", "GFLOP/s", "KV GB/s",
+              "bmm GFLOP/s", "measured/price");
   for (const Shape& s : o.shapes) {
     for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
       const auto options = at::TensorOptions().dtype(dtype);
@@ -100,16 +101,18 @@ int main(int argc, char** argv) {
       tiergen::model::StepInputs step;  // one new token after context - 1, no padding
       step.pad = at::zeros({s.sequences}, at::kLong);
       step.past_len = s.context - 1;
-      const double seconds =
-          tiergen::bench::interleaved_medians(o.reps, {[&] { (void)tiergen::model::attend(q, k, v, step); }})[0];
+      // The attention and the price's product in the same rounds (a host's speed wanders).
+      const std::vector<double> medians = tiergen::bench::interleaved_medians(
+          o.reps, {[&] { (void)tiergen::model::attend(q, k, v, step); }, [&] { bmm.run(); }});
+      const double seconds = medians[0], bmm_rate = ProfileBmm::flops() / medians[1];
       const double flops = double(s.sequences) * 4.0 * double(s.heads * s.head_dim) * double(s.context);
       const double kv_bytes = double(k.nbytes() + v.nbytes());
-      std::printf("%-22s %-9s %10.1f %9.2f %9.2f %14.2f\n",
+      std::printf("%-22s %-9s %10.1f %9.2f %9.2f %10.2f %14.2f\n",
                   (std::to_string(s.sequences) + ":" + std::to_string(s.heads) + ":" + std::to_string(s.kv_heads) +
                    ":" + std::to_string(s.head_dim) + ":" + std::to_string(s.context))
                       .c_str(),
                   dtype == at::kFloat ? "float32" : "bfloat16", seconds * 1e6, flops / seconds / 1e9,
-                  tiergen::bench::gbs(kv_bytes, seconds), seconds / (flops / bmm_rate));
+                  tiergen::bench::gbs(kv_bytes, seconds), bmm_rate / 1e9, seconds / (flops / bmm_rate));
     }
   }
   return 0;

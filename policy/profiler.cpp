@@ -20,9 +20,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <numeric>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 #include <tuple>
@@ -52,7 +52,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Repetitions, spread and attempts of the most recent median_seconds() call, for record().
+// Repetitions, spread and attempts of the most recent timed point (timed_median) or
+// probe (quietest_median_of), for record().
 struct LastTiming {
   int runs = 0;
   double spread = 0;
@@ -241,14 +242,16 @@ constexpr bool kSanitizedBuild = false;
 #endif
 
 // A sanitized build's timings mean nothing, and its profiles only have to take the code
-// through every probe: its working sets are a sixteenth of `bytes`, with no floor at the
-// last-level cache. At full size one quick profile (which a test run of `tiergen generate`
-// without --hw measures) took 13-15 minutes under ASan on a 2-core AMX guest, whose
-// 300 MiB L3 made each probe's weight 1.2 GB.
+// through every probe: its working sets sized against the last-level cache are a
+// sixteenth of `bytes`, with no floor at the cache (its profile's source says so). At full
+// size one quick profile (which a test run of `tiergen generate` without --hw measures)
+// took 13-15 minutes under ASan on a 2-core AMX guest, whose 300 MiB L3 made each probe's
+// weight 1.2 GB.
 constexpr uint64_t kSanitizedWorkingSetDivisor = 16;
 
 // At least `bytes`, and at least 4x the last-level cache: a working set the cache
-// serves in part would time the cache, not the memory the tiers live in.
+// serves in part would time the cache, not the memory the tiers live in. (In a sanitized
+// build, a sixteenth of `bytes`, which the caches may hold.)
 uint64_t beyond_caches(uint64_t bytes) {
   if (kSanitizedBuild) return bytes / kSanitizedWorkingSetDivisor;
   static const uint64_t cache = last_level_cache_bytes();  // read from sysfs once
@@ -492,6 +495,11 @@ std::vector<int64_t> product_row_counts(bool quick) {
 constexpr int64_t kProductRowLength = 4096;
 constexpr int64_t kShortRowLength = 768;
 constexpr int64_t kCallMatrixRows = 1024;
+// The product calls are timed over matrices of kCallMatrixRows x kShortRowLength carved
+// from the quick profile's fp32 weight (64 MiB): a sanitized build's sixteenth of it must
+// still hold one.
+static_assert((64ull << 20) / kSanitizedWorkingSetDivisor >= uint64_t(kCallMatrixRows * kShortRowLength * 4),
+              "a sanitized quick profile's fp32 weight holds no product-call matrix");
 bool times_call_cost_at(int64_t rows, bool quick) {
   return quick ? (rows == 1 || rows == 16 || rows == 64) : (rows == 1 || rows == 8 || rows == 32 || rows == 128);
 }
@@ -887,7 +895,10 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "link rates equal the bulk rates" +
              fmt::format("; CPU kernels timed on {} compute threads (every usable core unless OMP_NUM_THREADS says "
                          "otherwise, as runs compute)",
-                         at::get_num_threads());
+                         at::get_num_threads()) +
+             (kSanitizedBuild ? "; SANITIZED BUILD: working sets a sixteenth of the usual and within the caches, "
+                                "timed through instrumented code: not this host's speeds"
+                              : "");
   p.validate("measured profile");
   return p;
 }

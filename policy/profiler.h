@@ -47,8 +47,9 @@ HardwareProfile measure_host(const ProfilerOptions& options, std::vector<Measure
 
 // The CPU's products over host weights in `dtype` ("float32", "float16", "bfloat16"),
 // timed as measure_host times them (on every compute thread, through the kernel path a
-// run takes now): for a profile that lacks the dtype a job computes in. Rates empty
-// when this LibTorch cannot multiply in `dtype` on the CPU.
+// run takes now): for a profile that lacks the dtype a job computes in, with a budget
+// of its own for timing noisy points again (quietest_attempt.h). Rates empty when this
+// LibTorch cannot multiply in `dtype` on the CPU.
 CpuProductTable measure_cpu_products(const std::string& dtype, bool quick,
                                      std::vector<Measurement>* measurements = nullptr);
 

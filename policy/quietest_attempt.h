@@ -24,24 +24,25 @@ struct PointTiming {
 constexpr double kNoisySpread = 0.5;
 // Attempts at one point, the first included.
 constexpr int kMaxPointAttempts = 3;
-// What timing points again may cost one profile in all: a full one takes minutes, a
-// quick one (measured by a job that found no profile of its host) a few seconds.
+// What timing points again may cost one profile in all (give or take one attempt): a
+// full one takes minutes, a quick one (measured by a job that found no profile of its
+// host) a few seconds.
 constexpr double kRetimeSecondsPerProfile = 60;
 constexpr double kRetimeSecondsPerQuickProfile = 5;
 
 // Times a point with `attempt` and, while the quietest attempt so far is noisy, again,
-// up to kMaxPointAttempts attempts, each only where its cost (what the last attempt
-// took) fits in `retime_seconds_left`, which it is taken from. Returns the attempt with
-// the smallest spread, and how many attempts were made.
+// up to kMaxPointAttempts attempts, each only where what the last attempt took still
+// fits in `retime_seconds_left`; what each one does take is taken from it (it may go
+// below zero by the last attempt's excess: a profile overspends by one attempt at most).
+// Returns the attempt with the smallest spread, and how many attempts were made.
 inline PointTiming quietest_attempt(const std::function<PointTiming()>& attempt, double& retime_seconds_left) {
   PointTiming quietest = attempt();
   PointTiming last = quietest;
   int attempts = 1;
   while (quietest.spread > kNoisySpread && attempts < kMaxPointAttempts) {
-    const double cost = last.seconds;
-    if (cost > retime_seconds_left) break;
-    retime_seconds_left -= cost;
+    if (last.seconds > retime_seconds_left) break;
     last = attempt();
+    retime_seconds_left -= last.seconds;
     ++attempts;
     if (last.spread < quietest.spread) quietest = last;
   }

@@ -43,8 +43,8 @@ TEST(PolicyQuietestAttempt, ANoisyPointIsTimedAgainAndItsQuietestAttemptKept) {
   EXPECT_EQ(kept.attempts, 3);
   EXPECT_DOUBLE_EQ(kept.median, 1.05);
   EXPECT_DOUBLE_EQ(kept.spread, 0.2);
-  // Each attempt after the first is charged at what the one before it took.
-  EXPECT_DOUBLE_EQ(budget, 100 - 3 * 1.0 - 3 * 1.1);
+  // Each attempt after the first is charged at what it took.
+  EXPECT_DOUBLE_EQ(budget, 100 - 3 * 1.1 - 3 * 1.05);
 }
 
 TEST(PolicyQuietestAttempt, APointNoisyInEveryAttemptKeepsTheQuietestAfterTheLast) {
@@ -71,6 +71,13 @@ TEST(PolicyQuietestAttempt, TheProfilesBudgetBoundsTheAttempts) {
   EXPECT_EQ(kept.attempts, 2);
   EXPECT_DOUBLE_EQ(kept.spread, 0.8);
   EXPECT_DOUBLE_EQ(budget, 1);
+  // An attempt that took longer than the one before it (the host got busier) is charged
+  // what it took: the budget goes below zero, and no attempt follows.
+  ScriptedPoint slower{{timing(1.0, 0.9), timing(2.0, 0.8), timing(1.0, 0.0)}};
+  double overspent = 4;
+  EXPECT_EQ(quietest_attempt(std::ref(slower), overspent).attempts, 2);
+  EXPECT_EQ(slower.made, 2u);
+  EXPECT_DOUBLE_EQ(overspent, -2);
 }
 
 // A number timed more than once says how many times; one still noisy after its last
