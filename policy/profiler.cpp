@@ -65,6 +65,16 @@ LastTiming last_timing;
 // measure_host and measure_cpu_products set it.
 double retime_seconds_left = 0;
 
+// The median of a probe's samples (the runner probes measure theirs elsewhere), their
+// spread, and how long the probe took.
+PointTiming sample_timing(std::vector<double> samples, double seconds) {
+  TG_CHECK(!samples.empty(), "profiler: no samples");
+  std::sort(samples.begin(), samples.end());
+  const double median = samples[samples.size() / 2];
+  return {median, median > 0 ? (samples.back() - samples.front()) / median : 0, static_cast<int>(samples.size()),
+          seconds};
+}
+
 // One attempt: `reps` timed calls (at least 3), no warm-up.
 PointTiming repetitions(int reps, const std::function<void()>& fn, const std::function<void()>& sync) {
   reps = std::max(reps, 3);
@@ -76,9 +86,9 @@ PointTiming repetitions(int reps, const std::function<void()>& fn, const std::fu
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   const double seconds = std::accumulate(times.begin(), times.end(), 0.0);
-  std::sort(times.begin(), times.end());
-  const double median = std::max(times[times.size() / 2], 1e-9);
-  return {median, (times.back() - times.front()) / median, reps, seconds};
+  PointTiming timing = sample_timing(std::move(times), seconds);
+  timing.median = std::max(timing.median, 1e-9);  // a rate divides by it
+  return timing;
 }
 
 // The median of `reps` timed calls (at least 3), no warm-up; the quietest of a few
@@ -107,16 +117,6 @@ double median_seconds_within(double budget, int reps, const std::function<void()
   const double first = std::chrono::duration<double>(Clock::now() - start).count();
   const int affordable = first > 0 ? int(budget / first) : reps;
   return timed_median(std::clamp(affordable, 3, std::max(reps, 3)), fn);
-}
-
-// The median of a probe's samples (the runner probes measure theirs elsewhere), their
-// spread, and how long the probe took.
-PointTiming sample_timing(std::vector<double> samples, double seconds) {
-  TG_CHECK(!samples.empty(), "profiler: no samples");
-  std::sort(samples.begin(), samples.end());
-  const double median = samples[samples.size() / 2];
-  return {median, median > 0 ? (samples.back() - samples.front()) / median : 0, static_cast<int>(samples.size()),
-          seconds};
 }
 
 // The median of the samples `probe` returns; the quietest of a few runs of the probe
