@@ -1,12 +1,16 @@
 // Decode attention on the CPU as the runtime runs it over a cache it loaded (model::attend:
-// LibTorch's products and softmax, the path of a host standing in for the GPU when the
-// cache lives in its cpu or disk tier), against the price the cost model puts on it: the
-// attention's FLOPs (4 x heads x head_dim x context per sequence, ModelSizes::
-// attention_flops) at the profile's "bmm, decode shape" rate, timed here as `tiergen
-// profile` times it (fp32, 256 x [1 x 128] x [128 x 2048]), each attention and that
-// product in the same interleaved rounds. Reported per shape and dtype: microseconds per
-// call, GFLOP/s, GB/s of K and V read, the product's rate in those rounds, and the
-// measured time over the priced one (above 1: the price is too fast).
+// LibTorch's products and softmax over units of one sequence's kv head with its query
+// heads, runtime::KvCache::decode_attention: the path of a host standing in for the GPU
+// when the cache lives in its cpu or disk tier), against the two prices the cost model
+// can put on it, each timed in the same interleaved rounds as the attention (a host's
+// speed wanders): its FLOPs (4 x heads x head_dim x context per sequence, ModelSizes::
+// attention_flops) at the "bmm, decode shape" rate, timed as `tiergen profile` times it
+// (fp32, 256 x [1 x 128] x [128 x 2048]), the price of profiles without a loaded-cache
+// attention; and `tiergen profile`'s own fit (LoadedCacheAttention: a call, units,
+// positions, scores and bytes), from its five shapes (loaded_cache_attention_fit.h).
+// Reported per shape and dtype: microseconds per call, GFLOP/s, GB/s of K and V read,
+// the product's rate in those rounds, and the measured time over each price (above 1:
+// the price is too fast).
 // Usage: bench_decode_attention [--reps 15] [--threads N (default: every usable core)]
 //        [--shapes B:HEADS:KV_HEADS:HEAD_DIM:CONTEXT,...]
 // Default shapes: the planner sweep's hidden-768 models (16 and 32 sequences, 12 heads
@@ -17,12 +21,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <array>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_timing.h"
 #include "tiergen/common/compute_threads.h"
+#include "policy/loaded_cache_attention_fit.h"
 #include "tiergen/model/forward.h"
 
 namespace {
@@ -83,6 +90,22 @@ struct ProfileBmm {
   static double flops() { return 2.0 * 256 * 128 * 2048; }
 };
 
+// One attention call as the runtime makes it over a loaded cache: unit-major (a unit is
+// one sequence's kv head, its query heads in the query rows), no padding.
+struct UnitAttention {
+  UnitAttention(at::ScalarType dtype, int64_t units, int64_t groups, int64_t context, int64_t head_dim)
+      : q(at::randn({units, groups, 1, head_dim}).to(dtype)),
+        k(at::randn({units, 1, context, head_dim}).to(dtype)),
+        v(at::randn({units, 1, context, head_dim}).to(dtype)) {
+    step.pad = at::zeros({units}, at::kLong);
+    step.past_len = context - 1;
+    step.visibility = tiergen::model::visibility_mask(step, 1, context, at::kCPU);
+  }
+  void run() const { (void)tiergen::model::attend(q, k, v, step); }
+  at::Tensor q, k, v;
+  tiergen::model::StepInputs step;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,29 +113,34 @@ int main(int argc, char** argv) {
   tiergen::set_compute_threads(o.threads);
   const ProfileBmm bmm;
   std::printf("threads %d\n", at::get_num_threads());
-  std::printf("%-22s %-9s %10s %9s %9s %10s %14s\n", "B:H:KV:D:context", "dtype", "us/call", "GFLOP/s", "KV GB/s",
-              "bmm GFLOP/s", "measured/price");
+  std::printf("%-22s %-9s %10s %9s %9s %10s %14s %14s\n", "B:H:KV:D:context", "dtype", "us/call", "GFLOP/s",
+              "KV GB/s", "bmm GFLOP/s", "meas/bmm price", "meas/fit price");
   for (const Shape& s : o.shapes) {
     for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-      const auto options = at::TensorOptions().dtype(dtype);
-      const at::Tensor q = at::randn({s.sequences, s.heads, 1, s.head_dim}, options);
-      const at::Tensor k = at::randn({s.sequences, s.kv_heads, s.context, s.head_dim}, options);
-      const at::Tensor v = at::randn({s.sequences, s.kv_heads, s.context, s.head_dim}, options);
-      tiergen::model::StepInputs step;  // one new token after context - 1, no padding
-      step.pad = at::zeros({s.sequences}, at::kLong);
-      step.past_len = s.context - 1;
-      // The attention and the price's product in the same rounds (a host's speed wanders).
-      const std::vector<double> medians = tiergen::bench::interleaved_medians(
-          o.reps, {[&] { (void)tiergen::model::attend(q, k, v, step); }, [&] { bmm.run(); }});
+      const UnitAttention attention(dtype, s.sequences * s.kv_heads, s.heads / s.kv_heads, s.context, s.head_dim);
+      std::vector<UnitAttention> probes;  // the profile's fit shapes
+      for (const auto& p : tiergen::policy::kLoadedCacheAttentionShapes)
+        probes.emplace_back(dtype, p.units, p.groups, p.context, p.head_dim);
+      std::vector<std::function<void()>> timed = {[&] { attention.run(); }, [&] { bmm.run(); }};
+      for (const UnitAttention& p : probes) timed.push_back([&p] { p.run(); });
+      const std::vector<double> medians = tiergen::bench::interleaved_medians(o.reps, timed);
       const double seconds = medians[0], bmm_rate = ProfileBmm::flops() / medians[1];
       const double flops = double(s.sequences) * 4.0 * double(s.heads * s.head_dim) * double(s.context);
-      const double kv_bytes = double(k.nbytes() + v.nbytes());
-      std::printf("%-22s %-9s %10.1f %9.2f %9.2f %10.2f %14.2f\n",
+      const double kv_bytes = double(attention.k.nbytes() + attention.v.nbytes());
+      std::array<double, 5> probe_seconds{};
+      for (size_t i = 0; i < probe_seconds.size(); ++i) probe_seconds[i] = medians[2 + i];
+      const auto fit = tiergen::policy::fit_loaded_cache_attention(probe_seconds, int64_t(at::elementSize(dtype)));
+      const double units = double(s.sequences * s.kv_heads);
+      const double fit_price =
+          fit ? fit->seconds(1, units, units * double(s.context), double(s.sequences * s.heads * s.context), kv_bytes)
+              : 0;
+      std::printf("%-22s %-9s %10.1f %9.2f %9.2f %10.2f %14.2f %14s\n",
                   (std::to_string(s.sequences) + ":" + std::to_string(s.heads) + ":" + std::to_string(s.kv_heads) +
                    ":" + std::to_string(s.head_dim) + ":" + std::to_string(s.context))
                       .c_str(),
                   dtype == at::kFloat ? "float32" : "bfloat16", seconds * 1e6, flops / seconds / 1e9,
-                  tiergen::bench::gbs(kv_bytes, seconds), bmm_rate / 1e9, seconds / (flops / bmm_rate));
+                  tiergen::bench::gbs(kv_bytes, seconds), bmm_rate / 1e9, seconds / (flops / bmm_rate),
+                  fit ? std::to_string(seconds / fit_price).substr(0, 5).c_str() : "(no fit)");
     }
   }
   return 0;

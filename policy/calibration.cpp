@@ -76,8 +76,8 @@ const std::vector<TermRule>& term_rules() {
        gpu_is_a_gpu},
       // The stand-in's "gpu" products are the CPU's products: its product rates scale.
       {"cpu products",
-       "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, call_seconds, short_row_rates (and every dtype's in "
-       "cpu.product_tables), "
+       "cpu.product_rates, cpu.gemv_bandwidth, cpu.matmul_flops, call_seconds, short_row_rates, "
+       "loaded_cache_attention (and every dtype's in cpu.product_tables), "
        "gpu_flops.mm_decode, gpu_flops.bmm_decode",
        Task::Compute, [](const CalibrationRun&, const HardwareProfile& hw) { return hw.gpu_is_host; },
        [](const CalibrationRun& r) { return r.compute_seconds - r.cpu_attention_seconds; },
@@ -87,6 +87,7 @@ const std::vector<TermRule>& term_rules() {
          hw.cpu_gemv_bandwidth *= f;
          hw.cpu_matmul_flops *= f;
          for (auto& call : hw.cpu_call_seconds) call.second /= f;  // seconds, where the others are rates
+         hw.cpu_loaded_cache_attention.speed_up(f);
          for (auto& q : hw.cpu_quantized_product_rates) {
            for (auto& rate : q.rates) rate.second *= f;
          }
@@ -97,6 +98,7 @@ const std::vector<TermRule>& term_rules() {
            table.gemv_bandwidth *= f;
            table.matmul_flops *= f;
            for (auto& call : table.call_seconds) call.second /= f;
+           table.loaded_cache_attention.speed_up(f);
            for (auto& q : table.quantized) {
              for (auto& rate : q.rates) rate.second *= f;
            }

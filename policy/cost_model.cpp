@@ -318,9 +318,20 @@ void add_stand_in_gpu_tier_attention(const Terms& t, double context, PhaseModel&
 }
 
 // Seconds of decode attention over the whole cache as LibTorch's batched products: a
-// GPU's, and the stand-in's over the share it loads from its cpu and disk tiers
-// (add_gpu_attention_terms).
+// GPU's, its FLOPs at the profile's batched-product rate; and the stand-in's over the
+// share it loads from its cpu and disk tiers (add_gpu_attention_terms), as the profile
+// timed that attention in the job's dtype where it did (LoadedCacheAttention: its units,
+// positions, scores and bytes, and a call per gpu batch), since priced as FLOPs it took
+// 0.2x to 5x the price by shape and dtype. The call is charged by the loaded share, as
+// add_cpu_attention_terms charges its calls: a part of a call short for a cache split
+// between the gpu tier and the others, a call short for one split over cpu and disk.
 double decode_attention_products_seconds(const Terms& t, double context) {
+  const LoadedCacheAttention& loaded = t.hw.cpu_loaded_cache_attention;
+  if (t.hw.gpu_is_host && loaded.timed()) {
+    const double units = t.bls * double(t.sizes.num_kv_heads());
+    return loaded.seconds(double(t.policy.num_gpu_batches), units, units * context,
+                          t.bls * double(t.sizes.num_heads()) * context, t.bls * context * t.kv);
+  }
   return t.bls * t.sizes.attention_flops(context) / t.hw.bmm_flops_decode;
 }
 

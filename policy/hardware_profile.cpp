@@ -181,12 +181,37 @@ json rates_json(const std::vector<std::pair<int64_t, double>>& rates) {
   return out;
 }
 
+LoadedCacheAttention loaded_cache_attention_from_json(const json& a, const std::string& name,
+                                                      const std::string& source) {
+  TG_CHECK(a.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
+  check_keys(a, {"kv_bandwidth", "call_seconds", "unit_seconds", "position_seconds", "score_seconds"}, name + ".",
+             source);
+  const auto number = [&](const char* key, bool positive) {
+    const bool present = a.contains(key) && a.at(key).is_number();
+    const double value = present ? a.at(key).get<double>() : -1;
+    TG_CHECK(present && (positive ? value > 0 : value >= 0) && value < 1e30,
+             "{}: hardware profile field '{}.{}' must be a {} number", source, name, key,
+             positive ? "positive" : "non-negative");
+    return value;
+  };
+  LoadedCacheAttention out;
+  out.kv_bandwidth = number("kv_bandwidth", true);
+  out.call_seconds = number("call_seconds", false);
+  out.unit_seconds = number("unit_seconds", false);
+  out.position_seconds = number("position_seconds", false);
+  out.score_seconds = number("score_seconds", false);
+  TG_CHECK(out.call_seconds < 1 && out.unit_seconds < 1 && out.position_seconds < 1 && out.score_seconds < 1,
+           "{}: hardware profile field '{}' has a cost of a second or more per call, unit, position or score", source,
+           name);
+  return out;
+}
+
 CpuProductTable product_table_from_json(const json& t, const std::string& name, const std::string& source) {
   TG_CHECK(t.is_object(), "{}: hardware profile field '{}' must be an object", source, name);
   check_keys(t,
              {"dtype", "kernel_path", "kernel_level", "kernels_revision", "rates", "matmul_flops", "gemv_bandwidth",
               "small_matmul_max_rows", "quantized", "call_seconds", "row_length", "short_row_rates",
-              "short_row_length"},
+              "short_row_length", "loaded_cache_attention"},
              name + ".", source);
   CpuProductTable table;
   TG_CHECK(t.contains("dtype") && t.at("dtype").is_string(), "{}: hardware profile field '{}.dtype' must be a string",
@@ -251,6 +276,10 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
   if (t.contains("short_row_rates")) {
     table.short_row_rates = rates_at(t.at("short_row_rates"), name + ".short_row_rates", source);
   }
+  if (t.contains("loaded_cache_attention")) {
+    table.loaded_cache_attention =
+        loaded_cache_attention_from_json(t.at("loaded_cache_attention"), name + ".loaded_cache_attention", source);
+  }
   return table;
 }
 
@@ -267,6 +296,14 @@ json product_table_json(const CpuProductTable& t) {
   if (t.row_length > 0) j["row_length"] = t.row_length;
   if (!t.short_row_rates.empty()) j["short_row_rates"] = rates_json(t.short_row_rates);
   if (t.short_row_length > 0) j["short_row_length"] = t.short_row_length;
+  if (t.loaded_cache_attention.timed()) {
+    const LoadedCacheAttention& a = t.loaded_cache_attention;
+    j["loaded_cache_attention"] = {{"kv_bandwidth", a.kv_bandwidth},
+                                   {"call_seconds", a.call_seconds},
+                                   {"unit_seconds", a.unit_seconds},
+                                   {"position_seconds", a.position_seconds},
+                                   {"score_seconds", a.score_seconds}};
+  }
   if (!t.quantized.empty()) {
     j["quantized"] = json::array();
     for (const auto& q : t.quantized) {
@@ -292,6 +329,7 @@ void read_product_tables(HardwareProfile& p, const json& cpu, const std::string&
       p.cpu_product_row_length = priced->row_length;
       p.cpu_short_row_rates = priced->short_row_rates;
       p.cpu_short_row_length = priced->short_row_length;
+      p.cpu_loaded_cache_attention = priced->loaded_cache_attention;
     }
     return;
   }
@@ -355,13 +393,18 @@ bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b) 
   return a.bits == b.bits && a.group_size == b.group_size && a.rates == b.rates;
 }
 
+bool operator==(const LoadedCacheAttention& a, const LoadedCacheAttention& b) {
+  return a.kv_bandwidth == b.kv_bandwidth && a.call_seconds == b.call_seconds && a.unit_seconds == b.unit_seconds &&
+         a.position_seconds == b.position_seconds && a.score_seconds == b.score_seconds;
+}
+
 bool operator==(const CpuProductTable& a, const CpuProductTable& b) {
   return a.dtype == b.dtype && a.kernel_path == b.kernel_path && a.kernel_level == b.kernel_level &&
          a.kernels_revision == b.kernels_revision && a.rates == b.rates &&
          a.matmul_flops == b.matmul_flops && a.gemv_bandwidth == b.gemv_bandwidth &&
          a.small_matmul_max_rows == b.small_matmul_max_rows && a.quantized == b.quantized &&
          a.call_seconds == b.call_seconds && a.row_length == b.row_length && a.short_row_rates == b.short_row_rates &&
-         a.short_row_length == b.short_row_length;
+         a.short_row_length == b.short_row_length && a.loaded_cache_attention == b.loaded_cache_attention;
 }
 
 std::string stale_cpu_products(const CpuProductTable& table) {
@@ -448,6 +491,7 @@ void HardwareProfile::price_cpu_products_with(const CpuProductTable& table) {
   cpu_product_row_length = table.row_length;
   cpu_short_row_rates = table.short_row_rates;
   cpu_short_row_length = table.short_row_length;
+  cpu_loaded_cache_attention = table.loaded_cache_attention;
 }
 
 void HardwareProfile::add_cpu_product_table(const CpuProductTable& table) {
@@ -631,7 +675,10 @@ json profile_to_json(const HardwareProfile& p) {
                  "per dtype timed: the fields above for host weights of that dtype, the kernel path the "
                  "products took, and call_seconds: [rows, seconds] one product call costs beside its bytes; "
                  "row_length: elements of a W row in those products; short_row_rates: the same products over rows "
-                 "of short_row_length elements, each product priced at its own row length between the two "
+                 "of short_row_length elements, each product priced at its own row length between the two; "
+                 "loaded_cache_attention (a host standing in for the GPU): its decode attention over a cache loaded "
+                 "from its cpu or disk tier, bytes of K and V per second and seconds per call, per unit (a "
+                 "sequence's kv head), per position (a unit's key) and per score (a query head at a position) "
                  "(optional; a plan in a dtype without a table prices no CPU products)"},
                 {"stage_link.bandwidth", "bytes/s between consecutive pipeline stages (optional)"},
                 {"stage_link.latency", "seconds per message between consecutive pipeline stages (optional)"},

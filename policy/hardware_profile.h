@@ -24,6 +24,39 @@ struct QuantizedProductRates {
 };
 bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b);
 
+// Decode attention as a host standing in for the GPU runs it over a share of the cache it
+// loaded from its cpu or disk tier: model::attend (LibTorch's batched products and
+// softmax) over units of one sequence's kv head with its query heads
+// (runtime::KvCache::decode_attention), in one dtype, at every core. Priced as its K and
+// V bytes at `kv_bandwidth` plus a cost per call, per unit, per position (one unit's key)
+// and per score (one query head at one position). Priced as its FLOPs at one batched
+// product's rate, it took 0.2x to 5x the price on a 2-core Xeon guest, by shape and
+// dtype: a call costs hundreds of microseconds there, short units their dispatch,
+// grouped heads their scores.
+struct LoadedCacheAttention {
+  double kv_bandwidth = 0;  // bytes of K and V per second; 0: not timed
+  double call_seconds = 0;
+  double unit_seconds = 0;
+  double position_seconds = 0;
+  double score_seconds = 0;
+  bool timed() const { return kv_bandwidth > 0; }
+  // Seconds of `calls` calls over `units` units, `positions` keys of those units,
+  // `scores` scores and `kv_bytes` of K and V in all.
+  double seconds(double calls, double units, double positions, double scores, double kv_bytes) const {
+    return calls * call_seconds + units * unit_seconds + positions * position_seconds + scores * score_seconds +
+           kv_bytes / kv_bandwidth;
+  }
+  // Every part `factor` times as fast (calibration).
+  void speed_up(double factor) {
+    kv_bandwidth *= factor;
+    call_seconds /= factor;
+    unit_seconds /= factor;
+    position_seconds /= factor;
+    score_seconds /= factor;
+  }
+};
+bool operator==(const LoadedCacheAttention& a, const LoadedCacheAttention& b);
+
 // The CPU's products over host weights of one dtype, as `tiergen profile` times them
 // through the runtime's product: the fields HardwareProfile prices CPU products with
 // (cpu_product_rates, cpu_matmul_flops, cpu_gemv_bandwidth, cpu_small_matmul_max_rows),
@@ -62,6 +95,10 @@ struct CpuProductTable {
   // stale (stale_cpu_products).
   std::vector<std::pair<int64_t, double>> short_row_rates;
   int64_t short_row_length = 0;
+  // Where the host stands in for the GPU: its decode attention over a loaded cache in
+  // this dtype (not timed on a CUDA host, nor in tables that predate it: that attention
+  // is then priced as its FLOPs at the bmm decode rate).
+  LoadedCacheAttention loaded_cache_attention;
 };
 bool operator==(const CpuProductTable& a, const CpuProductTable& b);
 
@@ -154,6 +191,10 @@ struct HardwareProfile {
   int64_t cpu_product_row_length = 0;
   std::vector<std::pair<int64_t, double>> cpu_short_row_rates;
   int64_t cpu_short_row_length = 0;
+  // The priced dtype's decode attention over a loaded cache on a host standing in for
+  // the GPU (its table's `loaded_cache_attention`; not a field of the file outside the
+  // tables).
+  LoadedCacheAttention cpu_loaded_cache_attention;
   // Seconds of one in-place product of `rows` rows over `stored_bytes` of weights
   // compressed to `bits`, from cpu_quantized_product_rates (interpolated in rows; beyond
   // the largest count timed, at its rate), or nullopt when that format was not timed.

@@ -83,6 +83,7 @@ class ModelSizes {
   // q, k, v of one token (what CPU attention receives from the gpu).
   double qkv_bytes_per_token() const { return double(query_dim_ + 2 * kv_dim_) * dtype_bytes_; }
   const model::WeightLayer& decoder_layer() const { return decoder_; }
+  int64_t num_heads() const { return spec_.num_heads; }
   int64_t num_kv_heads() const { return spec_.num_kv_heads; }
   int64_t head_dim() const { return spec_.head_dim; }
 

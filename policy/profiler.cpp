@@ -1,6 +1,7 @@
 // The only policy/ file that uses LibTorch (ATen) for its measurements.
 #include "policy/profiler.h"
 
+#include "policy/loaded_cache_attention_fit.h"
 #include "policy/quietest_attempt.h"
 #include "policy/runner_probe.h"
 
@@ -37,6 +38,7 @@
 #include "kernels/cpu/small_matmul.h"
 #include "tiergen/common/kernel_elem_type.h"
 #include "tiergen/common/torch_compat.h"
+#include "tiergen/model/forward.h"
 #include "tiergen/model/linear.h"
 #include "tiergen/common/compute_threads.h"
 #include "tiergen/common/error.h"
@@ -389,6 +391,93 @@ void attention_call_through_the_runner(HardwareProfile& p, const std::string& de
                p.cpu_attention_call_seconds * 1e6, kernel_call * 1e6);
 }
 
+// Decode attention as a host standing in for the GPU runs it over a cache it loaded
+// (runtime::KvCache::decode_attention: model::attend over units of one sequence's kv head,
+// the unit's query heads in the query rows, keys and values [units, 1, context, head
+// dim]), in `dtype`, no padding.
+class LoadedCacheAttentionProbe {
+ public:
+  LoadedCacheAttentionProbe(at::ScalarType dtype, const AttentionProbeShape& shape)
+      : q_(at::randn({shape.units, shape.groups, 1, shape.head_dim}).to(dtype)),
+        k_(at::randn({shape.units, 1, shape.context, shape.head_dim}).to(dtype)),
+        v_(at::randn({shape.units, 1, shape.context, shape.head_dim}).to(dtype)) {
+    step_.pad = at::zeros({shape.units}, at::kLong);
+    step_.past_len = shape.context - 1;
+    step_.visibility = model::visibility_mask(step_, 1, shape.context, at::kCPU);
+  }
+  void run() const { (void)model::attend(q_, k_, v_, step_); }
+
+ private:
+  at::Tensor q_, k_, v_;
+  model::StepInputs step_;
+};
+
+// The stand-in's decode attention over a loaded cache in `dtype` (LoadedCacheAttention),
+// at the process's thread count: the shapes of loaded_cache_attention_fit.h (caches of
+// the size a layer's gpu batch loads in the stand-in's sweeps, 7 to 28 MB in fp32),
+// timed in interleaved rounds (a host's speed drifts by the minute), the median of each
+// fitted. Not timed (all zero) where this LibTorch cannot attend in `dtype` on the CPU,
+// or where the fit finds no rate for the bytes.
+LoadedCacheAttention loaded_cache_attention(at::ScalarType dtype, int reps, const Recorder& record) {
+  const std::string name = compat::dtype_name(dtype);
+  try {
+    std::vector<LoadedCacheAttentionProbe> probes;
+    for (const AttentionProbeShape& shape : kLoadedCacheAttentionShapes) probes.emplace_back(dtype, shape);
+    for (const auto& p : probes) p.run();  // warm
+    // One attempt: every shape once a round; its spread the largest of the shapes', as
+    // every cost is a difference of their medians. Timed again while noisy, as a point is
+    // (quietest_attempt), the quietest attempt's medians kept.
+    const int rounds = std::max(reps, 3) * 3;
+    std::vector<std::pair<double, std::array<double, 5>>> attempts;  // (spread, medians)
+    const PointTiming kept = quietest_attempt(
+        [&] {
+          std::vector<std::vector<double>> samples(probes.size());
+          const auto start = Clock::now();
+          for (int r = 0; r < rounds; ++r) {
+            for (size_t i = 0; i < probes.size(); ++i) {
+              const auto begin = Clock::now();
+              probes[i].run();
+              samples[i].push_back(std::chrono::duration<double>(Clock::now() - begin).count());
+            }
+          }
+          const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+          PointTiming attempt{0, 0, rounds, seconds};
+          std::array<double, 5> medians{};
+          for (size_t i = 0; i < samples.size(); ++i) {
+            const PointTiming timing = sample_timing(std::move(samples[i]), seconds);
+            medians[i] = timing.median;
+            attempt.spread = std::max(attempt.spread, timing.spread);
+          }
+          attempts.emplace_back(attempt.spread, medians);
+          return attempt;
+        },
+        retime_seconds_left);
+    last_timing = {kept.runs, kept.spread, kept.attempts};
+    const auto quietest = std::min_element(attempts.begin(), attempts.end(),
+                                           [](const auto& a, const auto& b) { return a.first < b.first; });
+    const std::optional<LoadedCacheAttention> fitted =
+        fit_loaded_cache_attention(quietest->second, int64_t(at::elementSize(dtype)));
+    if (!fitted) {
+      spdlog::warn("profiler: the stand-in's attention over a loaded cache in {} took no longer over wider heads "
+                   "(a noisy host); it is priced as its FLOPs",
+                   name);
+      return {};
+    }
+    const std::string what = "loaded-cache attention " + name;
+    record(what, fitted->kv_bandwidth, "B/s");
+    record(what + ", per call", fitted->call_seconds, "s");
+    record(what + ", per unit", fitted->unit_seconds, "s");
+    record(what + ", per position", fitted->position_seconds, "s");
+    record(what + ", per score", fitted->score_seconds, "s");
+    return *fitted;
+  } catch (const c10::Error& e) {
+    spdlog::warn("profiler: this LibTorch cannot attend in {} on the CPU ({}); the stand-in's attention over a loaded "
+                 "cache in {} is priced as its FLOPs",
+                 name, e.what_without_backtrace(), name);
+    return {};
+  }
+}
+
 std::vector<std::pair<int, double>> thread_scaling(const CpuAttentionProbe& probe, int max_threads, bool quick,
                                                    const Recorder& record) {
   std::vector<std::pair<int, double>> scaling;
@@ -631,10 +720,12 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
 // small-row limit for `dtype` measured on the way (SmallRowLimitSearch); and a
 // prefill-sized one (256 rows over 64 MiB of it with --quick, else 1024 over 256 MiB)
 // as FLOP/s; the kernel path those products took (model::linear_product_paths); and the
-// in-place products over it compressed (quantized_product_rates).
+// in-place products over it compressed (quantized_product_rates); and, where the host
+// stands in for the GPU (`stand_in`), its decode attention over a loaded cache in `dtype`
+// (loaded_cache_attention).
 // Without rates (not priced: the search then never computes on the CPU in `dtype`)
 // where this LibTorch cannot multiply in that dtype on the CPU.
-CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, const Recorder& record) {
+CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, bool stand_in, const Recorder& record) {
   CpuProductTable table;
   table.dtype = compat::dtype_name(dtype);
   const auto opts = at::TensorOptions().dtype(dtype);
@@ -728,6 +819,7 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, co
     spdlog::warn("profiler: this LibTorch cannot multiply {} on the CPU ({}); CPU products in {} are not priced",
                  table.dtype, e.what_without_backtrace(), table.dtype);
   }
+  if (stand_in && !table.rates.empty()) table.loaded_cache_attention = loaded_cache_attention(dtype, reps, record);
   return table;
 }
 
@@ -753,12 +845,13 @@ std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>
   return "";
 }
 
-CpuProductTable measure_cpu_products(const std::string& dtype, bool quick, std::vector<Measurement>* measurements) {
+CpuProductTable measure_cpu_products(const std::string& dtype, bool quick, bool stand_in,
+                                     std::vector<Measurement>* measurements) {
   const Recorder record{measurements};
   const ComputeThreadsScope restore_threads;
   set_compute_threads();
   retime_seconds_left = quick ? kRetimeSecondsPerQuickProfile : kRetimeSecondsPerProfile;
-  return cpu_product_table(compat::parse_dtype(dtype), quick, quick ? 3 : 9, record);
+  return cpu_product_table(compat::parse_dtype(dtype), quick, quick ? 3 : 9, stand_in, record);
 }
 
 HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>* measurements) {
@@ -832,7 +925,7 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
   // path its products take on this CPU; the default compute dtype's table priced.
   const at::ScalarType primary = p.gpu_is_host ? at::kFloat : at::kHalf;
   for (const std::string& dtype : o.product_dtypes.empty() ? all_product_dtypes() : o.product_dtypes) {
-    const CpuProductTable table = cpu_product_table(compat::parse_dtype(dtype), o.quick, reps, record);
+    const CpuProductTable table = cpu_product_table(compat::parse_dtype(dtype), o.quick, reps, p.gpu_is_host, record);
     if (!table.rates.empty()) p.add_cpu_product_table(table);
     if (dtype == compat::dtype_name(primary)) {
       // A dtype this LibTorch could not multiply (no rates) names no priced dtype.
@@ -893,6 +986,12 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "sequence's kv head) from calls of one position per sequence (1 and 256 sequences of 32 heads), its "
              "cost per call through the real block runner (cache of a few positions on the cpu tier); cache-slice "
              "link rates equal the bulk rates" +
+             (p.gpu_is_host ? "; each product table's loaded_cache_attention the host's decode attention as it "
+                              "stands in for the GPU over a cache loaded from its cpu or disk tier (model::attend in "
+                              "that dtype), its costs per call, unit, position and score and its bytes' rate fitted to "
+                              "five shapes of 48-192 units, 48-144 positions, head dims 64 and 128, 1 and 8 query "
+                              "heads a unit, timed in interleaved rounds over caches of 7-28 MB (fp32)"
+                            : std::string()) +
              fmt::format("; CPU kernels timed on {} compute threads (every usable core unless OMP_NUM_THREADS says "
                          "otherwise, as runs compute)",
                          at::get_num_threads()) +

@@ -49,8 +49,10 @@ HardwareProfile measure_host(const ProfilerOptions& options, std::vector<Measure
 // timed as measure_host times them (on every compute thread, through the kernel path a
 // run takes now): for a profile that lacks the dtype a job computes in, with a budget
 // of its own for timing noisy points again (quietest_attempt.h). Rates empty when this
-// LibTorch cannot multiply in `dtype` on the CPU.
-CpuProductTable measure_cpu_products(const std::string& dtype, bool quick,
+// LibTorch cannot multiply in `dtype` on the CPU. `stand_in`: the profile's host stands
+// in for the GPU (HardwareProfile::gpu_is_host), whose attention over a loaded cache in
+// `dtype` the table then times too (LoadedCacheAttention).
+CpuProductTable measure_cpu_products(const std::string& dtype, bool quick, bool stand_in,
                                      std::vector<Measurement>* measurements = nullptr);
 
 // The plausibility rule above for a thread-scaling table; "" when plausible, else why not.

@@ -429,7 +429,8 @@ TEST_F(PolicyCli, AJobsDtypeIsTimedIntoThisHostsProfileOrNamedAsUntimed) {
 
 // A table of this host's cached profile that other kernels timed (an earlier revision)
 // is timed again for a job in its dtype; a named profile's is priced as timed, with a
-// warning naming why it may be off.
+// warning naming why it may be off (and, on a host standing in for the GPU, that its
+// attention over a loaded cache was not timed).
 TEST_F(PolicyCli, ATableTimedByOtherKernelsIsTimedAgainInThisHostsProfile) {
   nlohmann::json stale = nlohmann::json::parse(slurp(TIERGEN_SOURCE_DIR "/configs/hw/t4-flexgen.json"));
   stale["gpu_is_host"] = true;
@@ -462,6 +463,11 @@ TEST_F(PolicyCli, ATableTimedByOtherKernelsIsTimedAgainInThisHostsProfile) {
   const Result again = run(job, dir(), "stale-cache");
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(again.err.find("timing them"), std::string::npos) << again.err;
+  // Timed again on a host standing in for the GPU, the table times that host's attention
+  // over a loaded cache too (the stale one had none: its price is said below).
+  const std::string untimed_attention = "prices the stand-in's attention over a loaded cache in float32 as its FLOPs";
+  EXPECT_TRUE(nlohmann::json::parse(slurp(cached))["cpu"]["product_tables"][0].contains("loaded_cache_attention"));
+  EXPECT_EQ(again.err.find(untimed_attention), std::string::npos) << again.err;
 
   const fs::path named = dir() / "stale.json";
   std::ofstream(named) << stale.dump();
@@ -470,6 +476,7 @@ TEST_F(PolicyCli, ATableTimedByOtherKernelsIsTimedAgainInThisHostsProfile) {
   const Result priced = run(with_hw, dir(), "stale-cache");
   ASSERT_EQ(priced.code, 0) << priced.err;
   EXPECT_NE(priced.err.find(why + ": they are priced as timed"), std::string::npos) << priced.err;
+  EXPECT_NE(priced.err.find(untimed_attention), std::string::npos) << priced.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(named)), stale) << "a named profile is not rewritten";
 
   // A table of this revision timed at another kernel level (another CPU, or under

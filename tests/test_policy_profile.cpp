@@ -356,6 +356,27 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
       EXPECT_EQ(quantized_rows, (limit < 64 ? std::vector<int64_t>{1, limit, 64} : std::vector<int64_t>{1, limit}))
           << compat::dtype_name(type) << " " << q.bits << "-bit";
     }
+    // A host standing in for the GPU times its attention over a loaded cache in each
+    // dtype (float32, its default, always; another may find no rate for its bytes on a
+    // noisy host, and then records nothing), each part recorded (never below zero); a
+    // CUDA host has no such attention.
+    const LoadedCacheAttention& loaded = table->loaded_cache_attention;
+    const std::string name = compat::dtype_name(type);
+    if (measured.gpu_is_host && (type == at::kFloat || value_of("loaded-cache attention " + name) >= 0)) {
+      EXPECT_TRUE(loaded.timed()) << name;
+      EXPECT_EQ(loaded.kv_bandwidth, value_of("loaded-cache attention " + name));
+      EXPECT_EQ(loaded.call_seconds, value_of("loaded-cache attention " + name + ", per call"));
+      EXPECT_EQ(loaded.unit_seconds, value_of("loaded-cache attention " + name + ", per unit"));
+      EXPECT_EQ(loaded.position_seconds, value_of("loaded-cache attention " + name + ", per position"));
+      EXPECT_EQ(loaded.score_seconds, value_of("loaded-cache attention " + name + ", per score"));
+      EXPECT_GE(loaded.call_seconds, 0) << name;
+      EXPECT_GE(loaded.unit_seconds, 0) << name;
+      EXPECT_GE(loaded.position_seconds, 0) << name;
+      EXPECT_GE(loaded.score_seconds, 0) << name;
+    } else {
+      EXPECT_FALSE(loaded.timed()) << name;
+      EXPECT_EQ(value_of("loaded-cache attention " + name), -1) << name;
+    }
     const auto named = std::find_if(measurements.begin(), measurements.end(), [&](const Measurement& m) {
       return m.name == fmt::format("cpu matmul {}, 1 row", compat::dtype_name(type));
     });
@@ -366,6 +387,7 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   ASSERT_NE(priced, nullptr);
   EXPECT_EQ(priced->rates, measured.cpu_product_rates);
   EXPECT_EQ(priced->call_seconds, measured.cpu_call_seconds);
+  EXPECT_EQ(priced->loaded_cache_attention, measured.cpu_loaded_cache_attention);
   EXPECT_EQ(measured.with_cpu_products_of(compat::dtype_name(dtype)).cpu_product_rates, measured.cpu_product_rates);
   const std::string path = ::testing::TempDir() + "/tiergen_measured.json";
   save_profile(measured, path);

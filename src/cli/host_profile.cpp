@@ -58,7 +58,7 @@ bool add_products_to_host_cache(policy::HardwareProfile& profile, const std::str
   spdlog::info("this host's profile {}: timing them (a few seconds, once) into {}", why, profile.path);
   try {
     const kernels::SmallMatmulEveryRowCountScope as_default_runs(true);
-    const policy::CpuProductTable table = policy::measure_cpu_products(dtype, /*quick=*/true);
+    const policy::CpuProductTable table = policy::measure_cpu_products(dtype, /*quick=*/true, profile.gpu_is_host);
     if (table.rates.empty()) return false;
     policy::HardwareProfile timed = profile;  // `profile` unchanged unless saved
     timed.add_cpu_product_table(table);
@@ -90,6 +90,17 @@ policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, cons
                  "weights on the CPU is not planned{}); `tiergen profile` times every dtype",
                  profile.path, dtype, dtype,
                  profile.gpu_is_host ? ", and the host's own products are priced at its LibTorch matmul rates" : "");
+  }
+  // A stand-in's measured table from before its loaded-cache attention was timed (or
+  // where this LibTorch cannot attend in the dtype): not timed again for it, but said. A
+  // hand-written table (no kernel path) is not judged, as stale_cpu_products does not.
+  const policy::CpuProductTable* priced = profile.cpu_product_table(dtype);
+  if (profile.gpu_is_host && priced != nullptr && !priced->kernel_path.empty() && !priced->rates.empty() &&
+      !priced->loaded_cache_attention.timed()) {
+    spdlog::warn("hardware profile {} prices the stand-in's attention over a loaded cache in {} as its FLOPs at the "
+                 "bmm rate (its {} table has no timing of it), which put it at 0.2x to 5x of its time on one host; "
+                 "`tiergen profile` times it",
+                 profile.path, dtype, dtype);
   }
   return profile.with_cpu_products_of(dtype);
 }
