@@ -98,7 +98,7 @@ policy::HardwareProfile profile_priced_in(policy::ResolvedProfile resolved, cons
   if (profile.gpu_is_host && priced != nullptr && !priced->kernel_path.empty() && !priced->rates.empty() &&
       !priced->loaded_cache_attention.timed()) {
     spdlog::warn("hardware profile {} prices the stand-in's attention over a loaded cache in {} as its FLOPs at the "
-                 "bmm rate (its {} table has no timing of it), which put it at 0.2x to 5x of its time on one host; "
+                 "bmm rate (its {} table has no timing of it); on one host its time was 0.2x to 5x that price; "
                  "`tiergen profile` times it",
                  profile.path, dtype, dtype);
   }
