@@ -47,6 +47,10 @@ void PhaseModel::add(Lane lane, Task task, runtime::Task runs_as, const Linear& 
   // on the same cores: their sum bounds the layer whichever queues run them.
   if (gpu_is_host && (queue == schedule::Queue::Compute || (lane != Lane::DiskToCpu && lane != Lane::CpuToDisk))) {
     host_cores += seconds;
+  } else if (gpu_is_host && lane == Lane::DiskToCpu) {
+    // A disk read beside compute runs on the disk's time, but takes the cores some of it
+    // (a buffered read copies on a core, and the compute team waits for the core it lost).
+    host_cores += seconds * (task == Task::CacheLoad ? disk_cache_read_core_share : disk_read_core_share);
   }
   if (queue == schedule::Queue::Compute && lane == Lane::CpuToGpu) inline_to_gpu += seconds;
 }
@@ -121,6 +125,10 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
   phase.steps = runtime::schedule::steps_per_token(weight_layers, t.policy.num_gpu_batches);
   phase.step_fixed = t.hw.step_seconds;
   phase.gpu_is_host = t.hw.gpu_is_host;
+  if (t.hw.disk_read_core_bandwidth > 0) {
+    phase.disk_read_core_share = t.hw.disk_to_cpu / t.hw.disk_read_core_bandwidth;
+    phase.disk_cache_read_core_share = t.hw.disk_to_cpu_cache / t.hw.disk_read_core_bandwidth;
+  }
   return phase;
 }
 

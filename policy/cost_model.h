@@ -75,6 +75,10 @@ struct PhaseModel {
   int64_t steps = 1;                    // steps of the layer: gpu batches × weight layers
   int64_t batches = 1;                  // gpu batches in the pass (the schedule's queue choice)
   bool gpu_is_host = false;             // copies between the gpu and cpu tiers use the cores
+  // Seconds of the stand-in's cores each second of a disk read beside compute takes
+  // (HardwareProfile::disk_read_core_bandwidth, per read rate): 0 where free or unmeasured.
+  double disk_read_core_share = 0;
+  double disk_cache_read_core_share = 0;  // the same for KV cache reads (their own rate)
   // `seconds` of `task` over `lane`, run as the runtime's `runs_as` (its queue is the
   // schedule's queue_of, its place on the compute path the schedule's on_compute_path).
   void add(Lane lane, Task task, runtime::Task runs_as, const Linear& seconds);

@@ -119,7 +119,8 @@ auto optional_cpu_fields(Profile& p) {
   return std::array{std::pair{"matmul_flops", &p.cpu_matmul_flops}, std::pair{"gemv_bandwidth", &p.cpu_gemv_bandwidth},
                     std::pair{"attention_call_seconds", &p.cpu_attention_call_seconds},
                     std::pair{"attention_task_seconds", &p.cpu_attention_task_seconds},
-                    std::pair{"dequantize_tiles", &p.cpu_dequantize_tiles}};
+                    std::pair{"dequantize_tiles", &p.cpu_dequantize_tiles},
+                    std::pair{"disk_read_core_bandwidth", &p.disk_read_core_bandwidth}};
 }
 
 void read_thread_scaling(HardwareProfile& p, const json& cpu, const std::string& source) {
@@ -611,6 +612,8 @@ void HardwareProfile::validate(const std::string& where) const {
            where);
   TG_CHECK(cpu_dequantize_tiles >= 0, "{}: hardware profile field 'cpu.dequantize_tiles' must not be negative",
            where);
+  TG_CHECK(disk_read_core_bandwidth >= 0,
+           "{}: hardware profile field 'cpu.disk_read_core_bandwidth' must not be negative", where);
   TG_CHECK(stage_link_bandwidth >= 0 && stage_link_latency >= 0,
            "{}: hardware profile fields 'stage_link.bandwidth' and 'stage_link.latency' must not be negative", where);
   TG_CHECK(step_seconds >= 0 && step_seconds < 1, "{}: hardware profile field 'schedule.step_seconds' must be seconds in [0, 1)",
@@ -664,6 +667,9 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.dequantize_tiles",
                  "bytes of dense bf16 data per second, 4-bit weights dequantized into tiles that stay in cache "
                  "(optional; else compression.cpu_dequantize)"},
+                {"cpu.disk_read_core_bandwidth",
+                 "bytes read from the disk tier per second of compute time the reads take from the cores "
+                 "computing beside them (optional; absent: free)"},
                 {"cpu.matmul_flops", "FLOP/s of many-row products over host weights (optional)"},
                 {"cpu.gemv_bandwidth", "bytes of host weights read per second by few-row products (optional)"},
                 {"cpu.product_rates",

@@ -154,6 +154,12 @@ struct HardwareProfile {
   // (threads, speedup over one thread) of the attention operators, ascending threads.
   std::vector<std::pair<int, double>> cpu_thread_scaling;
   double io_bandwidth_per_thread = 0;  // bytes/s one load/store worker moves
+  // Optional (0: not measured, or free): bytes read from the disk tier per second of
+  // compute time the reads take from the cores computing beside them (a buffered read
+  // copies on a core; a compute team short of a core waits at its barriers). A host
+  // standing in for the GPU charges its cores this for every disk read the schedule
+  // overlaps with compute (cost_model.h).
+  double disk_read_core_bandwidth = 0;
   // Optional (0: not measured): the CPU's own matmuls over host-resident weights in the
   // compute dtype, for computing a layer where its weights live. GEMM FLOP/s with many
   // rows (prefill), and bytes of weights a few-row product (decode) reads per second.

@@ -1,6 +1,7 @@
 // The only policy/ file that uses LibTorch (ATen) for its measurements.
 #include "policy/profiler.h"
 
+#include "policy/disk_read_probe.h"
 #include "policy/loaded_cache_attention_fit.h"
 #include "policy/quietest_attempt.h"
 #include "policy/runner_probe.h"
@@ -163,9 +164,10 @@ double memcpy_bandwidth(size_t bytes, int reps) {
   return double(bytes) / median_seconds(reps, [&] { std::memcpy(b.data.get(), a.data.get(), bytes); });
 }
 
-// Sequential write then read of a temp file; O_DIRECT bypasses the page cache where the
-// filesystem supports it (tmpfs does not: then the numbers are memory speed).
-void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, double& write_bw, const Recorder& record) {
+// Sequential writes of a temp file; O_DIRECT bypasses the page cache where the
+// filesystem supports it (tmpfs does not: then the number is memory speed). (Reads are
+// timed as runs make them: disk_reads.)
+double disk_write_bandwidth(const std::string& dir, size_t bytes, const Recorder& record) {
   const std::string path = (std::filesystem::path(dir) / ("tiergen-profile-" + std::to_string(getpid()))).string();
   int flags = O_RDWR | O_CREAT | O_TRUNC;
   int fd = ::open(path.c_str(), flags | O_DIRECT, 0600);
@@ -173,23 +175,21 @@ void disk_bandwidth(const std::string& dir, size_t bytes, double& read_bw, doubl
   if (!direct) fd = ::open(path.c_str(), flags, 0600);
   TG_CHECK(fd >= 0, "profiler: cannot create a test file in --offload-dir {}: {}", dir, std::strerror(errno));
   AlignedBuffer buffer(bytes);
-  auto io = [&](bool write) {
+  auto write_all = [&] {
     ::lseek(fd, 0, SEEK_SET);
     size_t done = 0;
     while (done < bytes) {
-      const ssize_t n = write ? ::write(fd, buffer.data.get() + done, bytes - done)
-                              : ::read(fd, buffer.data.get() + done, bytes - done);
+      const ssize_t n = ::write(fd, buffer.data.get() + done, bytes - done);
       TG_CHECK(n > 0, "profiler: disk test in {} failed: {}", dir, std::strerror(errno));
       done += size_t(n);
     }
-    if (write) ::fsync(fd);
+    ::fsync(fd);
   };
-  write_bw = record("disk write", double(bytes) / median_seconds(3, [&] { io(true); }), "B/s");
-  read_bw = record("disk read", double(bytes) / median_seconds(3, [&] { io(false); }), "B/s");
+  const double write_bw = record("disk write", double(bytes) / median_seconds(3, write_all), "B/s");
   ::close(fd);
   std::filesystem::remove(path);
-  spdlog::info("disk ({}): read {:.2f} GB/s, write {:.2f} GB/s", direct ? "O_DIRECT" : "page cache", read_bw / 1e9,
-               write_bw / 1e9);
+  spdlog::info("disk write ({}): {:.2f} GB/s", direct ? "O_DIRECT" : "page cache", write_bw / 1e9);
+  return write_bw;
 }
 
 // The last-level cache of the whole machine (sysfs): one instance's size times the
@@ -823,6 +823,42 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, bo
   return table;
 }
 
+// Disk-tier reads as runs make them (disk_read_probe.h: the run's default 4 I/O threads,
+// reads of 16 MiB, which the tier splits over them as it does every tensor above 8 MiB:
+// a model's matrices from OPT-1.3B's fc1 in fp16 up), alone and beside decode-shaped compute: products of 8 rows over fp32
+// matrices, through the runtime's own product.
+void disk_reads(HardwareProfile& p, const std::string& dir, bool quick, int reps, const Recorder& record) {
+  // Call-sized matrices (kShortRowLength x 4 kShortRowLength, an FFN's): the runtime's
+  // decode is many such calls, each a parallel region whose team waits at its barrier
+  // for a thread that lost its core. (On a 2-core Emerald Rapids guest: beside 16 MiB
+  // reads these ran 1.5-1.8x slower, beside 8 MiB reads, which the tier serves on one
+  // thread, 1.3-1.6x; one 8-row product over a weight beyond the caches 1.2x.)
+  const int64_t k = kShortRowLength, n = 4 * kShortRowLength;
+  std::vector<at::Tensor> matrices;
+  for (int i = 0; i < 8; ++i) matrices.push_back(repeated_randn(empty_on_huge_pages({n, k}, at::kFloat)));
+  const at::Tensor x = at::randn({8, k});
+  const DiskReadTimes t =
+      time_disk_reads(dir, quick ? (64ull << 20) : (1024ull << 20), 16ull << 20, 4, reps, [&] {
+        for (const at::Tensor& matrix : matrices) (void)model::linear_product(x, matrix);
+      });
+  const auto spread_of = [](const std::vector<double>& samples) {
+    const PointTiming timing = sample_timing(samples, 0);
+    last_timing = {timing.runs, timing.spread, 1};
+  };
+  spread_of(t.read_passes);
+  p.disk_to_cpu = p.disk_to_cpu_cache = record("disk read", t.read_bandwidth, "B/s");
+  spread_of(t.alone);
+  record("decode product, alone", t.compute_seconds_alone * 1e3, "ms");
+  spread_of(t.beside);
+  record("decode product, disk reads beside it", t.compute_seconds_beside * 1e3, "ms");
+  p.disk_read_core_bandwidth = record("disk reads per second of compute they take", t.core_bandwidth, "B/s");
+  spdlog::info("disk read (the runtime's buffered reads): {:.2f} GB/s; beside them a decode product took {:.2f}x "
+               "as long{}",
+               t.read_bandwidth / 1e9, t.compute_seconds_beside / t.compute_seconds_alone,
+               t.core_bandwidth > 0 ? fmt::format(" ({:.2f} GB read per second of compute lost)", t.core_bandwidth / 1e9)
+                                    : std::string(" (priced as free)"));
+}
+
 // The dtypes host weights can live in: a plan's compute dtype.
 std::vector<std::string> all_product_dtypes() { return {"float32", "float16", "bfloat16"}; }
 
@@ -902,8 +938,8 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
     p.gpu_memory = total_bytes;
 #endif
   }
-  disk_bandwidth(o.offload_dir, o.quick ? (32u << 20) : (1024u << 20), p.disk_to_cpu, p.cpu_to_disk_decode, record);
-  p.disk_to_cpu_cache = p.disk_to_cpu;
+  p.cpu_to_disk_decode = disk_write_bandwidth(o.offload_dir, o.quick ? (32u << 20) : (1024u << 20), record);
+  disk_reads(p, o.offload_dir, o.quick, reps, record);
   p.cpu_to_disk_cache_prefill = p.cpu_to_disk_hidden_prefill = p.cpu_to_disk_decode;
 
   // A GPU runs the full shapes in milliseconds; small ones would time launch latency.
@@ -985,7 +1021,9 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per task (a "
              "sequence's kv head) from calls of one position per sequence (1 and 256 sequences of 32 heads), its "
              "cost per call through the real block runner (cache of a few positions on the cpu tier); cache-slice "
-             "link rates equal the bulk rates" +
+             "link rates equal the bulk rates; disk reads through the runtime's disk tier (buffered, 4 I/O "
+             "threads, reads of 16 MiB split over them, the page cache dropped behind), cpu.disk_read_core_bandwidth from how much "
+             "slower 8-row fp32 products over eight 768x3072 matrices ran with those reads beside them" +
              (p.gpu_is_host ? "; each product table's loaded_cache_attention the host's decode attention as it "
                               "stands in for the GPU over a cache loaded from its cpu or disk tier (model::attend in "
                               "that dtype), its costs per call, unit, position and score and its bytes' rate fitted to "

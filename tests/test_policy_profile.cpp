@@ -253,6 +253,16 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
   EXPECT_EQ(measured.cpu_dequantize_tiles, value_of("dequantize in tiles"));
   EXPECT_EQ(profile_from_json(profile_to_json(measured), "round trip").cpu_dequantize_tiles,
             measured.cpu_dequantize_tiles);
+  // Disk reads as the disk tier makes them, and what they took from compute beside them:
+  // the profile's fields are the recorded measurements, and both survive the JSON.
+  EXPECT_GT(measured.disk_to_cpu, 0);
+  EXPECT_EQ(measured.disk_to_cpu, value_of("disk read"));
+  EXPECT_EQ(measured.disk_to_cpu_cache, measured.disk_to_cpu);
+  EXPECT_GT(value_of("decode product, alone"), 0);
+  EXPECT_GT(value_of("decode product, disk reads beside it"), 0);
+  EXPECT_EQ(measured.disk_read_core_bandwidth, value_of("disk reads per second of compute they take"));
+  EXPECT_EQ(profile_from_json(profile_to_json(measured), "round trip").disk_read_core_bandwidth,
+            measured.disk_read_core_bandwidth);
   if (measured.gpu_is_host) {
     EXPECT_EQ(measured.gpu_quantize, value_of("quantize, one thread"));
     EXPECT_EQ(measured.gpu_dequantize, value_of("dequantize, one thread"));
