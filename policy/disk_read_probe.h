@@ -1,7 +1,7 @@
 #pragma once
-// Disk-tier reads timed as a run makes them (runtime::DiskTier: buffered pread in
-// requests its I/O threads serve, the page cache dropped behind each), alone and beside
-// compute.
+// Disk-tier reads timed as a run makes them (runtime::DiskTier: buffered pread, a read
+// above 8 MiB split into requests of at least 8 MiB on threads of its own, up to its I/O
+// thread count; the page cache dropped behind each), alone and beside compute.
 //
 // Alone they give the disk's read rate as runs get it, not one O_DIRECT read's (the
 // probe before this one), whose pages a run never sees.
@@ -33,11 +33,11 @@ struct DiskReadTimes {
   std::vector<double> read_passes, alone, beside, bytes_beside;
 };
 
-// Times reads of `file_bytes` (a file under `dir`, removed after) by a DiskTier of
-// `io_threads` threads in requests of `request_bytes`, `reps` times alone, then `compute`
-// (a fixed amount of work) alone and with the reads running beside it, in `reps`
+// Times passes of reads of `read_bytes` over a file of `file_bytes` (under `dir`, gone
+// after) by a DiskTier of `io_threads` threads, alone (at most 3 passes), then `compute`
+// (a fixed amount of work) alone and with those reads running beside it, in `reps`
 // interleaved rounds.
-DiskReadTimes time_disk_reads(const std::string& dir, uint64_t file_bytes, uint64_t request_bytes, int io_threads,
+DiskReadTimes time_disk_reads(const std::string& dir, uint64_t file_bytes, uint64_t read_bytes, int io_threads,
                               int reps, const std::function<void()>& compute);
 
 }  // namespace tiergen::policy

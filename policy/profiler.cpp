@@ -823,15 +823,16 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, bo
   return table;
 }
 
-// Disk-tier reads as runs make them (disk_read_probe.h: the run's default 4 I/O threads,
-// reads of 16 MiB, which the tier splits over them as it does every tensor above 8 MiB:
-// a model's matrices from OPT-1.3B's fc1 in fp16 up), alone and beside decode-shaped compute: products of 8 rows over fp32
+// Disk-tier reads as runs make them (disk_read_probe.h: the run's default 4 I/O threads;
+// reads of 16 MiB, which the tier splits into two 8 MiB requests read side by side, as
+// it splits OPT-125m's 9.4 MB fp32 fc1, while tensors of 32 MiB and more go on all four
+// threads), alone and beside decode-shaped compute: products of 8 rows over fp32
 // matrices, through the runtime's own product.
 void disk_reads(HardwareProfile& p, const std::string& dir, bool quick, int reps, const Recorder& record) {
   // Call-sized matrices (kShortRowLength x 4 kShortRowLength, an FFN's): the runtime's
   // decode is many such calls, each a parallel region whose team waits at its barrier
   // for a thread that lost its core. (On a 2-core Emerald Rapids guest: beside 16 MiB
-  // reads these ran 1.5-1.8x slower, beside 8 MiB reads, which the tier serves on one
+  // reads these ran 1.5-2.3x slower, beside 8 MiB reads, which the tier serves on one
   // thread, 1.3-1.6x; one 8-row product over a weight beyond the caches 1.2x.)
   const int64_t k = kShortRowLength, n = 4 * kShortRowLength;
   std::vector<at::Tensor> matrices;
@@ -841,15 +842,15 @@ void disk_reads(HardwareProfile& p, const std::string& dir, bool quick, int reps
       time_disk_reads(dir, quick ? (64ull << 20) : (1024ull << 20), 16ull << 20, 4, reps, [&] {
         for (const at::Tensor& matrix : matrices) (void)model::linear_product(x, matrix);
       });
-  const auto spread_of = [](const std::vector<double>& samples) {
+  const auto take_spread_of = [](const std::vector<double>& samples) {
     const PointTiming timing = sample_timing(samples, 0);
     last_timing = {timing.runs, timing.spread, 1};
   };
-  spread_of(t.read_passes);
+  take_spread_of(t.read_passes);
   p.disk_to_cpu = p.disk_to_cpu_cache = record("disk read", t.read_bandwidth, "B/s");
-  spread_of(t.alone);
+  take_spread_of(t.alone);
   record("decode product, alone", t.compute_seconds_alone * 1e3, "ms");
-  spread_of(t.beside);
+  take_spread_of(t.beside);
   record("decode product, disk reads beside it", t.compute_seconds_beside * 1e3, "ms");
   p.disk_read_core_bandwidth = record("disk reads per second of compute they take", t.core_bandwidth, "B/s");
   spdlog::info("disk read (the runtime's buffered reads): {:.2f} GB/s; beside them a decode product took {:.2f}x "
@@ -1021,9 +1022,10 @@ HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>*
              "attention kernel over an fp16 cache at least 4x the last-level cache, its cost per task (a "
              "sequence's kv head) from calls of one position per sequence (1 and 256 sequences of 32 heads), its "
              "cost per call through the real block runner (cache of a few positions on the cpu tier); cache-slice "
-             "link rates equal the bulk rates; disk reads through the runtime's disk tier (buffered, 4 I/O "
-             "threads, reads of 16 MiB split over them, the page cache dropped behind), cpu.disk_read_core_bandwidth from how much "
-             "slower 8-row fp32 products over eight 768x3072 matrices ran with those reads beside them" +
+             "link rates equal the bulk rates; disk reads through the runtime's disk tier (buffered, reads "
+             "of 16 MiB as two 8 MiB requests side by side, the page cache dropped behind), "
+             "cpu.disk_read_core_bandwidth from how much slower 8-row fp32 products over eight 768x3072 "
+             "matrices ran with those reads beside them" +
              (p.gpu_is_host ? "; each product table's loaded_cache_attention the host's decode attention as it "
                               "stands in for the GPU over a cache loaded from its cpu or disk tier (model::attend in "
                               "that dtype), its costs per call, unit, position and score and its bytes' rate fitted to "

@@ -59,7 +59,7 @@ std::string bottleneck_text(const PhaseTimes& t, bool cpu_products) {
     case Bound::LinkFromGpu: return "gpu->cpu link";
     case Bound::DiskRead: return "disk reads";
     case Bound::DiskWrite: return "disk writes";
-    case Bound::HostCores: return "host cores (compute and copies)";
+    case Bound::HostCores: return "host cores (compute, copies and disk reads beside them)";
     case Bound::Compute: break;
   }
   const double attention = task(Task::CpuAttention);

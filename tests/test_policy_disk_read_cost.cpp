@@ -124,15 +124,20 @@ TEST(DiskReadCost, TheProfileFieldRoundTripsAndIsRefusedNegative) {
   }
 }
 
-// The probe itself: reads through the runtime's disk tier at a positive rate, leaves no
-// file behind, and charges the reads what the compute beside them lost. A compute that
-// waits for the reader (it sleeps while a read is due) is slowed; one that ignores it
-// is priced as free or close to it.
+// The probe itself: reads through the runtime's disk tier at a positive rate, runs them
+// beside the compute samples it is asked to, leaves no file behind, charges what the
+// compute lost (nothing under 2%) and fails with the tier's error where the tier cannot
+// make its file.
 TEST(DiskReadCost, TheProbeReadsThroughTheDiskTierAndLeavesNothing) {
   const auto dir = std::filesystem::temp_directory_path() / ("tiergen-disk-probe-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  struct RemoveAfter {
+    std::filesystem::path path;
+    ~RemoveAfter() { std::filesystem::remove_all(path); }
+  } remove_after{dir};
   const DiskReadTimes t =
-      time_disk_reads(dir.string(), 8ull << 20, 1ull << 20, 2, 3, [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+      time_disk_reads(dir.string(), 8ull << 20, 1ull << 20, 2, 3,
+                      [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
   EXPECT_GT(t.read_bandwidth, 0);
   EXPECT_EQ(t.read_passes.size(), 3u);
   EXPECT_EQ(t.alone.size(), 3u);
@@ -150,15 +155,12 @@ TEST(DiskReadCost, TheProbeReadsThroughTheDiskTierAndLeavesNothing) {
   } else {
     EXPECT_EQ(t.core_bandwidth, 0);
   }
-  const double repeats = median(t.alone) / t.compute_seconds_alone;
-  EXPECT_NEAR(repeats, std::round(repeats), 1e-6) << "a sample is whole computes";
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << "the tier's file is unlinked";
-  std::filesystem::remove_all(dir);
   // A directory that cannot be made (under a file): the tier's error, not a crash.
   const auto file = dir.string() + "-file";
   std::ofstream(file) << "x";
+  const RemoveAfter remove_file{file};
   EXPECT_THROW((void)time_disk_reads(file + "/sub", 8ull << 20, 1ull << 20, 2, 3, [] {}), Error);
-  std::filesystem::remove(file);
 }
 
 }  // namespace
