@@ -2,8 +2,8 @@
 // Measures this host into a HardwareProfile: memcpy bandwidth, pinned host↔device
 // copies (when a CUDA device exists), disk writes under an offload directory
 // (O_DIRECT when the filesystem allows it) and reads as the runtime's disk tier makes
-// them, with what those reads cost compute beside them (disk_read_probe.h), matmul and batched-matmul FLOP rates for
-// prefill- and decode-shaped problems, CPU decode-attention bandwidth and its thread
+// them, with what those reads cost compute beside them (disk_read_probe.h), matmul
+// and batched-matmul FLOP rates for prefill- and decode-shaped problems, CPU decode-attention bandwidth and its thread
 // scaling, the (de)quantization kernels' rates, and the schedule's fixed cost per step
 // (runner_probe.h). On a CPU-only host the "gpu"
 // numbers describe the host standing in for the GPU (the engine's --device cpu mode).
