@@ -833,7 +833,7 @@ void disk_reads(HardwareProfile& p, const std::string& dir, bool quick, int reps
   // decode is many such calls, each a parallel region whose team waits at its barrier
   // for a thread that lost its core. (On a 2-core Emerald Rapids guest: beside 16 MiB
   // reads these ran 1.5-2.3x slower, beside 8 MiB reads, which the tier serves on one
-  // thread, 1.3-1.6x; one 8-row product over a weight beyond the caches 1.2x.)
+  // thread, 1.2-1.6x; one 8-row product over a weight beyond the caches 1.2x.)
   const int64_t k = kShortRowLength, n = 4 * kShortRowLength;
   std::vector<at::Tensor> matrices;
   for (int i = 0; i < 8; ++i) matrices.push_back(repeated_randn(empty_on_huge_pages({n, k}, at::kFloat)));
