@@ -30,6 +30,7 @@
 #include "bench/bench_timing.h"
 #include "tiergen/common/compute_threads.h"
 #include "policy/loaded_cache_attention_fit.h"
+#include "policy/loaded_cache_attention_probe.h"
 #include "tiergen/model/forward.h"
 
 namespace {
@@ -90,22 +91,6 @@ struct ProfileBmm {
   static double flops() { return 2.0 * 256 * 128 * 2048; }
 };
 
-// One attention call as the runtime makes it over a loaded cache: unit-major (a unit is
-// one sequence's kv head, its query heads in the query rows), no padding.
-struct UnitAttention {
-  UnitAttention(at::ScalarType dtype, int64_t units, int64_t groups, int64_t context, int64_t head_dim)
-      : q(at::randn({units, groups, 1, head_dim}).to(dtype)),
-        k(at::randn({units, 1, context, head_dim}).to(dtype)),
-        v(at::randn({units, 1, context, head_dim}).to(dtype)) {
-    step.pad = at::zeros({units}, at::kLong);
-    step.past_len = context - 1;
-    step.visibility = tiergen::model::visibility_mask(step, 1, context, at::kCPU);
-  }
-  void run() const { (void)tiergen::model::attend(q, k, v, step); }
-  at::Tensor q, k, v;
-  tiergen::model::StepInputs step;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,16 +102,17 @@ int main(int argc, char** argv) {
               "KV GB/s", "bmm GFLOP/s", "meas/bmm price", "meas/fit price");
   for (const Shape& s : o.shapes) {
     for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-      const UnitAttention attention(dtype, s.sequences * s.kv_heads, s.heads / s.kv_heads, s.context, s.head_dim);
-      std::vector<UnitAttention> probes;  // the profile's fit shapes
-      for (const auto& p : tiergen::policy::kLoadedCacheAttentionShapes)
-        probes.emplace_back(dtype, p.units, p.groups, p.context, p.head_dim);
+      using tiergen::policy::LoadedCacheAttentionProbe;
+      const LoadedCacheAttentionProbe attention(
+          dtype, {s.sequences * s.kv_heads, s.heads / s.kv_heads, s.context, s.head_dim});
+      std::vector<LoadedCacheAttentionProbe> probes;  // the profile's fit shapes
+      for (const auto& shape : tiergen::policy::kLoadedCacheAttentionShapes) probes.emplace_back(dtype, shape);
       std::vector<std::function<void()>> timed = {[&] { attention.run(); }, [&] { bmm.run(); }};
-      for (const UnitAttention& p : probes) timed.push_back([&p] { p.run(); });
+      for (const LoadedCacheAttentionProbe& p : probes) timed.push_back([&p] { p.run(); });
       const std::vector<double> medians = tiergen::bench::interleaved_medians(o.reps, timed);
       const double seconds = medians[0], bmm_rate = ProfileBmm::flops() / medians[1];
       const double flops = double(s.sequences) * 4.0 * double(s.heads * s.head_dim) * double(s.context);
-      const double kv_bytes = double(attention.k.nbytes() + attention.v.nbytes());
+      const double kv_bytes = attention.kv_bytes();
       std::array<double, 5> probe_seconds{};
       for (size_t i = 0; i < probe_seconds.size(); ++i) probe_seconds[i] = medians[2 + i];
       const auto fit = tiergen::policy::fit_loaded_cache_attention(probe_seconds, int64_t(at::elementSize(dtype)));

@@ -10,7 +10,7 @@
 // copies every byte from the page cache on a core, and a team of compute threads that
 // loses one core waits for it at every barrier. On a 2-core Emerald Rapids guest
 // standing in for the GPU, with 30% of OPT-125m's weights on disk, decode's products
-// took 6.0-6.6 s over two runs with the reads beside them against 4.7-4.9 s with none on
+// took 5.9-6.6 s over two runs with the reads beside them against 4.7-4.9 s with none on
 // disk or with the reads not overlapped, and overlapping the reads gained 10% of the
 // time they took alone; the cost model, which let them run free beside compute,
 // predicted those plans 1.35-1.66x faster than they ran.

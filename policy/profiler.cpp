@@ -1,8 +1,10 @@
-// The only policy/ file that uses LibTorch (ATen) for its measurements.
+// With loaded_cache_attention_probe.h, the only policy/ code that uses LibTorch (ATen)
+// for its measurements.
 #include "policy/profiler.h"
 
 #include "policy/disk_read_probe.h"
 #include "policy/loaded_cache_attention_fit.h"
+#include "policy/loaded_cache_attention_probe.h"
 #include "policy/quietest_attempt.h"
 #include "policy/runner_probe.h"
 
@@ -390,27 +392,6 @@ void attention_call_through_the_runner(HardwareProfile& p, const std::string& de
   spdlog::info("cpu attention per call: {:.1f} us through the runner, {:.1f} us in the kernel alone",
                p.cpu_attention_call_seconds * 1e6, kernel_call * 1e6);
 }
-
-// Decode attention as a host standing in for the GPU runs it over a cache it loaded
-// (runtime::KvCache::decode_attention: model::attend over units of one sequence's kv head,
-// the unit's query heads in the query rows, keys and values [units, 1, context, head
-// dim]), in `dtype`, no padding.
-class LoadedCacheAttentionProbe {
- public:
-  LoadedCacheAttentionProbe(at::ScalarType dtype, const AttentionProbeShape& shape)
-      : q_(at::randn({shape.units, shape.groups, 1, shape.head_dim}).to(dtype)),
-        k_(at::randn({shape.units, 1, shape.context, shape.head_dim}).to(dtype)),
-        v_(at::randn({shape.units, 1, shape.context, shape.head_dim}).to(dtype)) {
-    step_.pad = at::zeros({shape.units}, at::kLong);
-    step_.past_len = shape.context - 1;
-    step_.visibility = model::visibility_mask(step_, 1, shape.context, at::kCPU);
-  }
-  void run() const { (void)model::attend(q_, k_, v_, step_); }
-
- private:
-  at::Tensor q_, k_, v_;
-  model::StepInputs step_;
-};
 
 // The stand-in's decode attention over a loaded cache in `dtype` (LoadedCacheAttention),
 // at the process's thread count: the shapes of loaded_cache_attention_fit.h (caches of
