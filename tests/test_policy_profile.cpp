@@ -368,8 +368,9 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
     }
     // A host standing in for the GPU times its attention over a loaded cache in each
     // dtype (float32, its default, always; another may find no rate for its bytes on a
-    // noisy host, and then records nothing), each part recorded (never below zero); a
-    // CUDA host has no such attention.
+    // noisy host, and then records nothing), each part recorded (the fit's clamping at
+    // zero is LoadedCacheAttention.TheFitRecoversTheCostsThatMadeTheTimes'); a CUDA host
+    // has no such attention.
     const LoadedCacheAttention& loaded = table->loaded_cache_attention;
     const std::string name = compat::dtype_name(type);
     if (measured.gpu_is_host && (type == at::kFloat || value_of("loaded-cache attention " + name) >= 0)) {
@@ -379,10 +380,6 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
       EXPECT_EQ(loaded.unit_seconds, value_of("loaded-cache attention " + name + ", per unit"));
       EXPECT_EQ(loaded.position_seconds, value_of("loaded-cache attention " + name + ", per position"));
       EXPECT_EQ(loaded.score_seconds, value_of("loaded-cache attention " + name + ", per score"));
-      EXPECT_GE(loaded.call_seconds, 0) << name;
-      EXPECT_GE(loaded.unit_seconds, 0) << name;
-      EXPECT_GE(loaded.position_seconds, 0) << name;
-      EXPECT_GE(loaded.score_seconds, 0) << name;
     } else {
       EXPECT_FALSE(loaded.timed()) << name;
       EXPECT_EQ(value_of("loaded-cache attention " + name), -1) << name;
