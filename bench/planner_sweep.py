@@ -3,18 +3,21 @@
 
     planner_sweep.py OUTDIR          # writes OUTDIR/sweep.csv, prints the markdown tables
 
-OUTDIR/<model>/<job>/ holds one `tiergen bench --json` record per policy (auto.json is
-`--policy auto`, auto-lp.json `--policy auto --no-guardrails`) and failed.txt (policies that did not fit or failed). Printed:
-- per (model, job): the best grid policy measured, auto's measured throughput and plan,
-  auto over the best (the target: at least 0.95);
-- per plan class: how many grid runs' predicted total throughput fell within the class's
-  error band of the measured one (relative error = predicted / measured - 1).
+OUTDIR/rROUND/<model>/<job>/ holds one `tiergen bench --json` record per policy (auto.json
+is `--policy auto`, auto-lp.json `--policy auto --no-guardrails`) and failed.txt (policies
+that did not fit or failed), one folder per round of the sweep. Printed:
+- per (model, job): the best grid policy by its median measured throughput over the
+  rounds, auto's median and plan, auto over the best (the target: at least 0.95), and
+  auto over the best policy of each round alone (runs of one round are minutes apart);
+- per plan class: how many grid policies' predicted total throughput fell within the
+  class's error band of their median measured one (relative error = predicted / measured
+  - 1).
 
 Only the Python standard library: the suites run on a bare Debian box.
 """
 import csv
-import json
 import os
+import re
 import statistics
 import sys
 
@@ -25,23 +28,60 @@ TARGET = 0.95
 SEARCHED = ("auto", "auto-lp")  # the searched runs; the rest are the grid's policies
 
 
+class Case:
+    """One (model, job) of the sweep: each policy's records, one per round it ran in."""
+
+    def __init__(self, model, job):
+        self.model, self.job = model, job
+        self.runs = {}      # name -> {round: record}
+        self.failed = {}    # name -> failure line of its last failed round
+
+    def measured(self, name):
+        """The policy's median measured total throughput over the rounds it ran in."""
+        return statistics.median(r["total_throughput"] for r in self.runs[name].values())
+
+    def predicted(self, name):
+        """The policy's predicted total throughput (one profile and plan: every round's is the same)."""
+        return predicted_total(next(iter(self.runs[name].values())))
+
+    def record(self, name):
+        return next(iter(self.runs[name].values()))
+
+    def grid(self):
+        return [n for n in self.runs if n not in SEARCHED]
+
+
+def rounds(outdir):
+    """The round folders (rN) under outdir, in round order."""
+    found = [d for d in os.listdir(outdir) if re.fullmatch(r"r[1-9][0-9]*", d)
+             and os.path.isdir(os.path.join(outdir, d))]
+    return sorted(found, key=lambda d: int(d[1:]))
+
+
 def cases(outdir):
-    """(model, job, {name: record}, [failed lines]) for each case folder, in sorted order."""
-    for model in sorted(os.listdir(outdir)):
-        model_dir = os.path.join(outdir, model)
-        if not os.path.isdir(model_dir):
-            continue
-        for job in sorted(os.listdir(model_dir)):
-            job_dir = os.path.join(model_dir, job)
-            if not os.path.isdir(job_dir):
+    """Every (model, job) case of the sweep's rounds, in sorted order."""
+    by_key = {}
+    for round_dir in rounds(outdir):
+        round_number = int(round_dir[1:])
+        round_path = os.path.join(outdir, round_dir)
+        for model in sorted(os.listdir(round_path)):
+            model_dir = os.path.join(round_path, model)
+            if not os.path.isdir(model_dir):
                 continue
-            records = {}
-            for f in sorted(os.listdir(job_dir)):
-                if f.endswith(".json"):
-                    records[f[:-5]] = bench_records.load(os.path.join(job_dir, f))
-            failed_path = os.path.join(job_dir, "failed.txt")
-            failed = open(failed_path).read().splitlines() if os.path.exists(failed_path) else []
-            yield model, job, records, failed
+            for job in sorted(os.listdir(model_dir)):
+                job_dir = os.path.join(model_dir, job)
+                if not os.path.isdir(job_dir):
+                    continue
+                case = by_key.setdefault((model, job), Case(model, job))
+                for f in sorted(os.listdir(job_dir)):
+                    if f.endswith(".json"):
+                        record = bench_records.load(os.path.join(job_dir, f))
+                        case.runs.setdefault(f[:-5], {})[round_number] = record
+                failed_path = os.path.join(job_dir, "failed.txt")
+                if os.path.exists(failed_path):
+                    for line in open(failed_path).read().splitlines():
+                        case.failed[line.split(":", 1)[0]] = line
+    return [by_key[k] for k in sorted(by_key)]
 
 
 def predicted_total(record):
@@ -50,70 +90,80 @@ def predicted_total(record):
 
 
 def write_csv(outdir, all_cases):
-    columns = ["model_shape", "job", "plan_class", "band", "predicted_over_measured"] + bench_records.COLUMNS
+    columns = (["round", "model_shape", "job", "plan_class", "band", "predicted_over_measured"]
+               + bench_records.COLUMNS)
     with open(os.path.join(outdir, "sweep.csv"), "w") as f:
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
-        for model, job, records, _ in all_cases:
-            for name, r in records.items():
-                row = bench_records.row(r, name)
-                plan_class = r.get("plan_class") or {}
-                predicted = predicted_total(r)
-                row.update({"model_shape": model, "job": job, "plan_class": plan_class.get("name"),
-                            "band": plan_class.get("band"),
-                            "predicted_over_measured": predicted / r["total_throughput"] if predicted else None})
-                writer.writerow(row)
+        for case in all_cases:
+            for name, by_round in case.runs.items():
+                for round_number, r in sorted(by_round.items()):
+                    row = bench_records.row(r, name)
+                    plan_class = r.get("plan_class") or {}
+                    predicted = predicted_total(r)
+                    row.update({"round": round_number, "model_shape": case.model, "job": case.job,
+                                "plan_class": plan_class.get("name"), "band": plan_class.get("band"),
+                                "predicted_over_measured": predicted / r["total_throughput"] if predicted else None})
+                    writer.writerow(row)
+
+
+def per_round_ratios(case, name):
+    """name's throughput over the best grid policy's in each round where both ran."""
+    ratios = []
+    for round_number, r in sorted(case.runs[name].items()):
+        grid = [case.runs[g][round_number]["total_throughput"] for g in case.grid()
+                if round_number in case.runs[g]]
+        if grid:
+            ratios.append(r["total_throughput"] / max(grid))
+    return ratios
 
 
 def auto_table(all_cases):
     lines = ["| model | job (s:n:prompts) | policies run / failed | best policy | best tok/s | "
-             "auto's plan | auto tok/s | auto / best | auto predicted / measured | auto-lp / best |",
-             "|---|---|--:|---|--:|---|--:|--:|--:|--:|"]
+             "auto's plan | auto tok/s | auto / best | per round | auto predicted / measured | "
+             "auto-lp / best |",
+             "|---|---|--:|---|--:|---|--:|--:|---|--:|--:|"]
     met = total = 0
-    for model, job, records, failed in all_cases:
-        grid = {n: r for n, r in records.items() if n not in SEARCHED}
-        grid_failed = [f for f in failed if f.split(":", 1)[0] not in SEARCHED]
-        auto = records.get("auto")
-        lp = records.get("auto-lp")
+    for case in all_cases:
+        grid = case.grid()
+        grid_failed = [n for n in case.failed if n not in SEARCHED and n not in case.runs]
         if not grid:
             continue
-        best_name = max(grid, key=lambda n: grid[n]["total_throughput"])
-        best = grid[best_name]["total_throughput"]
-        if auto is None:
-            lines.append(f"| {model} | {job} | {len(grid)} / {len(grid_failed)} | {best_name} | {best:.1f} | "
-                         f"(auto failed) | - | - | - | "
-                         f"{(lp['total_throughput'] / best) if lp else float('nan'):.2f} |")
-            total += 1
-            continue
-        ratio = auto["total_throughput"] / best
-        predicted = predicted_total(auto)
         total += 1
+        best_name = max(grid, key=case.measured)
+        best = case.measured(best_name)
+        lp = f"{case.measured('auto-lp') / best:.2f}" if "auto-lp" in case.runs else "-"
+        if "auto" not in case.runs:
+            lines.append(f"| {case.model} | {case.job} | {len(grid)} / {len(grid_failed)} | {best_name} | "
+                         f"{best:.1f} | (auto failed) | - | - | - | - | {lp} |")
+            continue
+        auto = case.record("auto")
+        ratio = case.measured("auto") / best
         met += ratio >= TARGET
+        predicted = case.predicted("auto")
         plan = f"{auto['gpu_batch_size']}x{auto['num_gpu_batches']}: {auto.get('policy_description', '')}"
-        lines.append(f"| {model} | {job} | {len(grid)} / {len(grid_failed)} | {best_name} | {best:.1f} | {plan} | "
-                     f"{auto['total_throughput']:.1f} | {ratio:.2f} | "
-                     f"{(predicted / auto['total_throughput']) if predicted else float('nan'):.2f} | "
-                     f"{(lp['total_throughput'] / best) if lp else float('nan'):.2f} |")
+        rounds_text = ", ".join(f"{x:.2f}" for x in per_round_ratios(case, "auto"))
+        lines.append(f"| {case.model} | {case.job} | {len(grid)} / {len(grid_failed)} | {best_name} | {best:.1f} | "
+                     f"{plan} | {case.measured('auto'):.1f} | {ratio:.2f} | {rounds_text} | "
+                     f"{(predicted / case.measured('auto')) if predicted else float('nan'):.2f} | {lp} |")
     lines.append("")
-    lines.append(f"auto at least {TARGET}x the best policy: {met} of {total} cases")
+    lines.append(f"auto at least {TARGET}x the best policy (medians over the rounds): {met} of {total} cases")
     return "\n".join(lines)
 
 
 def class_table(all_cases):
     by_class = {}
-    # The grid's runs only: auto's plan is often one of them, and counting it twice
-    # would weigh its class.
-    for _, _, records, _ in all_cases:
-        for name, r in records.items():
-            if name in SEARCHED:
-                continue
-            predicted = predicted_total(r)
-            plan_class = r.get("plan_class") or {}
+    # The grid's policies only: auto's plan is often one of them, and counting it twice
+    # would weigh its class. One error per policy and case, against its median.
+    for case in all_cases:
+        for name in case.grid():
+            predicted = case.predicted(name)
+            plan_class = case.record(name).get("plan_class") or {}
             if not predicted or "name" not in plan_class:
                 continue
             errors = by_class.setdefault(plan_class["name"], (plan_class["band"], []))[1]
-            errors.append(predicted / r["total_throughput"] - 1)
-    lines = ["| plan class | band | runs | within band | median predicted/measured | range |",
+            errors.append(predicted / case.measured(name) - 1)
+    lines = ["| plan class | band | policies x cases | within band | median predicted/measured | range |",
              "|---|--:|--:|--:|--:|---|"]
     for name, (band, errors) in sorted(by_class.items()):
         within = sum(abs(e) <= band for e in errors)
@@ -127,9 +177,12 @@ def main(argv):
         print(__doc__, file=sys.stderr if len(argv) != 1 else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     outdir = argv[0]
-    all_cases = list(cases(outdir))
+    if not os.path.isdir(outdir):
+        print(f"planner_sweep.py: {outdir} is not a folder", file=sys.stderr)
+        return 1
+    all_cases = cases(outdir)
     if not all_cases:
-        print(f"planner_sweep.py: no case folders under {outdir}", file=sys.stderr)
+        print(f"planner_sweep.py: no round folders with cases (rN/MODEL/JOB/) under {outdir}", file=sys.stderr)
         return 1
     write_csv(outdir, all_cases)
     print(auto_table(all_cases))

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The planner against a sweep of hand policies on the CPU stand-in (--device cpu): for
 # each model shape and job shape, `tiergen bench` runs `--policy auto` (and, to show what
-# its margin rule does, `--policy auto --no-guardrails`: auto-lp) and then every policy
-# of a grid on the same job (same prompts, same budgets, one profile), one after
-# another in one run of this script; bench/planner_sweep.py then reports auto's measured
-# throughput over the best policy's for each (model, job), and per plan class the
-# predicted/measured ratios against the class's error band.
+# its margin rule does, `--policy auto --no-guardrails`: auto-lp) and every policy of a
+# grid on the same job (same prompts, same budgets, one profile), one after another in
+# one run of this script; bench/planner_sweep.py then reports auto's measured throughput
+# over the best policy's for each (model, job), and per plan class the predicted/measured
+# ratios against the class's error band.
 #
 #   bench/planner_sweep.sh [-o OUTDIR] [--models LIST] [--jobs LIST] [--hw PROFILE]
-#                          [-r REPS] [--warmup N] [--grid FILE] [--dry-run]
+#                          [-r REPS] [--warmup N] [--rounds K] [--grid FILE] [--dry-run]
 #
 # --models: comma-separated MODEL@GPU_BUDGET (a preset or a model directory; the gpu
 #   tier's budget, below the model so that placement matters). --jobs: comma-separated
 #   PROMPT_LEN:GEN_LEN:PROMPTS. --hw: the profile every run plans and predicts with
-#   (default: `tiergen profile`, measured once into OUTDIR/profile.json). The grid has
+#   (default: `tiergen profile`, measured once into OUTDIR/profile.json). --rounds: run
+#   the whole sweep K times (records under OUTDIR/rROUND/), each round starting a case's
+#   runs at another policy, so that a host whose speed wanders between minutes is
+#   compared on medians and on runs minutes apart, not on one cold run each. The grid has
 #   one exact policy per line ("name|flags", the flags read as shell words: a grid file
 #   is trusted like a script); lossy ones are left out because auto never compresses
 #   unless asked. Dummy weights: throughput only.
@@ -23,7 +26,7 @@ root=$(cd "$here/.." && pwd)
 out="$root/bench/out/planner-sweep-$(date +%Y%m%d-%H%M%S)"
 models="opt-125m@560MiB,$root/bench/suites/llama-sweep-768@400MiB,opt-350m@800MiB"
 jobs="96:4:32,32:16:32,8:32:32"
-hw="" reps=1 warmup=1 grid="" dry=0
+hw="" reps=1 warmup=1 rounds=1 grid="" dry=0
 while [ $# -gt 0 ]; do
   case $1 in
     -o|--out) out=$2; shift 2 ;;
@@ -32,14 +35,16 @@ while [ $# -gt 0 ]; do
     --hw) hw=$2; shift 2 ;;
     -r|--repetitions) reps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --grid) grid=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "planner_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 tiergen=${TIERGEN:-$root/build/tiergen}
 [ -z "$grid" ] || [ -r "$grid" ] || { echo "planner_sweep.sh: cannot read the grid $grid" >&2; exit 2; }
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "planner_sweep.sh: --rounds wants a positive whole number, not '$rounds'" >&2; exit 2; }
 
 # Every policy multiplies on the CPU standing in for the GPU; they differ in where the
 # weights, cache and activations live (copies between the tiers are real memcpys and
@@ -94,24 +99,33 @@ run_one() {
   fi
 }
 
-for model_budget in "${model_list[@]}"; do
-  model=${model_budget%@*} budget=${model_budget##*@}
-  for job in "${job_list[@]}"; do
-    IFS=: read -r prompt_len gen_len prompts <<< "$job"
-    dir="$out/$(basename "$model")/s${prompt_len}-n${gen_len}-p${prompts}"
-    mkdir -p "$dir"
-    base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
-          --gpu-mem "$budget")
-    echo "== $(basename "$model") (gpu $budget), s=$prompt_len n=$gen_len prompts=$prompts" >&2
-    run_one "$dir" auto "${base[@]}" --policy auto
-    # The LP's own plan, not weighed against the guardrails: what the margin rule costs or saves.
-    run_one "$dir" auto-lp "${base[@]}" --policy auto --no-guardrails
-    while IFS= read -r line; do
-      [ -n "$line" ] && [ "${line#\#}" = "$line" ] || continue
-      name=${line%%|*}
-      eval "flags=(${line#*|})"
-      run_one "$dir" "$name" "${base[@]}" ${flags[@]+"${flags[@]}"}
-    done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
+# Every run of a case, searched ones first: "name|flags".
+runs=("auto|--policy auto"
+      # The LP's own plan, not weighed against the guardrails: what the margin rule costs or saves.
+      "auto-lp|--policy auto --no-guardrails")
+while IFS= read -r line; do
+  if [ -n "$line" ] && [ "${line#\#}" = "$line" ]; then runs+=("$line"); fi
+done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
+
+for ((round = 1; round <= rounds; round++)); do
+  # Round r starts each case (r - 1) / rounds of the way through its runs: no policy is
+  # always the first after a model switch, and each is timed at rounds places in a case.
+  start=$(( (round - 1) * ${#runs[@]} / rounds ))
+  for model_budget in "${model_list[@]}"; do
+    model=${model_budget%@*} budget=${model_budget##*@}
+    for job in "${job_list[@]}"; do
+      IFS=: read -r prompt_len gen_len prompts <<< "$job"
+      dir="$out/r$round/$(basename "$model")/s${prompt_len}-n${gen_len}-p${prompts}"
+      mkdir -p "$dir"
+      base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
+            --gpu-mem "$budget")
+      echo "== round $round/$rounds: $(basename "$model") (gpu $budget), s=$prompt_len n=$gen_len prompts=$prompts" >&2
+      for ((i = 0; i < ${#runs[@]}; i++)); do
+        line=${runs[(start + i) % ${#runs[@]}]}
+        eval "flags=(${line#*|})"
+        run_one "$dir" "${line%%|*}" "${base[@]}" ${flags[@]+"${flags[@]}"}
+      done
+    done
   done
 done
 [ $dry -eq 1 ] || python3 "$here/planner_sweep.py" "$out"
