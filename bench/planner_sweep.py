@@ -7,7 +7,7 @@ OUTDIR/rROUND/<model>/<job>/ holds one `tiergen bench --json` record per policy 
 is `--policy auto`, auto-lp.json `--policy auto --no-guardrails`) and failed.txt (policies
 that did not fit or failed), one folder per round of the sweep. Printed:
 - per (model, job): the best grid policy by its median measured throughput over the
-  rounds, auto's median and plan, auto over the best (the target: at least 0.95), and
+  rounds (of those that ran in every round), auto's median and plan, auto over the best (the target: at least 0.95), and
   auto over the best policy of each round alone (runs of one round are minutes apart);
 - per plan class: how many grid policies' predicted total throughput fell within the
   class's error band of their median measured one (relative error = predicted / measured
@@ -33,22 +33,26 @@ class Case:
 
     def __init__(self, model, job):
         self.model, self.job = model, job
-        self.runs = {}      # name -> {round: record}
-        self.failed = {}    # name -> failure line of its last failed round
+        self.rounds = set()  # the rounds that ran this case
+        self.runs = {}       # name -> {round: record}
+        self.failed = {}     # name -> the rounds it failed in
 
     def measured(self, name):
         """The policy's median measured total throughput over the rounds it ran in."""
         return statistics.median(r["total_throughput"] for r in self.runs[name].values())
 
-    def predicted(self, name):
-        """The policy's predicted total throughput (one profile and plan: every round's is the same)."""
-        return predicted_total(next(iter(self.runs[name].values())))
-
     def record(self, name):
+        """One of the policy's records (one profile and plan: every round prices it alike)."""
         return next(iter(self.runs[name].values()))
+
+    def predicted(self, name):
+        return predicted_total(self.record(name))
 
     def grid(self):
         return [n for n in self.runs if n not in SEARCHED]
+
+    def ran_every_round(self, name):
+        return name in self.runs and set(self.runs[name]) == self.rounds
 
 
 def rounds(outdir):
@@ -73,6 +77,7 @@ def cases(outdir):
                 if not os.path.isdir(job_dir):
                     continue
                 case = by_key.setdefault((model, job), Case(model, job))
+                case.rounds.add(round_number)
                 for f in sorted(os.listdir(job_dir)):
                     if f.endswith(".json"):
                         record = bench_records.load(os.path.join(job_dir, f))
@@ -80,7 +85,7 @@ def cases(outdir):
                 failed_path = os.path.join(job_dir, "failed.txt")
                 if os.path.exists(failed_path):
                     for line in open(failed_path).read().splitlines():
-                        case.failed[line.split(":", 1)[0]] = line
+                        case.failed.setdefault(line.split(":", 1)[0], set()).add(round_number)
     return [by_key[k] for k in sorted(by_key)]
 
 
@@ -107,43 +112,50 @@ def write_csv(outdir, all_cases):
                     writer.writerow(row)
 
 
-def per_round_ratios(case, name):
-    """name's throughput over the best grid policy's in each round where both ran."""
-    ratios = []
-    for round_number, r in sorted(case.runs[name].items()):
+def per_round_text(case, name):
+    """name's throughput over the best grid policy's in each round ("-" where either is missing)."""
+    parts = []
+    for round_number in sorted(case.rounds):
+        run = case.runs.get(name, {}).get(round_number)
         grid = [case.runs[g][round_number]["total_throughput"] for g in case.grid()
                 if round_number in case.runs[g]]
-        if grid:
-            ratios.append(r["total_throughput"] / max(grid))
-    return ratios
+        ratio = f"{run['total_throughput'] / max(grid):.2f}" if run and grid else "-"
+        parts.append(f"r{round_number} {ratio}")
+    return ", ".join(parts)
 
 
 def auto_table(all_cases):
-    lines = ["| model | job (s:n:prompts) | policies run / failed | best policy | best tok/s | "
-             "auto's plan | auto tok/s | auto / best | per round | auto predicted / measured | "
+    lines = ["| model | job (s:n:prompts) | policies run in every round / failed in some | best policy | "
+             "best tok/s | auto's plan | auto tok/s | auto / best | per round | auto predicted / measured | "
              "auto-lp / best |",
              "|---|---|--:|---|--:|---|--:|--:|---|--:|--:|"]
     met = total = 0
     for case in all_cases:
-        grid = case.grid()
-        grid_failed = [n for n in case.failed if n not in SEARCHED and n not in case.runs]
-        if not grid:
-            continue
+        # The best by median among the policies that ran in every round: a median of
+        # fewer runs is not weighed against theirs.
+        complete = [n for n in case.grid() if case.ran_every_round(n)]
+        failed = [n for n in case.failed if n not in SEARCHED]
         total += 1
-        best_name = max(grid, key=case.measured)
+        counts = f"{len(complete)} / {len(failed)}"
+        if not complete:
+            lines.append(f"| {case.model} | {case.job} | {counts} | - | - | - | - | - | - | - | - |")
+            continue
+        best_name = max(complete, key=case.measured)
         best = case.measured(best_name)
         lp = f"{case.measured('auto-lp') / best:.2f}" if "auto-lp" in case.runs else "-"
+        rounds_text = per_round_text(case, "auto")
         if "auto" not in case.runs:
-            lines.append(f"| {case.model} | {case.job} | {len(grid)} / {len(grid_failed)} | {best_name} | "
-                         f"{best:.1f} | (auto failed) | - | - | - | - | {lp} |")
+            lines.append(f"| {case.model} | {case.job} | {counts} | {best_name} | "
+                         f"{best:.1f} | (auto failed) | - | - | {rounds_text} | - | {lp} |")
             continue
         auto = case.record("auto")
         ratio = case.measured("auto") / best
         met += ratio >= TARGET
         predicted = case.predicted("auto")
         plan = f"{auto['gpu_batch_size']}x{auto['num_gpu_batches']}: {auto.get('policy_description', '')}"
-        rounds_text = ", ".join(f"{x:.2f}" for x in per_round_ratios(case, "auto"))
-        lines.append(f"| {case.model} | {case.job} | {len(grid)} / {len(grid_failed)} | {best_name} | {best:.1f} | "
+        if not case.ran_every_round("auto"):
+            plan += f" (ran in {len(case.runs['auto'])} of {len(case.rounds)} rounds)"
+        lines.append(f"| {case.model} | {case.job} | {counts} | {best_name} | {best:.1f} | "
                      f"{plan} | {case.measured('auto'):.1f} | {ratio:.2f} | {rounds_text} | "
                      f"{(predicted / case.measured('auto')) if predicted else float('nan'):.2f} | {lp} |")
     lines.append("")
@@ -182,7 +194,8 @@ def main(argv):
         return 1
     all_cases = cases(outdir)
     if not all_cases:
-        print(f"planner_sweep.py: no round folders with cases (rN/MODEL/JOB/) under {outdir}", file=sys.stderr)
+        print(f"planner_sweep.py: no round folders with cases (rN/MODEL/JOB/) under {outdir} (a sweep from "
+              "before --rounds: move its MODEL folders under r1/)", file=sys.stderr)
         return 1
     write_csv(outdir, all_cases)
     print(auto_table(all_cases))

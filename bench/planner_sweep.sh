@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --grid) grid=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "planner_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -75,6 +75,18 @@ kvdisk50-8x4-cpuattn|--percent 0 100 0 50 0 100 --gpu-batch-size 8 --num-gpu-bat
 GRID
 }
 
+# Every run of a case, searched ones first: "name|flags". A grid line's flags are read
+# here once, so that a malformed grid stops the sweep before its profile is measured.
+runs=("auto|--policy auto"
+      # The LP's own plan, not weighed against the guardrails: what the margin rule costs or saves.
+      "auto-lp|--policy auto --no-guardrails")
+while IFS= read -r line || [ -n "$line" ]; do
+  [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
+  [[ $line == *"|"* ]] && (eval "flags=(${line#*|})") 2>/dev/null ||
+    { echo "planner_sweep.sh: grid line '$line' is not name|flags read as shell words" >&2; exit 2; }
+  runs+=("$line")
+done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
+
 IFS=, read -r -a model_list <<< "$models"
 IFS=, read -r -a job_list <<< "$jobs"
 offload=$(mktemp -d "${TMPDIR:-/tmp}/tiergen-planner-sweep.XXXXXX")
@@ -98,14 +110,6 @@ run_one() {
     rm -f "$dir/$name.json"
   fi
 }
-
-# Every run of a case, searched ones first: "name|flags".
-runs=("auto|--policy auto"
-      # The LP's own plan, not weighed against the guardrails: what the margin rule costs or saves.
-      "auto-lp|--policy auto --no-guardrails")
-while IFS= read -r line; do
-  if [ -n "$line" ] && [ "${line#\#}" = "$line" ]; then runs+=("$line"); fi
-done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
 
 for ((round = 1; round <= rounds; round++)); do
   # Round r starts each case (r - 1) / rounds of the way through its runs: no policy is

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/planner_sweep.py over a sweep of two rounds written by hand: each policy judged
-# by its median over the rounds, auto also against each round's best, a policy that
-# failed in every round counted as failed, one class error per policy, every run a CSV
+# by its median over the rounds, the best only among policies that ran in every round,
+# auto also against each round's best ("-" for a round it failed in), a policy that
+# failed in any round counted as failed, one class error per policy, every run a CSV
 # row; a folder without rounds refused.
 # Usage: tests/tools/test_planner_sweep_summary.sh SOURCE_DIR
 set -euo pipefail
@@ -11,31 +12,41 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# record ROUND NAME MEASURED PREDICTED: one bench record of opt-125m, job s8-n32-p32.
+# record ROUND JOB NAME MEASURED PREDICTED: one bench record of opt-125m.
 record() {
-  local dir="$tmp/sweep/r$1/opt-125m/s8-n32-p32"
+  local dir="$tmp/sweep/r$1/opt-125m/$2"
   mkdir -p "$dir"
-  cat > "$dir/$2.json" <<JSON
-{"model": "opt-125m", "total_throughput": $3, "gpu_batch_size": 32, "num_gpu_batches": 1,
+  cat > "$dir/$3.json" <<JSON
+{"model": "opt-125m", "total_throughput": $4, "gpu_batch_size": 32, "num_gpu_batches": 1,
  "policy_description": "weights 0/100/0%", "policy": {},
- "predicted_vs_measured": {"throughput": {"predicted": {"total": $4}}},
+ "predicted_vs_measured": {"throughput": {"predicted": {"total": $5}}},
  "plan_class": {"name": "link-bound", "band": 0.1}}
 JSON
 }
-record 1 host-a 100 120; record 2 host-a 120 120   # median 110: the best
-record 1 host-b 130 140; record 2 host-b 80 140    # median 105, the best of round 1
-record 1 auto 99 100;    record 2 auto 118 100     # median 108.5
-record 1 auto-lp 55 90;  record 2 auto-lp 55 90
-for r in 1 2; do echo "host-c: error: does not fit" > "$tmp/sweep/r$r/opt-125m/s8-n32-p32/failed.txt"; done
+failed() { mkdir -p "$tmp/sweep/r$1/opt-125m/$2"; echo "$3: error: does not fit" >> "$tmp/sweep/r$1/opt-125m/$2/failed.txt"; }
+job=s8-n32-p32
+record 1 $job host-a 100 120; record 2 $job host-a 120 120   # median 110: the best
+record 1 $job host-b 130 140; record 2 $job host-b 80 140    # median 105, the best of round 1
+record 1 $job auto 99 100;    record 2 $job auto 118 100     # median 108.5
+record 1 $job auto-lp 55 90;  record 2 $job auto-lp 55 90
+failed 1 $job host-c; failed 2 $job host-c                   # never fitted
+failed 1 $job lucky; record 2 $job lucky 150 150             # one run: the best of round 2 only
+# A second job whose auto failed in round 1.
+record 1 s32-n16-p32 host-a 100 100; record 2 s32-n16-p32 host-a 100 100
+failed 1 s32-n16-p32 auto; record 2 s32-n16-p32 auto 90 90
 
 out=$(python3 "$tool" "$tmp/sweep")
-# auto 108.5 / host-a 110 over the rounds; 99 / 130 in round 1, 118 / 120 in round 2.
-grep -qF "| opt-125m | s8-n32-p32 | 2 / 1 | host-a | 110.0 | 32x1: weights 0/100/0% | 108.5 | 0.99 | 0.76, 0.98 | 0.92 | 0.50 |" \
+# auto 108.5 / host-a 110 over the rounds (lucky's one run is not weighed against
+# medians of two); 99 / 130 in round 1, 118 / 150 in round 2.
+grep -qF "| opt-125m | s8-n32-p32 | 2 / 2 | host-a | 110.0 | 32x1: weights 0/100/0% | 108.5 | 0.99 | r1 0.76, r2 0.79 | 0.92 | 0.50 |" \
   <<<"$out" || fail "auto's row: $out"
-grep -qF "auto at least 0.95x the best policy (medians over the rounds): 1 of 1 cases" <<<"$out" || fail "the count: $out"
-# host-a 120 / 110 within ±10%, host-b 140 / 105 not; auto's runs are not counted.
-grep -qF "| link-bound | ±10% | 2 | 1 | 1.21 | 1.09-1.33 |" <<<"$out" || fail "the class row: $out"
-[ "$(wc -l < "$tmp/sweep/sweep.csv")" -eq 9 ] || fail "sweep.csv: not a header and eight runs"
+grep -qF "| opt-125m | s32-n16-p32 | 1 / 0 | host-a | 100.0 | 32x1: weights 0/100/0% (ran in 1 of 2 rounds) | 90.0 | 0.90 | r1 -, r2 0.90 | 1.00 | - |" \
+  <<<"$out" || fail "the row of an auto that failed in round 1: $out"
+grep -qF "auto at least 0.95x the best policy (medians over the rounds): 1 of 2 cases" <<<"$out" || fail "the count: $out"
+# host-a 120 / 110 and lucky 150 / 150 within ±10%, host-b 140 / 105 not, host-a 100 / 100
+# of the second job within; auto's runs are not counted.
+grep -qF "| link-bound | ±10% | 4 | 3 | 1.05 | 1.00-1.33 |" <<<"$out" || fail "the class row: $out"
+[ "$(wc -l < "$tmp/sweep/sweep.csv")" -eq 13 ] || fail "sweep.csv: not a header and twelve runs"
 head -1 "$tmp/sweep/sweep.csv" | grep -q "^round,model_shape,job,plan_class" || fail "sweep.csv's header"
 
 mkdir -p "$tmp/flat/opt-125m/s8-n32-p32"
