@@ -213,6 +213,15 @@ double linear_seconds(const Terms& t, double tokens_per_sequence, double flops_r
                                                    t.sizes.linear_products(), t.sizes.layer_row_lengths());
 }
 
+// Activations crossing between the compute device and the host for work done at home
+// (`to_host` bytes down, `to_device` back): none where the host stands in for the GPU,
+// whose weights at home and compute are one device (model::linear and lookup_rows move
+// nothing there).
+double host_crossing_seconds(const Terms& t, double to_host, double to_device) {
+  if (t.hw.gpu_is_host) return 0;
+  return to_host / t.hw.gpu_to_cpu_hidden + to_device / t.hw.cpu_to_gpu;
+}
+
 // The share of the layers whose host-resident weights are multiplied at home in this
 // phase (Policy::cpu_weight_compute_*). The model is of an average layer: with those
 // layers spread evenly and the next layer's weights loaded during this layer's compute,
@@ -241,7 +250,7 @@ void add_weight_terms(const Terms& t, double bytes, double dense, double at_home
 // The layer's matmuls of `tokens` per sequence: on the gpu, or, for the weights
 // multiplied at home (wc + wn, in the `at_home` share of the layers), on the CPU
 // (cpu_matmul_seconds); every matrix's input goes to the host and its output comes
-// back, inside the compute step.
+// back, inside the compute step (host_crossing_seconds).
 void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, double at_home, PhaseModel& phase) {
   const double on_gpu = linear_seconds(t, tokens, gpu_flops_rate);
   if (at_home <= 0) {
@@ -251,9 +260,8 @@ void add_matmul_terms(const Terms& t, double tokens, double gpu_flops_rate, doub
   phase.add(Lane::Compute, Task::Compute, RT::Compute,
             Linear::sum(on_gpu, {kWg}) + Linear::sum((1 - at_home) * on_gpu, {kWc, kWn}));
   const double on_cpu = cpu_matmul_seconds(t, tokens);
-  const double crossing = t.bls * tokens *
-                          (t.sizes.linear_input_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
-                           t.sizes.linear_output_bytes_per_token() / t.hw.cpu_to_gpu);
+  const double crossing = host_crossing_seconds(t, t.bls * tokens * t.sizes.linear_input_bytes_per_token(),
+                                                t.bls * tokens * t.sizes.linear_output_bytes_per_token());
   phase.add(Lane::Compute, Task::Compute, RT::Compute, Linear::sum(at_home * (on_cpu + crossing), {kWc, kWn}));
 }
 
@@ -445,7 +453,7 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
   // only its rows of a table on disk, as the compute queue looks them up.
   const double positions = prefill ? t.s : 1;
   const double rows_bytes = t.bls * positions * t.sizes.embedding_output_bytes_per_token();
-  Linear compute = Linear::sum(tables_at_home * rows_bytes / t.hw.cpu_to_gpu, {kWc, kWn});
+  Linear compute = Linear::sum(tables_at_home * host_crossing_seconds(t, 0, rows_bytes), {kWc, kWn});
   if (prefill) {
     add_weight_terms(t, tables, 0, tables_at_home, phase);
   } else {
@@ -471,8 +479,8 @@ PhaseModel build_edges(const Terms& t, bool prefill) {
       cpu_products_at_home(t, rows, flops, t.sizes.head_weight_bytes(compress), t.sizes.head_dense_bytes(),
                            t.sizes.head_compressed_dense_bytes(compress), t.sizes.head_products(),
                            t.sizes.head_row_lengths());
-  const double crossing = t.bls * (t.sizes.hidden_bytes_per_token() / t.hw.gpu_to_cpu_hidden +
-                                   t.sizes.logits_bytes_per_token() / t.hw.cpu_to_gpu);
+  const double crossing = host_crossing_seconds(t, t.bls * t.sizes.hidden_bytes_per_token(),
+                                                t.bls * t.sizes.logits_bytes_per_token());
   phase.add(Lane::Compute, Task::Compute, RT::Compute,
             compute + Linear::sum(on_device, {kWg}) + Linear::sum(on_cpu + crossing, {kWc, kWn}));
   return phase;
