@@ -35,7 +35,7 @@ class Case:
         self.model, self.job = model, job
         self.rounds = set()  # the rounds that ran this case
         self.runs = {}       # name -> {round: record}
-        self.failed = {}     # name -> the rounds it failed in
+        self.failed = set()  # the names that failed in some round
 
     def measured(self, name):
         """The policy's median measured total throughput over the rounds it ran in."""
@@ -85,7 +85,7 @@ def cases(outdir):
                 failed_path = os.path.join(job_dir, "failed.txt")
                 if os.path.exists(failed_path):
                     for line in open(failed_path).read().splitlines():
-                        case.failed.setdefault(line.split(":", 1)[0], set()).add(round_number)
+                        case.failed.add(line.split(":", 1)[0])
     return [by_key[k] for k in sorted(by_key)]
 
 

@@ -285,7 +285,8 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
   // Alike too where the profile timed its products by rows.
   HardwareProfile timed = stand_in();
   timed.cpu_product_rates = {{1, 25e9}, {4, 12e9}, {16, 9e9}, {64, 3e9}};  // 4 rows: not the two-rate 18.3e9
-  const Prediction resident_timed = predict(spec, resident, w, timed, 4), at_home_timed = predict(spec, at_home, w, timed, 4);
+  const Prediction resident_timed = predict(spec, resident, w, timed, 4);
+  const Prediction at_home_timed = predict(spec, at_home, w, timed, 4);
   EXPECT_NEAR(task(resident_timed.decode, Task::Compute), task(at_home_timed.decode, Task::Compute),
               1e-12 * task(resident_timed.decode, Task::Compute));
   // The head's product and the embedding's rows alike too: its input, logits and rows
