@@ -299,6 +299,29 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
   EXPECT_LT(std::abs(task(at_home_timed.decode_edges, Task::Compute) - resident_edges), head_crossing / 20);
 }
 
+// CPU attention on the stand-in: only the new keys and values move (into the cache's
+// rows); q and the output stay where the kernel reads and writes them
+// (KvCache::cpu_kernel_attention's copies do nothing on one device). A GPU host pays q
+// down and the output back over its link.
+TEST(CpuStandIn, CpuAttentionMovesOnlyTheNewKeysAndValues) {
+  const auto spec = model::resolve_spec("llama-3-8b");  // grouped heads: q wider than k + v
+  const runtime::Workload w{64, 8};
+  const runtime::Policy p = test::make_policy(8, 2, {100, 0, 0, 100, 100, 0}, true);
+  HardwareProfile host = stand_in();
+  const PhaseTimes standing_in = predict(spec, p, w, host, 4).decode;
+  host.gpu_is_host = false;
+  const PhaseTimes separate = predict(spec, p, w, host, 4).decode;
+  const ModelSizes sizes(spec, 4);
+  const double bls = 16;
+  EXPECT_EQ(task(standing_in, Task::ActivationLoad), 0) << "the output crosses nothing";
+  EXPECT_NEAR(task(separate, Task::ActivationLoad), bls * sizes.hidden_bytes_per_token() / host.cpu_to_gpu,
+              1e-9 * task(separate, Task::ActivationLoad));
+  const double q_down = bls * (sizes.qkv_bytes_per_token() - sizes.kv_bytes_per_token()) / host.gpu_to_cpu_hidden;
+  ASSERT_GT(q_down, 0);
+  EXPECT_NEAR(task(separate, Task::CacheStore) - task(standing_in, Task::CacheStore), q_down, 1e-9 * q_down);
+  EXPECT_GT(task(standing_in, Task::CacheStore), 0) << "k and v still move into the cache";
+}
+
 // A compressed prefill on the stand-in: a layer load's first product of up to 256 rows
 // multiplies tiles dequantized into cache (model::multiplies_in_dequantized_tiles), priced
 // at the profile's tile rate; a second gpu batch makes the dense copy the later ones
