@@ -2,6 +2,7 @@
 """Summarises a bench/planner_sweep.sh run.
 
     planner_sweep.py OUTDIR          # writes OUTDIR/sweep.csv, prints the markdown tables
+    planner_sweep.py --best OUTDIR MODEL JOB   # prints the case's best grid policy's name
 
 OUTDIR/rROUND/<model>/<job>/ holds one `tiergen bench --json` record per policy (auto.json
 is `--policy auto`, auto-lp.json `--policy auto --no-guardrails`) and failed.txt (policies
@@ -11,7 +12,13 @@ that did not fit or failed), one folder per round of the sweep. Printed:
   auto over the best policy of each round alone (runs of one round are minutes apart);
 - per plan class: how many grid policies' predicted total throughput fell within the
   class's error band of their median measured one (relative error = predicted / measured
-  - 1).
+  - 1);
+- where the sweep was confirmed (planner_sweep.sh --confirm K: OUTDIR/confirm/<model>/<job>/
+  holds best.txt, the best grid policy's name, and auto-pI.json and best-pI.json, pair I
+  of auto and that policy run one after the other): auto over the best per pair and the
+  median of the pairs. The best of 21 noisy medians is a lucky draw as often as the best
+  plan; run again beside auto, minutes apart, it is measured without that luck.
+  OUTDIR/confirm.csv gets a row per confirming run.
 
 Only the Python standard library: the suites run on a bare Debian box.
 """
@@ -124,6 +131,13 @@ def per_round_text(case, name):
     return ", ".join(parts)
 
 
+def best_grid_policy(case):
+    """The best grid policy by median among those that ran in every round (a median of
+    fewer runs is not weighed against theirs), or None."""
+    complete = [n for n in case.grid() if case.ran_every_round(n)]
+    return max(complete, key=case.measured) if complete else None
+
+
 def auto_table(all_cases):
     lines = ["| model | job (s:n:prompts) | policies run in every round / failed in some | best policy | "
              "best tok/s | auto's plan | auto tok/s | auto / best | per round | auto predicted / measured | "
@@ -131,8 +145,6 @@ def auto_table(all_cases):
              "|---|---|--:|---|--:|---|--:|--:|---|--:|--:|"]
     met = total = 0
     for case in all_cases:
-        # The best by median among the policies that ran in every round: a median of
-        # fewer runs is not weighed against theirs.
         complete = [n for n in case.grid() if case.ran_every_round(n)]
         failed = [n for n in case.failed if n not in SEARCHED]
         total += 1
@@ -140,7 +152,7 @@ def auto_table(all_cases):
         if not complete:
             lines.append(f"| {case.model} | {case.job} | {counts} | - | - | - | - | - | - | - | - |")
             continue
-        best_name = max(complete, key=case.measured)
+        best_name = best_grid_policy(case)
         best = case.measured(best_name)
         lp = f"{case.measured('auto-lp') / best:.2f}" if "auto-lp" in case.runs else "-"
         rounds_text = per_round_text(case, "auto")
@@ -161,6 +173,89 @@ def auto_table(all_cases):
     lines.append("")
     lines.append(f"auto at least {TARGET}x the best policy (medians over the rounds): {met} of {total} cases")
     return "\n".join(lines)
+
+
+class Confirmation:
+    """One case's confirming pairs: auto and the sweep's best grid policy, run one after
+    the other K times (planner_sweep.sh --confirm K)."""
+
+    def __init__(self, model, job, best, pairs):
+        self.model, self.job, self.best = model, job, best
+        self.pairs = pairs  # pair number -> {"auto": record or None, "best": record or None}
+
+    def ratios(self):
+        """auto over the best in each pair where both ran, in pair order (None where not)."""
+        out = []
+        for number in sorted(self.pairs):
+            pair = self.pairs[number]
+            both = pair.get("auto") and pair.get("best")
+            out.append(pair["auto"]["total_throughput"] / pair["best"]["total_throughput"] if both else None)
+        return out
+
+
+def confirmations(outdir):
+    """Every confirmed case under OUTDIR/confirm/<model>/<job>/, in sorted order."""
+    root = os.path.join(outdir, "confirm")
+    found = []
+    if not os.path.isdir(root):
+        return found
+    for model in sorted(os.listdir(root)):
+        model_dir = os.path.join(root, model)
+        if not os.path.isdir(model_dir):
+            continue
+        for job in sorted(os.listdir(model_dir)):
+            job_dir = os.path.join(model_dir, job)
+            best_path = os.path.join(job_dir, "best.txt")
+            if not os.path.isfile(best_path):
+                continue
+            pairs = {}
+            for f in os.listdir(job_dir):
+                m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)\.json", f)
+                if m:
+                    pairs.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
+            failed_path = os.path.join(job_dir, "failed.txt")
+            if os.path.exists(failed_path):
+                for line in open(failed_path).read().splitlines():
+                    m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)", line.split(":", 1)[0])
+                    if m:
+                        pairs.setdefault(int(m.group(2)), {})[m.group(1)] = None
+            found.append(Confirmation(model, job, open(best_path).read().strip(), pairs))
+    return found
+
+
+def confirm_table(confirmed):
+    lines = ["| model | job (s:n:prompts) | best policy of the sweep | pairs (both ran) | auto / best per pair | "
+             "median of the pairs |",
+             "|---|---|---|--:|---|--:|"]
+    met = 0
+    for c in confirmed:
+        ratios = c.ratios()
+        ran = [r for r in ratios if r is not None]
+        per_pair = ", ".join("-" if r is None else f"{r:.2f}" for r in ratios)
+        median = statistics.median(ran) if ran else None
+        met += median is not None and median >= TARGET
+        lines.append(f"| {c.model} | {c.job} | {c.best} | {len(ratios)} ({len(ran)}) | {per_pair} | "
+                     f"{'-' if median is None else f'{median:.2f}'} |")
+    lines.append("")
+    lines.append(f"auto at least {TARGET}x the sweep's best policy, confirmed in interleaved pairs (median of "
+                 f"the pairs): {met} of {len(confirmed)} cases")
+    return "\n".join(lines)
+
+
+def write_confirm_csv(outdir, confirmed):
+    columns = ["pair", "model_shape", "job", "role"] + bench_records.COLUMNS
+    with open(os.path.join(outdir, "confirm.csv"), "w") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for c in confirmed:
+            for number, pair in sorted(c.pairs.items()):
+                for role in ("auto", "best"):
+                    r = pair.get(role)
+                    if not r:
+                        continue
+                    row = bench_records.row(r, "auto" if role == "auto" else c.best)
+                    row.update({"pair": number, "model_shape": c.model, "job": c.job, "role": role})
+                    writer.writerow(row)
 
 
 def class_table(all_cases):
@@ -184,7 +279,24 @@ def class_table(all_cases):
     return "\n".join(lines)
 
 
+def print_best(argv):
+    """--best OUTDIR MODEL JOB: the case's best grid policy, for planner_sweep.sh --confirm."""
+    if len(argv) != 3:
+        print("planner_sweep.py --best OUTDIR MODEL JOB", file=sys.stderr)
+        return 2
+    outdir, model, job = argv
+    case = next((c for c in cases(outdir) if (c.model, c.job) == (model, job)), None) if os.path.isdir(outdir) else None
+    best = best_grid_policy(case) if case else None
+    if not best:
+        print(f"planner_sweep.py: no grid policy of {model} {job} ran in every round under {outdir}", file=sys.stderr)
+        return 1
+    print(best)
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "--best":
+        return print_best(argv[1:])
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(__doc__, file=sys.stderr if len(argv) != 1 else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -202,6 +314,12 @@ def main(argv):
     print()
     print(class_table(all_cases))
     print(f"\nrows: {os.path.join(outdir, 'sweep.csv')}")
+    confirmed = confirmations(outdir)
+    if confirmed:
+        write_confirm_csv(outdir, confirmed)
+        print()
+        print(confirm_table(confirmed))
+        print(f"\nrows: {os.path.join(outdir, 'confirm.csv')}")
     return 0
 
 

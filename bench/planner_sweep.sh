@@ -8,7 +8,8 @@
 # ratios against the class's error band.
 #
 #   bench/planner_sweep.sh [-o OUTDIR] [--models LIST] [--jobs LIST] [--hw PROFILE]
-#                          [-r REPS] [--warmup N] [--rounds K] [--grid FILE] [--dry-run]
+#                          [-r REPS] [--warmup N] [--rounds K] [--confirm K] [--grid FILE]
+#                          [--dry-run]
 #
 # --models: comma-separated MODEL@GPU_BUDGET (a preset or a model directory; the gpu
 #   tier's budget, below the model so that placement matters). --jobs: comma-separated
@@ -16,7 +17,11 @@
 #   (default: `tiergen profile`, measured once into OUTDIR/profile.json). --rounds: run
 #   the whole sweep K times (records under OUTDIR/rROUND/), each round starting a case's
 #   runs at another policy, so that a host whose speed wanders between minutes is
-#   compared on medians and on runs minutes apart, not on one cold run each. The grid has
+#   compared on medians and on runs minutes apart, not on one cold run each. --confirm:
+#   then, for each case, run auto and the sweep's best grid policy one after the other K
+#   times (records under OUTDIR/confirm/), the order alternating; the best of 21 noisy
+#   medians is partly the luckiest, and run beside auto it is measured without that luck.
+#   With --rounds 0, confirm the sweep already in OUTDIR (same models, jobs, grid). The grid has
 #   one exact policy per line ("name|flags", the flags read as shell words: a grid file
 #   is trusted like a script); lossy ones are left out because auto never compresses
 #   unless asked. Dummy weights: throughput only.
@@ -26,7 +31,7 @@ root=$(cd "$here/.." && pwd)
 out="$root/bench/out/planner-sweep-$(date +%Y%m%d-%H%M%S)"
 models="opt-125m@560MiB,$root/bench/suites/llama-sweep-768@400MiB,opt-350m@800MiB"
 jobs="96:4:32,32:16:32,8:32:32"
-hw="" reps=1 warmup=1 rounds=1 grid="" dry=0
+hw="" reps=1 warmup=1 rounds=1 confirm=0 grid="" dry=0
 while [ $# -gt 0 ]; do
   case $1 in
     -o|--out) out=$2; shift 2 ;;
@@ -36,6 +41,7 @@ while [ $# -gt 0 ]; do
     -r|--repetitions) reps=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --confirm) confirm=$2; shift 2 ;;
     --grid) grid=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -44,7 +50,13 @@ while [ $# -gt 0 ]; do
 done
 tiergen=${TIERGEN:-$root/build/tiergen}
 [ -z "$grid" ] || [ -r "$grid" ] || { echo "planner_sweep.sh: cannot read the grid $grid" >&2; exit 2; }
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "planner_sweep.sh: --rounds wants a positive whole number, not '$rounds'" >&2; exit 2; }
+[[ $rounds =~ ^[0-9]+$ ]] || { echo "planner_sweep.sh: --rounds wants a whole number, not '$rounds'" >&2; exit 2; }
+[[ $confirm =~ ^[0-9]+$ ]] || { echo "planner_sweep.sh: --confirm wants a whole number, not '$confirm'" >&2; exit 2; }
+[ "$rounds" -gt 0 ] || [ "$confirm" -gt 0 ] ||
+  { echo "planner_sweep.sh: --rounds 0 runs nothing without --confirm K" >&2; exit 2; }
+if [ "$rounds" -eq 0 ] && [ $dry -eq 0 ] && [ ! -d "$out/r1" ]; then
+  echo "planner_sweep.sh: --rounds 0 confirms a sweep already in -o OUTDIR; $out has no r1/" >&2; exit 2
+fi
 
 # Every policy multiplies on the CPU standing in for the GPU; they differ in where the
 # weights, cache and activations live (copies between the tiers are real memcpys and
@@ -129,6 +141,49 @@ for ((round = 1; round <= rounds; round++)); do
         eval "flags=(${line#*|})"
         run_one "$dir" "${line%%|*}" "${base[@]}" ${flags[@]+"${flags[@]}"}
       done
+    done
+  done
+done
+# The flags of a run of this sweep by its name ("auto" or a grid policy).
+flags_of() {
+  local line
+  for line in "${runs[@]}"; do
+    [ "${line%%|*}" = "$1" ] && { echo "${line#*|}"; return 0; }
+  done
+  return 1
+}
+
+# Confirmation: auto and each case's best grid policy (by the rounds' medians) in K
+# pairs, auto first in odd pairs and second in even ones.
+for ((pair = 1; confirm > 0 && pair <= confirm; pair++)); do
+  for model_budget in "${model_list[@]}"; do
+    model=${model_budget%@*} budget=${model_budget##*@}
+    for job in "${job_list[@]}"; do
+      IFS=: read -r prompt_len gen_len prompts <<< "$job"
+      case_name="s${prompt_len}-n${gen_len}-p${prompts}"
+      dir="$out/confirm/$(basename "$model")/$case_name"
+      mkdir -p "$dir"
+      if [ $pair -eq 1 ]; then
+        if [ $dry -eq 1 ]; then echo "BEST" > "$dir/best.txt"
+        elif ! python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" > "$dir/best.txt"; then
+          rm -f "$dir/best.txt"
+        fi
+      fi
+      [ -s "$dir/best.txt" ] || continue
+      best=$(cat "$dir/best.txt")
+      if [ $dry -eq 1 ]; then best_flags="FLAGS-OF-THE-BEST"
+      else best_flags=$(flags_of "$best") || { echo "planner_sweep.sh: $best is not in this grid" >&2; exit 2; }; fi
+      echo "== confirm pair $pair/$confirm: $(basename "$model") (gpu $budget), $case_name: auto and $best" >&2
+      base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
+            --gpu-mem "$budget")
+      eval "flags=($best_flags)"
+      if (( pair % 2 )); then
+        run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
+        run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
+      else
+        run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
+        run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
+      fi
     done
   done
 done

@@ -3,7 +3,9 @@
 # by its median over the rounds, the best only among policies that ran in every round,
 # auto also against each round's best ("-" for a round it failed in), a policy that
 # failed in any round counted as failed, one class error per policy, every run a CSV
-# row; a folder without rounds refused.
+# row; a folder without rounds refused; the confirming pairs of auto and each case's best
+# (--confirm) read per pair, a failed run's pair shown "-" and left out of the median;
+# --best names a case's best.
 # Usage: tests/tools/test_planner_sweep_summary.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -48,6 +50,31 @@ grep -qF "auto at least 0.95x the best policy (medians over the rounds): 1 of 2 
 grep -qF "| link-bound | ±10% | 4 | 3 | 1.05 | 1.00-1.33 |" <<<"$out" || fail "the class row: $out"
 [ "$(wc -l < "$tmp/sweep/sweep.csv")" -eq 13 ] || fail "sweep.csv: not a header and twelve runs"
 head -1 "$tmp/sweep/sweep.csv" | grep -q "^round,model_shape,job,plan_class" || fail "sweep.csv's header"
+
+[ "$(python3 "$tool" --best "$tmp/sweep" opt-125m s8-n32-p32)" = host-a ] || fail "--best of s8-n32-p32"
+if python3 "$tool" --best "$tmp/sweep" opt-125m s1-n1-p1 2>/dev/null; then fail "--best of a case not swept"; fi
+grep -q "confirm" <<<"$out" && fail "a sweep without confirm/ printed a confirmation: $out"
+
+# confirm PAIR ROLE MEASURED: a confirming run of s8-n32-p32 (auto or the best, host-a).
+confirm() {
+  local dir="$tmp/sweep/confirm/opt-125m/$job"
+  mkdir -p "$dir"
+  echo host-a > "$dir/best.txt"
+  cat > "$dir/$2-p$1.json" <<JSON
+{"model": "opt-125m", "total_throughput": $3, "gpu_batch_size": 32, "num_gpu_batches": 1, "policy": {}}
+JSON
+}
+confirm 1 auto 100; confirm 1 best 110   # 0.91
+confirm 2 best 100; confirm 2 auto 104   # 1.04
+confirm 3 auto 99                        # its best failed: "-"
+echo "best-p3: error: out of memory" > "$tmp/sweep/confirm/opt-125m/$job/failed.txt"
+confirm 4 auto 98; confirm 4 best 100    # 0.98
+out=$(python3 "$tool" "$tmp/sweep")
+grep -qF "| opt-125m | s8-n32-p32 | host-a | 4 (3) | 0.91, 1.04, -, 0.98 | 0.98 |" <<<"$out" ||
+  fail "the confirmed row: $out"
+grep -qF "confirmed in interleaved pairs (median of the pairs): 1 of 1 cases" <<<"$out" || fail "the confirmed count: $out"
+[ "$(wc -l < "$tmp/sweep/confirm.csv")" -eq 8 ] || fail "confirm.csv: not a header and seven runs"
+grep -q "^3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of pair 3's auto"
 
 mkdir -p "$tmp/flat/opt-125m/s8-n32-p32"
 if msg=$(python3 "$tool" "$tmp/flat" 2>&1); then fail "a folder without rounds was accepted"; fi
