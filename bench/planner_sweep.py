@@ -192,11 +192,23 @@ class Confirmation:
             out.append(pair["auto"]["total_throughput"] / pair["best"]["total_throughput"] if both else None)
         return out
 
+    def pair_texts(self):
+        """Each pair's ratio, or which side of it failed."""
+        texts = []
+        for number, ratio in zip(sorted(self.pairs), self.ratios()):
+            if ratio is not None:
+                texts.append(f"{ratio:.2f}")
+                continue
+            failed = [role for role in ("auto", "best") if not self.pairs[number].get(role)]
+            texts.append("both failed" if len(failed) == 2 else f"{failed[0]} failed")
+        return texts
+
 
 def confirmations(outdir):
-    """Every confirmed case under OUTDIR/confirm/<model>/<job>/, in sorted order."""
+    """The confirmed cases under OUTDIR/confirm/<model>/<job>/ by (model, job); a case
+    folder without best.txt (its sweep had no best) maps to None."""
     root = os.path.join(outdir, "confirm")
-    found = []
+    found = {}
     if not os.path.isdir(root):
         return found
     for model in sorted(os.listdir(root)):
@@ -206,39 +218,48 @@ def confirmations(outdir):
         for job in sorted(os.listdir(model_dir)):
             job_dir = os.path.join(model_dir, job)
             best_path = os.path.join(job_dir, "best.txt")
+            if not os.path.isdir(job_dir):
+                continue
             if not os.path.isfile(best_path):
+                found[(model, job)] = None
                 continue
             pairs = {}
-            for f in os.listdir(job_dir):
-                m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)\.json", f)
-                if m:
-                    pairs.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
             failed_path = os.path.join(job_dir, "failed.txt")
             if os.path.exists(failed_path):
                 for line in open(failed_path).read().splitlines():
                     m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)", line.split(":", 1)[0])
                     if m:
                         pairs.setdefault(int(m.group(2)), {})[m.group(1)] = None
-            found.append(Confirmation(model, job, open(best_path).read().strip(), pairs))
+            # A record on disk is a run that finished, whatever a failed line says.
+            for f in os.listdir(job_dir):
+                m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)\.json", f)
+                if m:
+                    pairs.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
+            found[(model, job)] = Confirmation(model, job, open(best_path).read().strip(), pairs)
     return found
 
 
-def confirm_table(confirmed):
+def confirm_table(all_cases, confirmed):
+    """One row per case of the sweep: its confirming pairs, or why it has none."""
     lines = ["| model | job (s:n:prompts) | best policy of the sweep | pairs (both ran) | auto / best per pair | "
              "median of the pairs |",
              "|---|---|---|--:|---|--:|"]
     met = 0
-    for c in confirmed:
-        ratios = c.ratios()
-        ran = [r for r in ratios if r is not None]
-        per_pair = ", ".join("-" if r is None else f"{r:.2f}" for r in ratios)
+    keys = sorted({(c.model, c.job) for c in all_cases} | set(confirmed))
+    for model, job in keys:
+        c = confirmed.get((model, job))
+        if c is None:
+            why = "(no grid policy ran in every round)" if (model, job) in confirmed else "(not confirmed)"
+            lines.append(f"| {model} | {job} | {why} | 0 (0) | - | - |")
+            continue
+        ran = [r for r in c.ratios() if r is not None]
         median = statistics.median(ran) if ran else None
         met += median is not None and median >= TARGET
-        lines.append(f"| {c.model} | {c.job} | {c.best} | {len(ratios)} ({len(ran)}) | {per_pair} | "
+        lines.append(f"| {model} | {job} | {c.best} | {len(c.pairs)} ({len(ran)}) | {', '.join(c.pair_texts())} | "
                      f"{'-' if median is None else f'{median:.2f}'} |")
     lines.append("")
     lines.append(f"auto at least {TARGET}x the sweep's best policy, confirmed in interleaved pairs (median of "
-                 f"the pairs): {met} of {len(confirmed)} cases")
+                 f"the pairs): {met} of {len(keys)} cases")
     return "\n".join(lines)
 
 
@@ -248,6 +269,8 @@ def write_confirm_csv(outdir, confirmed):
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for c in confirmed:
+            if c is None:
+                continue
             for number, pair in sorted(c.pairs.items()):
                 for role in ("auto", "best"):
                     r = pair.get(role)
@@ -316,9 +339,9 @@ def main(argv):
     print(f"\nrows: {os.path.join(outdir, 'sweep.csv')}")
     confirmed = confirmations(outdir)
     if confirmed:
-        write_confirm_csv(outdir, confirmed)
+        write_confirm_csv(outdir, [confirmed[k] for k in sorted(confirmed)])
         print()
-        print(confirm_table(confirmed))
+        print(confirm_table(all_cases, confirmed))
         print(f"\nrows: {os.path.join(outdir, 'confirm.csv')}")
     return 0
 

@@ -19,12 +19,14 @@
 #   runs at another policy, so that a host whose speed wanders between minutes is
 #   compared on medians and on runs minutes apart, not on one cold run each. --confirm:
 #   then, for each case, run auto and the sweep's best grid policy one after the other K
-#   times (records under OUTDIR/confirm/), the order alternating; the best of 21 noisy
-#   medians is partly the luckiest, and run beside auto it is measured without that luck.
-#   With --rounds 0, confirm the sweep already in OUTDIR (same models, jobs, grid). The grid has
-#   one exact policy per line ("name|flags", the flags read as shell words: a grid file
-#   is trusted like a script); lossy ones are left out because auto never compresses
-#   unless asked. Dummy weights: throughput only.
+#   times (records under OUTDIR/confirm/, replaced), auto first in odd pairs and second
+#   in even ones (an even K runs each first equally often); the best of 21 noisy medians
+#   is partly the luckiest, and run beside auto it is measured without that luck. With
+#   --rounds 0, confirm the sweep already in OUTDIR: pass its --models, --jobs and
+#   --grid; its profile (OUTDIR/profile.json, or the --hw it ran with) plans again.
+# The grid has one exact policy per line ("name|flags", the flags read as shell words: a
+# grid file is trusted like a script); lossy ones are left out because auto never
+# compresses unless asked. Dummy weights: throughput only.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     --confirm) confirm=$2; shift 2 ;;
     --grid) grid=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "planner_sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -104,7 +106,9 @@ IFS=, read -r -a job_list <<< "$jobs"
 offload=$(mktemp -d "${TMPDIR:-/tmp}/tiergen-planner-sweep.XXXXXX")
 trap 'rm -rf "$offload"' EXIT
 mkdir -p "$out"
-if [ -z "$hw" ]; then
+if [ -z "$hw" ] && [ "$rounds" -eq 0 ] && [ -f "$out/profile.json" ]; then
+  hw="$out/profile.json"  # the sweep's own: auto plans as it did there
+elif [ -z "$hw" ]; then
   hw="$out/profile.json"
   if [ $dry -eq 1 ]; then echo "$tiergen profile --out $hw --offload-dir $offload"
   else "$tiergen" profile --out "$hw" --offload-dir "$offload" 2> "$out/profile.log"; fi
@@ -154,37 +158,45 @@ flags_of() {
 }
 
 # Confirmation: auto and each case's best grid policy (by the rounds' medians) in K
-# pairs, auto first in odd pairs and second in even ones.
-for ((pair = 1; confirm > 0 && pair <= confirm; pair++)); do
-  for model_budget in "${model_list[@]}"; do
-    model=${model_budget%@*} budget=${model_budget##*@}
-    for job in "${job_list[@]}"; do
-      IFS=: read -r prompt_len gen_len prompts <<< "$job"
-      case_name="s${prompt_len}-n${gen_len}-p${prompts}"
-      dir="$out/confirm/$(basename "$model")/$case_name"
+# pairs. Every case's best is found (and checked against the grid) before any runs; a
+# case with none (no grid policy ran in every round) is left out, and the summary says so.
+confirm_dirs=() confirm_bests=() confirm_bases=()
+for model_budget in "${model_list[@]}"; do
+  (( confirm > 0 )) || break
+  model=${model_budget%@*} budget=${model_budget##*@}
+  for job in "${job_list[@]}"; do
+    IFS=: read -r prompt_len gen_len prompts <<< "$job"
+    case_name="s${prompt_len}-n${gen_len}-p${prompts}"
+    dir="$out/confirm/$(basename "$model")/$case_name"
+    if [ $dry -eq 1 ]; then
+      best=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" 2>/dev/null) ||
+        best="BEST"
+    else
+      rm -rf "$dir"  # a confirmation replaces the last one's pairs whole
       mkdir -p "$dir"
-      if [ $pair -eq 1 ]; then
-        if [ $dry -eq 1 ]; then echo "BEST" > "$dir/best.txt"
-        elif ! python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" > "$dir/best.txt"; then
-          rm -f "$dir/best.txt"
-        fi
-      fi
-      [ -s "$dir/best.txt" ] || continue
-      best=$(cat "$dir/best.txt")
-      if [ $dry -eq 1 ]; then best_flags="FLAGS-OF-THE-BEST"
-      else best_flags=$(flags_of "$best") || { echo "planner_sweep.sh: $best is not in this grid" >&2; exit 2; }; fi
-      echo "== confirm pair $pair/$confirm: $(basename "$model") (gpu $budget), $case_name: auto and $best" >&2
-      base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
-            --gpu-mem "$budget")
-      eval "flags=($best_flags)"
-      if (( pair % 2 )); then
-        run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
-        run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
-      else
-        run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
-        run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
-      fi
-    done
+      best=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name") || continue
+      echo "$best" > "$dir/best.txt"
+    fi
+    [ "$best" = BEST ] || flags_of "$best" > /dev/null ||
+      { echo "planner_sweep.sh: the best of $case_name, $best, is not in this grid (pass the sweep's --grid)" >&2; exit 2; }
+    confirm_dirs+=("$dir") confirm_bests+=("$best")
+    confirm_bases+=("--model $(printf '%q' "$model") --device cpu --dummy -s $prompt_len -n $gen_len --num-prompts $prompts --gpu-mem $(printf '%q' "$budget")")
+  done
+done
+for ((pair = 1; pair <= confirm; pair++)); do
+  for ((c = 0; c < ${#confirm_dirs[@]}; c++)); do
+    dir=${confirm_dirs[c]} best=${confirm_bests[c]}
+    eval "base=(${confirm_bases[c]})"
+    if [ "$best" = BEST ]; then flags=(FLAGS-OF-THE-BEST); else eval "flags=($(flags_of "$best"))"; fi
+    echo "== confirm pair $pair/$confirm: ${dir#"$out/confirm/"}: auto and $best" >&2
+    [ $dry -eq 1 ] || mkdir -p "$dir"
+    if (( pair % 2 )); then
+      run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
+      run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
+    else
+      run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
+      run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
+    fi
   done
 done
 [ $dry -eq 1 ] || python3 "$here/planner_sweep.py" "$out"

@@ -5,7 +5,8 @@
 # failed in any round counted as failed, one class error per policy, every run a CSV
 # row; a folder without rounds refused; the confirming pairs of auto and each case's best
 # (--confirm) read per pair, a failed run's pair shown "-" and left out of the median;
-# --best names a case's best.
+# --best names a case's best; the script's confirmation, dry: the order of the pairs,
+# the best's flags from the grid, a best outside the grid and --rounds 0 misuse refused.
 # Usage: tests/tools/test_planner_sweep_summary.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -66,15 +67,39 @@ JSON
 }
 confirm 1 auto 100; confirm 1 best 110   # 0.91
 confirm 2 best 100; confirm 2 auto 104   # 1.04
-confirm 3 auto 99                        # its best failed: "-"
-echo "best-p3: error: out of memory" > "$tmp/sweep/confirm/opt-125m/$job/failed.txt"
-confirm 4 auto 98; confirm 4 best 100    # 0.98
+confirm 3 auto 99                        # its best failed
+confirm 4 auto 96; confirm 4 best 100    # 0.96: the median (the mean would be 0.97)
+cdir="$tmp/sweep/confirm/opt-125m/$job"
+printf '%s\n' "best-p3: error: out of memory" "auto-p5: error: x" "best-p5: error: y" \
+  "best-p2: error: a line from an earlier confirmation" > "$cdir/failed.txt"
 out=$(python3 "$tool" "$tmp/sweep")
-grep -qF "| opt-125m | s8-n32-p32 | host-a | 4 (3) | 0.91, 1.04, -, 0.98 | 0.98 |" <<<"$out" ||
+grep -qF "| opt-125m | s8-n32-p32 | host-a | 5 (3) | 0.91, 1.04, best failed, 0.96, both failed | 0.96 |" <<<"$out" ||
   fail "the confirmed row: $out"
-grep -qF "confirmed in interleaved pairs (median of the pairs): 1 of 1 cases" <<<"$out" || fail "the confirmed count: $out"
+grep -qF "| opt-125m | s32-n16-p32 | (not confirmed) | 0 (0) | - | - |" <<<"$out" || fail "an unconfirmed case's row: $out"
+grep -qF "confirmed in interleaved pairs (median of the pairs): 1 of 2 cases" <<<"$out" || fail "the confirmed count: $out"
 [ "$(wc -l < "$tmp/sweep/confirm.csv")" -eq 8 ] || fail "confirm.csv: not a header and seven runs"
 grep -q "^3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of pair 3's auto"
+
+# The script's side, dry: each case's best found before any run and its flags read from
+# the grid, auto first in odd pairs and second in even ones; nothing written over the
+# confirmation already there.
+sweep="$src/bench/planner_sweep.sh"
+printf '%s\n' "host-a|--percent 0 100 0 100 0 100 --gpu-batch-size 8" "host-b|--gpu-batch-size 4" > "$tmp/grid"
+dry=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 2 --dry-run --hw P --models opt-125m@560MiB \
+      --jobs 8:32:32 --grid "$tmp/grid" 2>&1) || fail "the dry confirmation: $dry"
+order=$(grep -o "confirm/opt-125m/s8-n32-p32/[a-z]*-p[0-9]*.json" <<<"$dry" | tr '\n' ' ')
+[ "$order" = "confirm/opt-125m/s8-n32-p32/auto-p1.json confirm/opt-125m/s8-n32-p32/best-p1.json confirm/opt-125m/s8-n32-p32/best-p2.json confirm/opt-125m/s8-n32-p32/auto-p2.json " ] ||
+  fail "the pairs' order: $order"
+grep -q -- "--percent 0 100 0 100 0 100 --gpu-batch-size 8 --hw P .*best-p1.json" <<<"$dry" || fail "the best's flags: $dry"
+[ "$(cat "$cdir/best.txt")" = host-a ] && [ -f "$cdir/auto-p1.json" ] || fail "the dry run changed the confirmation"
+if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 1 --dry-run --hw P --models opt-125m@560MiB \
+         --jobs 8:32:32 2>&1); then fail "a best outside the grid was accepted"; fi
+grep -q "host-a, is not in this grid" <<<"$msg" || fail "the message for a best outside the grid: $msg"
+if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --hw P 2>&1); then fail "--rounds 0 without --confirm ran"; fi
+grep -q "runs nothing without --confirm" <<<"$msg" || fail "the message for --rounds 0 alone: $msg"
+if msg=$(bash "$sweep" -o "$tmp/none" --rounds 0 --confirm 2 --hw P 2>&1); then fail "a confirmation without a sweep ran"; fi
+grep -q "has no r1/" <<<"$msg" || fail "the message for a confirmation without a sweep: $msg"
+bash "$sweep" --help | grep -q "compresses unless asked. Dummy weights: throughput only" || fail "--help stops before the header's end"
 
 mkdir -p "$tmp/flat/opt-125m/s8-n32-p32"
 if msg=$(python3 "$tool" "$tmp/flat" 2>&1); then fail "a folder without rounds was accepted"; fi
