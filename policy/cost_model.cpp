@@ -368,12 +368,15 @@ void add_cpu_attention_terms(const Terms& t, double context, PhaseModel& phase) 
     phase.add(Lane::Compute, Task::Quantize, RT::CpuAttention, Linear::sum(t.bls * t.kv / t.hw.cpu_quantize, {kCc, kCn}));
   }
   // q and the new k and v go down, the output comes back. On a host standing in for the
-  // GPU only k and v move (into the cache's rows): q and the output are already where the
-  // kernel reads and writes them (KvCache::cpu_kernel_attention's copies do nothing there).
-  const double down = t.bls * (t.hw.gpu_is_host ? t.sizes.kv_bytes_per_token() : t.sizes.qkv_bytes_per_token());
+  // GPU in fp32 only k and v move (into the cache's rows): q and the output are already
+  // where the fp32 kernel reads and writes them (KvCache::cpu_kernel_attention's copies
+  // do nothing there). In 16 bits they are converted to and from fp32 there instead, a
+  // pass over the same bytes, priced as the crossing.
+  const bool q_and_output_stay = t.hw.gpu_is_host && t.sizes.dtype_bytes() == 4;
+  const double down = t.bls * (q_and_output_stay ? t.sizes.kv_bytes_per_token() : t.sizes.qkv_bytes_per_token());
+  const double back = q_and_output_stay ? 0.0 : t.bls * t.hidden / t.hw.cpu_to_gpu;
   phase.add(Lane::GpuToCpu, Task::CacheStore, RT::CpuAttention, Linear::sum(down / t.hw.gpu_to_cpu_hidden, {kCc, kCn}));
-  phase.add(Lane::CpuToGpu, Task::ActivationLoad, RT::CpuAttention,
-            Linear::sum(host_crossing_seconds(t, 0, t.bls * t.hidden), {kCc, kCn}));
+  phase.add(Lane::CpuToGpu, Task::ActivationLoad, RT::CpuAttention, Linear::sum(back, {kCc, kCn}));
   phase.add(Lane::DiskToCpu, Task::CacheLoad, RT::LoadCache,
             Linear::sum(t.bls * context * t.kv_home / t.hw.disk_to_cpu_cache, {kCn}));
   phase.add(Lane::CpuToDisk, Task::CacheStore, RT::StoreCache, Linear::sum(t.bls * t.kv_home / t.hw.cpu_to_disk_decode, {kCn}));

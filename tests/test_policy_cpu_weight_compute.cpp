@@ -299,10 +299,11 @@ TEST(CpuStandIn, WeightsThatFitStayOnTheStandInAndAreMultipliedThere) {
   EXPECT_LT(std::abs(task(at_home_timed.decode_edges, Task::Compute) - resident_edges), head_crossing / 20);
 }
 
-// CPU attention on the stand-in: only the new keys and values move (into the cache's
-// rows); q and the output stay where the kernel reads and writes them
+// CPU attention on the stand-in in fp32: only the new keys and values move (into the
+// cache's rows); q and the output stay where the fp32 kernel reads and writes them
 // (KvCache::cpu_kernel_attention's copies do nothing on one device). A GPU host pays q
-// down and the output back over its link.
+// down and the output back over its link, and a 16-bit stand-in converts them to and
+// from fp32, priced as that crossing.
 TEST(CpuStandIn, CpuAttentionMovesOnlyTheNewKeysAndValues) {
   const auto spec = model::resolve_spec("llama-3-8b");  // grouped heads: q wider than k + v
   const runtime::Workload w{64, 8};
@@ -320,6 +321,12 @@ TEST(CpuStandIn, CpuAttentionMovesOnlyTheNewKeysAndValues) {
   ASSERT_GT(q_down, 0);
   EXPECT_NEAR(task(separate, Task::CacheStore) - task(standing_in, Task::CacheStore), q_down, 1e-9 * q_down);
   EXPECT_GT(task(standing_in, Task::CacheStore), 0) << "k and v still move into the cache";
+  host.gpu_is_host = true;
+  const PhaseTimes bf16_standing_in = predict(spec, p, w, host, 2).decode;
+  const ModelSizes bf16(spec, 2);
+  EXPECT_NEAR(task(bf16_standing_in, Task::ActivationLoad), bls * bf16.hidden_bytes_per_token() / host.cpu_to_gpu,
+              1e-9 * task(bf16_standing_in, Task::ActivationLoad))
+      << "16-bit q and output are converted where they are";
 }
 
 // A compressed prefill on the stand-in: a layer load's first product of up to 256 rows
