@@ -2,7 +2,7 @@
 """Summarises a bench/planner_sweep.sh run.
 
     planner_sweep.py OUTDIR          # writes OUTDIR/sweep.csv, prints the markdown tables
-    planner_sweep.py --best OUTDIR MODEL JOB   # prints the case's best grid policy's name
+    planner_sweep.py --best OUTDIR MODEL JOB [N]   # prints the case's N best grid policies
 
 OUTDIR/rROUND/<model>/<job>/ holds one `tiergen bench --json` record per policy (auto.json
 is `--policy auto`, auto-lp.json `--policy auto --no-guardrails`) and failed.txt (policies
@@ -14,11 +14,12 @@ that did not fit or failed), one folder per round of the sweep. Printed:
   class's error band of their median measured one (relative error = predicted / measured
   - 1);
 - where the sweep was confirmed (planner_sweep.sh --confirm K: OUTDIR/confirm/<model>/<job>/
-  holds best.txt, the best grid policy's name, and auto-pI.json and best-pI.json, pair I
-  of auto and that policy run one after the other): auto over the best per pair and the
-  median of the pairs. The best of 21 noisy medians is a lucky draw as often as the best
-  plan; run again beside auto, minutes apart, it is measured without that luck.
-  OUTDIR/confirm.csv gets a row per confirming run.
+  holds policies.txt, the grid policies confirmed (the sweep's best first, one name a
+  line), and auto-pI.json and NAME-pI.json, set I of auto and those policies run one
+  after the other): auto over each policy per set and the median of the sets. The best
+  of 21 noisy medians is a lucky draw as often as the best plan; run again beside auto,
+  minutes apart, it is measured without that luck. OUTDIR/confirm.csv gets a row per
+  confirming run.
 
 Only the Python standard library: the suites run on a bare Debian box.
 """
@@ -176,37 +177,44 @@ def auto_table(all_cases):
 
 
 class Confirmation:
-    """One case's confirming pairs: auto and the sweep's best grid policy, run one after
-    the other K times (planner_sweep.sh --confirm K)."""
+    """One case's confirming sets: auto and grid policies (the sweep's best first), run
+    one after the other K times (planner_sweep.sh --confirm K)."""
 
-    def __init__(self, model, job, best, pairs):
-        self.model, self.job, self.best = model, job, best
-        self.pairs = pairs  # pair number -> {"auto": record or None, "best": record or None}
+    def __init__(self, model, job, policies, sets):
+        self.model, self.job, self.policies = model, job, policies
+        self.sets = sets  # set number -> {"auto" or a policy: record, or None where it failed}
 
-    def ratios(self):
-        """auto over the best in each pair where both ran, in pair order (None where not)."""
+    def ratios(self, policy):
+        """auto over the policy in each set where both ran, in set order (None where not)."""
         out = []
-        for number in sorted(self.pairs):
-            pair = self.pairs[number]
-            both = pair.get("auto") and pair.get("best")
-            out.append(pair["auto"]["total_throughput"] / pair["best"]["total_throughput"] if both else None)
+        for number in sorted(self.sets):
+            runs = self.sets[number]
+            both = runs.get("auto") and runs.get(policy)
+            out.append(runs["auto"]["total_throughput"] / runs[policy]["total_throughput"] if both else None)
         return out
 
-    def pair_texts(self):
-        """Each pair's ratio, or which side of it failed."""
+    def median(self, policy):
+        ran = [r for r in self.ratios(policy) if r is not None]
+        return statistics.median(ran) if ran else None
+
+    def set_texts(self, policy):
+        """Each set's ratio, or which side of it failed."""
         texts = []
-        for number, ratio in zip(sorted(self.pairs), self.ratios()):
+        for number, ratio in zip(sorted(self.sets), self.ratios(policy)):
             if ratio is not None:
                 texts.append(f"{ratio:.2f}")
                 continue
-            failed = [role for role in ("auto", "best") if not self.pairs[number].get(role)]
-            texts.append("both failed" if len(failed) == 2 else f"{failed[0]} failed")
+            failed = [name for name in ("auto", policy) if not self.sets[number].get(name)]
+            texts.append("both failed" if len(failed) == 2 else f"{'auto' if failed[0] == 'auto' else 'policy'} failed")
         return texts
+
+
+RUN_FILE = re.compile(r"(.+)-p([1-9][0-9]*)")  # NAME-pI: a confirming run of set I
 
 
 def confirmations(outdir):
     """The confirmed cases under OUTDIR/confirm/<model>/<job>/ by (model, job); a case
-    folder without best.txt (its sweep had no best) maps to None."""
+    folder without policies.txt (its sweep had no best) maps to None."""
     root = os.path.join(outdir, "confirm")
     found = {}
     if not os.path.isdir(root):
@@ -217,32 +225,34 @@ def confirmations(outdir):
             continue
         for job in sorted(os.listdir(model_dir)):
             job_dir = os.path.join(model_dir, job)
-            best_path = os.path.join(job_dir, "best.txt")
+            policies_path = os.path.join(job_dir, "policies.txt")
             if not os.path.isdir(job_dir):
                 continue
-            if not os.path.isfile(best_path):
+            if not os.path.isfile(policies_path):
                 found[(model, job)] = None
                 continue
-            pairs = {}
+            policies = open(policies_path).read().split()
+            sets = {}
             failed_path = os.path.join(job_dir, "failed.txt")
             if os.path.exists(failed_path):
                 for line in open(failed_path).read().splitlines():
-                    m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)", line.split(":", 1)[0])
+                    m = RUN_FILE.fullmatch(line.split(":", 1)[0])
                     if m:
-                        pairs.setdefault(int(m.group(2)), {})[m.group(1)] = None
+                        sets.setdefault(int(m.group(2)), {})[m.group(1)] = None
             # A record on disk is a run that finished, whatever a failed line says.
             for f in os.listdir(job_dir):
-                m = re.fullmatch(r"(auto|best)-p([1-9][0-9]*)\.json", f)
+                m = RUN_FILE.fullmatch(f[:-5]) if f.endswith(".json") else None
                 if m:
-                    pairs.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
-            found[(model, job)] = Confirmation(model, job, open(best_path).read().strip(), pairs)
+                    sets.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
+            found[(model, job)] = Confirmation(model, job, policies, sets)
     return found
 
 
 def confirm_table(all_cases, confirmed):
-    """One row per case of the sweep: its confirming pairs, or why it has none."""
-    lines = ["| model | job (s:n:prompts) | best policy of the sweep | pairs (both ran) | auto / best per pair | "
-             "median of the pairs |",
+    """One row per confirmed policy of each case of the sweep, or why a case has none; a
+    case counts when auto's median is at least TARGET against every policy confirmed."""
+    lines = ["| model | job (s:n:prompts) | policy (the sweep's best first) | sets (both ran) | auto / policy per set | "
+             "median of the sets |",
              "|---|---|---|--:|---|--:|"]
     met = 0
     keys = sorted({(c.model, c.job) for c in all_cases} | set(confirmed))
@@ -252,32 +262,33 @@ def confirm_table(all_cases, confirmed):
             why = "(no grid policy ran in every round)" if (model, job) in confirmed else "(not confirmed)"
             lines.append(f"| {model} | {job} | {why} | 0 (0) | - | - |")
             continue
-        ran = [r for r in c.ratios() if r is not None]
-        median = statistics.median(ran) if ran else None
-        met += median is not None and median >= TARGET
-        lines.append(f"| {model} | {job} | {c.best} | {len(c.pairs)} ({len(ran)}) | {', '.join(c.pair_texts())} | "
-                     f"{'-' if median is None else f'{median:.2f}'} |")
+        medians = [c.median(p) for p in c.policies]
+        met += bool(medians) and all(m is not None and m >= TARGET for m in medians)
+        for policy, median in zip(c.policies, medians):
+            ran = sum(r is not None for r in c.ratios(policy))
+            lines.append(f"| {model} | {job} | {policy} | {len(c.sets)} ({ran}) | {', '.join(c.set_texts(policy))} | "
+                         f"{'-' if median is None else f'{median:.2f}'} |")
     lines.append("")
-    lines.append(f"auto at least {TARGET}x the sweep's best policy, confirmed in interleaved pairs (median of "
-                 f"the pairs): {met} of {len(keys)} cases")
+    lines.append(f"auto at least {TARGET}x every confirmed policy, in interleaved sets (median of the sets): "
+                 f"{met} of {len(keys)} cases")
     return "\n".join(lines)
 
 
 def write_confirm_csv(outdir, confirmed):
-    columns = ["pair", "model_shape", "job", "role"] + bench_records.COLUMNS
+    columns = ["set", "model_shape", "job", "role"] + bench_records.COLUMNS
     with open(os.path.join(outdir, "confirm.csv"), "w") as f:
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for c in confirmed:
             if c is None:
                 continue
-            for number, pair in sorted(c.pairs.items()):
-                for role in ("auto", "best"):
-                    r = pair.get(role)
+            for number, runs in sorted(c.sets.items()):
+                for name, r in sorted(runs.items()):
                     if not r:
                         continue
-                    row = bench_records.row(r, "auto" if role == "auto" else c.best)
-                    row.update({"pair": number, "model_shape": c.model, "job": c.job, "role": role})
+                    row = bench_records.row(r, name)
+                    row.update({"set": number, "model_shape": c.model, "job": c.job,
+                                "role": "auto" if name == "auto" else "policy"})
                     writer.writerow(row)
 
 
@@ -303,17 +314,20 @@ def class_table(all_cases):
 
 
 def print_best(argv):
-    """--best OUTDIR MODEL JOB: the case's best grid policy, for planner_sweep.sh --confirm."""
-    if len(argv) != 3:
-        print("planner_sweep.py --best OUTDIR MODEL JOB", file=sys.stderr)
+    """--best OUTDIR MODEL JOB [N]: the case's N best grid policies (by median, among those
+    that ran in every round), one a line, for planner_sweep.sh --confirm."""
+    if len(argv) not in (3, 4) or (len(argv) == 4 and not argv[3].isdigit()):
+        print("planner_sweep.py --best OUTDIR MODEL JOB [N]", file=sys.stderr)
         return 2
-    outdir, model, job = argv
+    outdir, model, job = argv[:3]
+    top = int(argv[3]) if len(argv) == 4 else 1
     case = next((c for c in cases(outdir) if (c.model, c.job) == (model, job)), None) if os.path.isdir(outdir) else None
-    best = best_grid_policy(case) if case else None
-    if not best:
+    complete = [n for n in case.grid() if case.ran_every_round(n)] if case else []
+    if not complete:
         print(f"planner_sweep.py: no grid policy of {model} {job} ran in every round under {outdir}", file=sys.stderr)
         return 1
-    print(best)
+    for name in sorted(complete, key=case.measured, reverse=True)[:top]:
+        print(name)
     return 0
 
 

@@ -8,8 +8,8 @@
 # ratios against the class's error band.
 #
 #   bench/planner_sweep.sh [-o OUTDIR] [--models LIST] [--jobs LIST] [--hw PROFILE]
-#                          [-r REPS] [--warmup N] [--rounds K] [--confirm K] [--grid FILE]
-#                          [--dry-run]
+#                          [-r REPS] [--warmup N] [--rounds K] [--confirm K [--confirm-top N]
+#                          [--confirm-also NAMES]] [--grid FILE] [--dry-run]
 #
 # --models: comma-separated MODEL@GPU_BUDGET (a preset or a model directory; the gpu
 #   tier's budget, below the model so that placement matters). --jobs: comma-separated
@@ -18,12 +18,13 @@
 #   the whole sweep K times (records under OUTDIR/rROUND/), each round starting a case's
 #   runs at another policy, so that a host whose speed wanders between minutes is
 #   compared on medians and on runs minutes apart, not on one cold run each. --confirm:
-#   then, for each case, run auto and the sweep's best grid policy one after the other K
-#   times (records under OUTDIR/confirm/, replaced), auto first in odd pairs and second
-#   in even ones (an even K runs each first equally often); the best of 21 noisy medians
-#   is partly the luckiest, and run beside auto it is measured without that luck. With
-#   --rounds 0, confirm the sweep already in OUTDIR: pass its --models, --jobs and
-#   --grid; its profile (OUTDIR/profile.json, or the --hw it ran with) plans again.
+#   then, for each case, run auto and the sweep's best grid policy (its N best with
+#   --confirm-top N, and the grid policies named in --confirm-also, comma-separated) one
+#   after the other K times (records under OUTDIR/confirm/, replaced), each set starting
+#   one place further along; the best of 21 noisy medians is partly the luckiest, and run
+#   beside auto it is measured without that luck. With --rounds 0, confirm the sweep
+#   already in OUTDIR: pass its --models, --jobs and --grid; its profile
+#   (OUTDIR/profile.json, or the --hw it ran with) plans again.
 # The grid has one exact policy per line ("name|flags", the flags read as shell words: a
 # grid file is trusted like a script); lossy ones are left out because auto never
 # compresses unless asked. Dummy weights: throughput only.
@@ -33,7 +34,7 @@ root=$(cd "$here/.." && pwd)
 out="$root/bench/out/planner-sweep-$(date +%Y%m%d-%H%M%S)"
 models="opt-125m@560MiB,$root/bench/suites/llama-sweep-768@400MiB,opt-350m@800MiB"
 jobs="96:4:32,32:16:32,8:32:32"
-hw="" reps=1 warmup=1 rounds=1 confirm=0 grid="" dry=0
+hw="" reps=1 warmup=1 rounds=1 confirm=0 confirm_top=1 confirm_also="" grid="" dry=0
 while [ $# -gt 0 ]; do
   case $1 in
     -o|--out) out=$2; shift 2 ;;
@@ -44,6 +45,8 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --confirm) confirm=$2; shift 2 ;;
+    --confirm-top) confirm_top=$2; shift 2 ;;
+    --confirm-also) confirm_also=$2; shift 2 ;;
     --grid) grid=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -54,6 +57,8 @@ tiergen=${TIERGEN:-$root/build/tiergen}
 [ -z "$grid" ] || [ -r "$grid" ] || { echo "planner_sweep.sh: cannot read the grid $grid" >&2; exit 2; }
 [[ $rounds =~ ^[0-9]+$ ]] || { echo "planner_sweep.sh: --rounds wants a whole number, not '$rounds'" >&2; exit 2; }
 [[ $confirm =~ ^[0-9]+$ ]] || { echo "planner_sweep.sh: --confirm wants a whole number, not '$confirm'" >&2; exit 2; }
+[[ $confirm_top =~ ^[1-9][0-9]*$ ]] ||
+  { echo "planner_sweep.sh: --confirm-top wants a positive whole number, not '$confirm_top'" >&2; exit 2; }
 [ "$rounds" -gt 0 ] || [ "$confirm" -gt 0 ] ||
   { echo "planner_sweep.sh: --rounds 0 runs nothing without --confirm K" >&2; exit 2; }
 if [ "$rounds" -eq 0 ] && [ $dry -eq 0 ] && [ ! -d "$out/r1" ]; then
@@ -157,10 +162,15 @@ flags_of() {
   return 1
 }
 
-# Confirmation: auto and each case's best grid policy (by the rounds' medians) in K
-# pairs. Every case's best is found (and checked against the grid) before any runs; a
-# case with none (no grid policy ran in every round) is left out, and the summary says so.
-confirm_dirs=() confirm_bests=() confirm_bases=()
+# Confirmation: auto and, per case, the sweep's best --confirm-top grid policies (by the
+# rounds' medians) and the --confirm-also ones, in K sets. Every case's policies are found
+# (and checked against the grid) before any runs; a case with none (no grid policy ran in
+# every round) is left out, and the summary says so.
+confirm_dirs=() confirm_policies=() confirm_bases=()
+IFS=, read -r -a also_list <<< "$confirm_also"
+for name in ${also_list[@]+"${also_list[@]}"}; do
+  flags_of "$name" > /dev/null || { echo "planner_sweep.sh: --confirm-also $name is not in this grid" >&2; exit 2; }
+done
 for model_budget in "${model_list[@]}"; do
   (( confirm > 0 )) || break
   model=${model_budget%@*} budget=${model_budget##*@}
@@ -168,35 +178,40 @@ for model_budget in "${model_list[@]}"; do
     IFS=: read -r prompt_len gen_len prompts <<< "$job"
     case_name="s${prompt_len}-n${gen_len}-p${prompts}"
     dir="$out/confirm/$(basename "$model")/$case_name"
-    if [ $dry -eq 1 ]; then
-      best=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" 2>/dev/null) ||
-        best="BEST"
-    else
-      rm -rf "$dir"  # a confirmation replaces the last one's pairs whole
-      mkdir -p "$dir"
-      best=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name") || continue
-      echo "$best" > "$dir/best.txt"
+    if ! best=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" "$confirm_top" \
+                2>/dev/null); then
+      [ $dry -eq 1 ] && best="BEST" || best=""
     fi
-    [ "$best" = BEST ] || flags_of "$best" > /dev/null ||
-      { echo "planner_sweep.sh: the best of $case_name, $best, is not in this grid (pass the sweep's --grid)" >&2; exit 2; }
-    confirm_dirs+=("$dir") confirm_bests+=("$best")
+    [ $dry -eq 1 ] || { rm -rf "$dir"; mkdir -p "$dir"; }  # a confirmation replaces the last one's sets whole
+    [ -n "$best" ] || { echo "planner_sweep.sh: no grid policy of $case_name ran in every round: not confirmed" >&2; continue; }
+    policies=()
+    for name in $best ${also_list[@]+"${also_list[@]}"}; do
+      [[ " ${policies[*]-} " == *" $name "* ]] || policies+=("$name")
+    done
+    for name in "${policies[@]}"; do
+      [ "$name" = BEST ] || flags_of "$name" > /dev/null ||
+        { echo "planner_sweep.sh: $name, of $case_name's best, is not in this grid (pass the sweep's --grid)" >&2; exit 2; }
+    done
+    [ $dry -eq 1 ] || printf '%s\n' "${policies[@]}" > "$dir/policies.txt"
+    confirm_dirs+=("$dir") confirm_policies+=("${policies[*]}")
     confirm_bases+=("--model $(printf '%q' "$model") --device cpu --dummy -s $prompt_len -n $gen_len --num-prompts $prompts --gpu-mem $(printf '%q' "$budget")")
   done
 done
-for ((pair = 1; pair <= confirm; pair++)); do
+# Set I runs auto and the case's policies in turn, starting I - 1 places further along:
+# none is always first.
+for ((set_number = 1; set_number <= confirm; set_number++)); do
   for ((c = 0; c < ${#confirm_dirs[@]}; c++)); do
-    dir=${confirm_dirs[c]} best=${confirm_bests[c]}
+    dir=${confirm_dirs[c]}
+    read -r -a members <<< "auto ${confirm_policies[c]}"
     eval "base=(${confirm_bases[c]})"
-    if [ "$best" = BEST ]; then flags=(FLAGS-OF-THE-BEST); else eval "flags=($(flags_of "$best"))"; fi
-    echo "== confirm pair $pair/$confirm: ${dir#"$out/confirm/"}: auto and $best" >&2
-    [ $dry -eq 1 ] || mkdir -p "$dir"
-    if (( pair % 2 )); then
-      run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
-      run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
-    else
-      run_one "$dir" "best-p$pair" "${base[@]}" ${flags[@]+"${flags[@]}"}
-      run_one "$dir" "auto-p$pair" "${base[@]}" --policy auto
-    fi
+    echo "== confirm set $set_number/$confirm: ${dir#"$out/confirm/"}: ${members[*]}" >&2
+    for ((m = 0; m < ${#members[@]}; m++)); do
+      name=${members[(set_number - 1 + m) % ${#members[@]}]}
+      if [ "$name" = auto ]; then flags=(--policy auto)
+      elif [ "$name" = BEST ]; then flags=(FLAGS-OF-THE-BEST)
+      else eval "flags=($(flags_of "$name"))"; fi
+      run_one "$dir" "$name-p$set_number" "${base[@]}" ${flags[@]+"${flags[@]}"}
+    done
   done
 done
 [ $dry -eq 1 ] || python3 "$here/planner_sweep.py" "$out"

@@ -4,9 +4,11 @@
 # auto also against each round's best ("-" for a round it failed in), a policy that
 # failed in any round counted as failed, one class error per policy, every run a CSV
 # row; a folder without rounds refused; the confirming pairs of auto and each case's best
-# (--confirm) read per pair, a failed run's pair shown "-" and left out of the median;
-# --best names a case's best; the script's confirmation, dry: the order of the pairs,
-# the best's flags from the grid, a best outside the grid and --rounds 0 misuse refused.
+# (--confirm) read per set, a failed run's set named and left out of the median;
+# --best names a case's best ones; the confirming sets of auto, the best and an added
+# policy, read per set (a case counts when auto holds against every one); the script's
+# confirmation, dry: the sets' order, the flags from the grid, names outside the grid and
+# --rounds 0 misuse refused.
 # Usage: tests/tools/test_planner_sweep_summary.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -56,45 +58,57 @@ head -1 "$tmp/sweep/sweep.csv" | grep -q "^round,model_shape,job,plan_class" || 
 if python3 "$tool" --best "$tmp/sweep" opt-125m s1-n1-p1 2>/dev/null; then fail "--best of a case not swept"; fi
 grep -q "confirm" <<<"$out" && fail "a sweep without confirm/ printed a confirmation: $out"
 
-# confirm PAIR ROLE MEASURED: a confirming run of s8-n32-p32 (auto or the best, host-a).
+[ "$(python3 "$tool" --best "$tmp/sweep" opt-125m s8-n32-p32 2 | tr '\n' ' ')" = "host-a host-b " ] ||
+  fail "--best of s8-n32-p32, two"
+
+# confirm SET NAME MEASURED: a confirming run of s8-n32-p32 (auto, host-a: the sweep's
+# best, or host-b: added).
+cdir="$tmp/sweep/confirm/opt-125m/$job"
+mkdir -p "$cdir"
+printf '%s\n' host-a host-b > "$cdir/policies.txt"
 confirm() {
-  local dir="$tmp/sweep/confirm/opt-125m/$job"
-  mkdir -p "$dir"
-  echo host-a > "$dir/best.txt"
-  cat > "$dir/$2-p$1.json" <<JSON
+  cat > "$cdir/$2-p$1.json" <<JSON
 {"model": "opt-125m", "total_throughput": $3, "gpu_batch_size": 32, "num_gpu_batches": 1, "policy": {}}
 JSON
 }
-confirm 1 auto 100; confirm 1 best 110   # 0.91
-confirm 2 best 100; confirm 2 auto 104   # 1.04
-confirm 3 auto 99                        # its best failed
-confirm 4 auto 96; confirm 4 best 100    # 0.96: the median (the mean would be 0.97)
-cdir="$tmp/sweep/confirm/opt-125m/$job"
-printf '%s\n' "best-p3: error: out of memory" "auto-p5: error: x" "best-p5: error: y" \
-  "best-p2: error: a line from an earlier confirmation" > "$cdir/failed.txt"
+confirm 1 auto 100; confirm 1 host-a 110; confirm 1 host-b 120   # 0.91, 0.83
+confirm 2 host-a 100; confirm 2 host-b 110; confirm 2 auto 104   # 1.04, 0.95
+confirm 3 auto 99; confirm 3 host-b 100                          # host-a failed; 0.99
+confirm 4 auto 96; confirm 4 host-a 100; confirm 4 host-b 104    # 0.96 (host-a's median; the mean would be 0.97), 0.92
+confirm 5 host-b 50                                              # auto and host-a failed
+printf '%s\n' "host-a-p3: error: out of memory" "auto-p5: error: x" "host-a-p5: error: y" \
+  "host-a-p2: error: a line from an earlier confirmation" > "$cdir/failed.txt"
 out=$(python3 "$tool" "$tmp/sweep")
-grep -qF "| opt-125m | s8-n32-p32 | host-a | 5 (3) | 0.91, 1.04, best failed, 0.96, both failed | 0.96 |" <<<"$out" ||
-  fail "the confirmed row: $out"
+grep -qF "| opt-125m | s8-n32-p32 | host-a | 5 (3) | 0.91, 1.04, policy failed, 0.96, both failed | 0.96 |" <<<"$out" ||
+  fail "host-a's confirmed row: $out"
+grep -qF "| opt-125m | s8-n32-p32 | host-b | 5 (4) | 0.83, 0.95, 0.99, 0.92, auto failed | 0.93 |" <<<"$out" ||
+  fail "host-b's confirmed row: $out"
 grep -qF "| opt-125m | s32-n16-p32 | (not confirmed) | 0 (0) | - | - |" <<<"$out" || fail "an unconfirmed case's row: $out"
-grep -qF "confirmed in interleaved pairs (median of the pairs): 1 of 2 cases" <<<"$out" || fail "the confirmed count: $out"
-[ "$(wc -l < "$tmp/sweep/confirm.csv")" -eq 8 ] || fail "confirm.csv: not a header and seven runs"
-grep -q "^3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of pair 3's auto"
+# auto holds against host-a, not against host-b: the case does not count.
+grep -qF "auto at least 0.95x every confirmed policy, in interleaved sets (median of the sets): 0 of 2 cases" \
+  <<<"$out" || fail "the confirmed count: $out"
+[ "$(wc -l < "$tmp/sweep/confirm.csv")" -eq 13 ] || fail "confirm.csv: not a header and twelve runs"
+grep -q "^3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of set 3's auto"
 
-# The script's side, dry: each case's best found before any run and its flags read from
-# the grid, auto first in odd pairs and second in even ones; nothing written over the
-# confirmation already there.
+# The script's side, dry: each case's policies found before any run and their flags read
+# from the grid, set I starting I - 1 places along (auto, host-a, host-b; then host-a,
+# host-b, auto); nothing written over the confirmation already there.
 sweep="$src/bench/planner_sweep.sh"
 printf '%s\n' "host-a|--percent 0 100 0 100 0 100 --gpu-batch-size 8" "host-b|--gpu-batch-size 4" > "$tmp/grid"
-dry=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 2 --dry-run --hw P --models opt-125m@560MiB \
-      --jobs 8:32:32 --grid "$tmp/grid" 2>&1) || fail "the dry confirmation: $dry"
-order=$(grep -o "confirm/opt-125m/s8-n32-p32/[a-z]*-p[0-9]*.json" <<<"$dry" | tr '\n' ' ')
-[ "$order" = "confirm/opt-125m/s8-n32-p32/auto-p1.json confirm/opt-125m/s8-n32-p32/best-p1.json confirm/opt-125m/s8-n32-p32/best-p2.json confirm/opt-125m/s8-n32-p32/auto-p2.json " ] ||
-  fail "the pairs' order: $order"
-grep -q -- "--percent 0 100 0 100 0 100 --gpu-batch-size 8 --hw P .*best-p1.json" <<<"$dry" || fail "the best's flags: $dry"
-[ "$(cat "$cdir/best.txt")" = host-a ] && [ -f "$cdir/auto-p1.json" ] || fail "the dry run changed the confirmation"
+dry=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 2 --confirm-also host-b --dry-run --hw P \
+      --models opt-125m@560MiB --jobs 8:32:32 --grid "$tmp/grid" 2>&1) || fail "the dry confirmation: $dry"
+order=$(grep -o "s8-n32-p32/[a-z-]*-p[0-9]*.json" <<<"$dry" | sed 's|.*/||' | tr '\n' ' ')
+[ "$order" = "auto-p1.json host-a-p1.json host-b-p1.json host-a-p2.json host-b-p2.json auto-p2.json " ] ||
+  fail "the sets' order: $order"
+grep -q -- "--percent 0 100 0 100 0 100 --gpu-batch-size 8 --hw P .*host-a-p1.json" <<<"$dry" || fail "the best's flags: $dry"
+[ "$(tr '\n' ' ' < "$cdir/policies.txt")" = "host-a host-b " ] && [ -f "$cdir/auto-p1.json" ] ||
+  fail "the dry run changed the confirmation"
+if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 1 --confirm-also host-c --dry-run --hw P \
+         --models opt-125m@560MiB --jobs 8:32:32 --grid "$tmp/grid" 2>&1); then fail "--confirm-also outside the grid ran"; fi
+grep -q "host-c is not in this grid" <<<"$msg" || fail "the message for --confirm-also outside the grid: $msg"
 if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 1 --dry-run --hw P --models opt-125m@560MiB \
          --jobs 8:32:32 2>&1); then fail "a best outside the grid was accepted"; fi
-grep -q "host-a, is not in this grid" <<<"$msg" || fail "the message for a best outside the grid: $msg"
+grep -q "host-a, of s8-n32-p32.s best, is not in this grid" <<<"$msg" || fail "the message for a best outside the grid: $msg"
 if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --hw P 2>&1); then fail "--rounds 0 without --confirm ran"; fi
 grep -q "runs nothing without --confirm" <<<"$msg" || fail "the message for --rounds 0 alone: $msg"
 if msg=$(bash "$sweep" -o "$tmp/none" --rounds 0 --confirm 2 --hw P 2>&1); then fail "a confirmation without a sweep ran"; fi
