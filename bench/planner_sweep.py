@@ -70,30 +70,34 @@ def rounds(outdir):
     return sorted(found, key=lambda d: int(d[1:]))
 
 
+def case_folders(root):
+    """(model, job, folder) of every root/<model>/<job>/ folder, in sorted order."""
+    for model in sorted(os.listdir(root)):
+        model_dir = os.path.join(root, model)
+        if not os.path.isdir(model_dir):
+            continue
+        for job in sorted(os.listdir(model_dir)):
+            job_dir = os.path.join(model_dir, job)
+            if os.path.isdir(job_dir):
+                yield model, job, job_dir
+
+
 def cases(outdir):
     """Every (model, job) case of the sweep's rounds, in sorted order."""
     by_key = {}
     for round_dir in rounds(outdir):
         round_number = int(round_dir[1:])
-        round_path = os.path.join(outdir, round_dir)
-        for model in sorted(os.listdir(round_path)):
-            model_dir = os.path.join(round_path, model)
-            if not os.path.isdir(model_dir):
-                continue
-            for job in sorted(os.listdir(model_dir)):
-                job_dir = os.path.join(model_dir, job)
-                if not os.path.isdir(job_dir):
-                    continue
-                case = by_key.setdefault((model, job), Case(model, job))
-                case.rounds.add(round_number)
-                for f in sorted(os.listdir(job_dir)):
-                    if f.endswith(".json"):
-                        record = bench_records.load(os.path.join(job_dir, f))
-                        case.runs.setdefault(f[:-5], {})[round_number] = record
-                failed_path = os.path.join(job_dir, "failed.txt")
-                if os.path.exists(failed_path):
-                    for line in open(failed_path).read().splitlines():
-                        case.failed.add(line.split(":", 1)[0])
+        for model, job, job_dir in case_folders(os.path.join(outdir, round_dir)):
+            case = by_key.setdefault((model, job), Case(model, job))
+            case.rounds.add(round_number)
+            for f in sorted(os.listdir(job_dir)):
+                if f.endswith(".json"):
+                    record = bench_records.load(os.path.join(job_dir, f))
+                    case.runs.setdefault(f[:-5], {})[round_number] = record
+            failed_path = os.path.join(job_dir, "failed.txt")
+            if os.path.exists(failed_path):
+                for line in open(failed_path).read().splitlines():
+                    case.failed.add(line.split(":", 1)[0])
     return [by_key[k] for k in sorted(by_key)]
 
 
@@ -219,32 +223,25 @@ def confirmations(outdir):
     found = {}
     if not os.path.isdir(root):
         return found
-    for model in sorted(os.listdir(root)):
-        model_dir = os.path.join(root, model)
-        if not os.path.isdir(model_dir):
+    for model, job, job_dir in case_folders(root):
+        policies_path = os.path.join(job_dir, "policies.txt")
+        if not os.path.isfile(policies_path):
+            found[(model, job)] = None
             continue
-        for job in sorted(os.listdir(model_dir)):
-            job_dir = os.path.join(model_dir, job)
-            policies_path = os.path.join(job_dir, "policies.txt")
-            if not os.path.isdir(job_dir):
-                continue
-            if not os.path.isfile(policies_path):
-                found[(model, job)] = None
-                continue
-            policies = open(policies_path).read().split()
-            sets = {}
-            failed_path = os.path.join(job_dir, "failed.txt")
-            if os.path.exists(failed_path):
-                for line in open(failed_path).read().splitlines():
-                    m = RUN_FILE.fullmatch(line.split(":", 1)[0])
-                    if m:
-                        sets.setdefault(int(m.group(2)), {})[m.group(1)] = None
-            # A record on disk is a run that finished, whatever a failed line says.
-            for f in os.listdir(job_dir):
-                m = RUN_FILE.fullmatch(f[:-5]) if f.endswith(".json") else None
+        policies = open(policies_path).read().split()
+        sets = {}
+        failed_path = os.path.join(job_dir, "failed.txt")
+        if os.path.exists(failed_path):
+            for line in open(failed_path).read().splitlines():
+                m = RUN_FILE.fullmatch(line.split(":", 1)[0])
                 if m:
-                    sets.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
-            found[(model, job)] = Confirmation(model, job, policies, sets)
+                    sets.setdefault(int(m.group(2)), {})[m.group(1)] = None
+        # A record on disk is a run that finished, whatever a failed line says.
+        for f in os.listdir(job_dir):
+            m = RUN_FILE.fullmatch(f[:-5]) if f.endswith(".json") else None
+            if m:
+                sets.setdefault(int(m.group(2)), {})[m.group(1)] = bench_records.load(os.path.join(job_dir, f))
+        found[(model, job)] = Confirmation(model, job, policies, sets)
     return found
 
 
