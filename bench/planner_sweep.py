@@ -218,7 +218,7 @@ RUN_FILE = re.compile(r"(.+)-p([1-9][0-9]*)")  # NAME-pI: a confirming run of se
 
 def confirmations(outdir):
     """The confirmed cases under OUTDIR/confirm/<model>/<job>/ by (model, job); a case
-    folder without policies.txt (its sweep had no best) maps to None."""
+    folder without policies.txt (not confirmed by this version of the script) maps to None."""
     root = os.path.join(outdir, "confirm")
     found = {}
     if not os.path.isdir(root):
@@ -256,14 +256,13 @@ def confirm_table(all_cases, confirmed):
     for model, job in keys:
         c = confirmed.get((model, job))
         if c is None:
-            why = "(no grid policy ran in every round)" if (model, job) in confirmed else "(not confirmed)"
-            lines.append(f"| {model} | {job} | {why} | 0 (0) | - | - |")
+            lines.append(f"| {model} | {job} | (not confirmed) | 0 (0) | - | - |")
             continue
         medians = [c.median(p) for p in c.policies]
         met += bool(medians) and all(m is not None and m >= TARGET for m in medians)
         for policy, median in zip(c.policies, medians):
             ran = sum(r is not None for r in c.ratios(policy))
-            lines.append(f"| {model} | {job} | {policy} | {len(c.sets)} ({ran}) | {', '.join(c.set_texts(policy))} | "
+            lines.append(f"| {model} | {job} | {policy} | {len(c.sets)} ({ran}) | {', '.join(c.set_texts(policy)) or '-'} | "
                          f"{'-' if median is None else f'{median:.2f}'} |")
     lines.append("")
     lines.append(f"auto at least {TARGET}x every confirmed policy, in interleaved sets (median of the sets): "

@@ -103,6 +103,10 @@ while IFS= read -r line || [ -n "$line" ]; do
   [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
   [[ $line == *"|"* ]] && (eval "flags=(${line#*|})") 2>/dev/null ||
     { echo "planner_sweep.sh: grid line '$line' is not name|flags read as shell words" >&2; exit 2; }
+  # A name is a file name of its records and a word of the confirmation's lists.
+  name=${line%%|*}
+  [[ $name =~ ^[A-Za-z0-9._+-]+$ && $name != auto && $name != auto-lp && $name != BEST ]] ||
+    { echo "planner_sweep.sh: grid policy name '$name' is not letters, digits and ._+- or is reserved" >&2; exit 2; }
   runs+=("$line")
 done < <(if [ -n "$grid" ]; then cat "$grid"; else default_grid; fi)
 
@@ -110,7 +114,7 @@ IFS=, read -r -a model_list <<< "$models"
 IFS=, read -r -a job_list <<< "$jobs"
 offload=$(mktemp -d "${TMPDIR:-/tmp}/tiergen-planner-sweep.XXXXXX")
 trap 'rm -rf "$offload"' EXIT
-mkdir -p "$out"
+[ $dry -eq 1 ] || mkdir -p "$out"
 if [ -z "$hw" ] && [ "$rounds" -eq 0 ] && [ -f "$out/profile.json" ]; then
   hw="$out/profile.json"  # the sweep's own: auto plans as it did there
 elif [ -z "$hw" ]; then
@@ -141,7 +145,7 @@ for ((round = 1; round <= rounds; round++)); do
     for job in "${job_list[@]}"; do
       IFS=: read -r prompt_len gen_len prompts <<< "$job"
       dir="$out/r$round/$(basename "$model")/s${prompt_len}-n${gen_len}-p${prompts}"
-      mkdir -p "$dir"
+      [ $dry -eq 1 ] || mkdir -p "$dir"
       base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
             --gpu-mem "$budget")
       echo "== round $round/$rounds: $(basename "$model") (gpu $budget), s=$prompt_len n=$gen_len prompts=$prompts" >&2
@@ -164,12 +168,13 @@ flags_of() {
 
 # Confirmation: auto and, per case, the sweep's best --confirm-top grid policies (by the
 # rounds' medians) and the --confirm-also ones, in K sets. Every case's policies are found
-# (and checked against the grid) before any runs; a case with none (no grid policy ran in
-# every round) is left out, and the summary says so.
-confirm_dirs=() confirm_policies=() confirm_bases=()
+# and checked against the grid before any folder is touched; a case with none (not swept,
+# or no grid policy ran in every round) is not confirmed, and the summary says so.
+confirm_dirs=() confirm_policies=() confirm_bases=() stale_dirs=()
 IFS=, read -r -a also_list <<< "$confirm_also"
 for name in ${also_list[@]+"${also_list[@]}"}; do
-  flags_of "$name" > /dev/null || { echo "planner_sweep.sh: --confirm-also $name is not in this grid" >&2; exit 2; }
+  [ "$name" != auto ] && [ "$name" != auto-lp ] && flags_of "$name" > /dev/null ||
+    { echo "planner_sweep.sh: --confirm-also $name is not a grid policy of this sweep" >&2; exit 2; }
 done
 for model_budget in "${model_list[@]}"; do
   (( confirm > 0 )) || break
@@ -178,35 +183,48 @@ for model_budget in "${model_list[@]}"; do
     IFS=: read -r prompt_len gen_len prompts <<< "$job"
     case_name="s${prompt_len}-n${gen_len}-p${prompts}"
     dir="$out/confirm/$(basename "$model")/$case_name"
-    if ! best=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" "$confirm_top" \
-                2>/dev/null); then
-      [ $dry -eq 1 ] && best="BEST" || best=""
+    stale_dirs+=("$dir")
+    if [ $dry -eq 1 ] && (( rounds > 0 )); then
+      best=(BEST)  # the sweep this dry run prints has not run
+    elif best_text=$(python3 "$here/planner_sweep.py" --best "$out" "$(basename "$model")" "$case_name" "$confirm_top"); then
+      mapfile -t best <<< "$best_text"
+    else
+      echo "planner_sweep.sh: $case_name of $(basename "$model") is not confirmed" >&2
+      continue
     fi
-    [ $dry -eq 1 ] || { rm -rf "$dir"; mkdir -p "$dir"; }  # a confirmation replaces the last one's sets whole
-    [ -n "$best" ] || { echo "planner_sweep.sh: no grid policy of $case_name ran in every round: not confirmed" >&2; continue; }
     policies=()
-    for name in $best ${also_list[@]+"${also_list[@]}"}; do
-      [[ " ${policies[*]-} " == *" $name "* ]] || policies+=("$name")
+    for name in "${best[@]}" ${also_list[@]+"${also_list[@]}"}; do
+      seen=0
+      for p in ${policies[@]+"${policies[@]}"}; do [ "$p" = "$name" ] && seen=1; done
+      (( seen )) || policies+=("$name")
     done
     for name in "${policies[@]}"; do
       [ "$name" = BEST ] || flags_of "$name" > /dev/null ||
         { echo "planner_sweep.sh: $name, of $case_name's best, is not in this grid (pass the sweep's --grid)" >&2; exit 2; }
     done
-    [ $dry -eq 1 ] || printf '%s\n' "${policies[@]}" > "$dir/policies.txt"
     confirm_dirs+=("$dir") confirm_policies+=("${policies[*]}")
     confirm_bases+=("--model $(printf '%q' "$model") --device cpu --dummy -s $prompt_len -n $gen_len --num-prompts $prompts --gpu-mem $(printf '%q' "$budget")")
   done
 done
+# A confirmation replaces the last one's sets whole (the dry run touches nothing).
+if [ $dry -eq 0 ]; then
+  for dir in ${stale_dirs[@]+"${stale_dirs[@]}"}; do rm -rf "$dir"; done
+  for ((c = 0; c < ${#confirm_dirs[@]}; c++)); do
+    mkdir -p "${confirm_dirs[c]}"
+    tr ' ' '\n' <<< "${confirm_policies[c]}" > "${confirm_dirs[c]}/policies.txt"
+  done
+fi
 # Set I runs auto and the case's policies in turn, starting I - 1 places further along:
 # none is always first.
 for ((set_number = 1; set_number <= confirm; set_number++)); do
   for ((c = 0; c < ${#confirm_dirs[@]}; c++)); do
     dir=${confirm_dirs[c]}
     read -r -a members <<< "auto ${confirm_policies[c]}"
+    order=()
+    for ((m = 0; m < ${#members[@]}; m++)); do order+=("${members[(set_number - 1 + m) % ${#members[@]}]}"); done
     eval "base=(${confirm_bases[c]})"
-    echo "== confirm set $set_number/$confirm: ${dir#"$out/confirm/"}: ${members[*]}" >&2
-    for ((m = 0; m < ${#members[@]}; m++)); do
-      name=${members[(set_number - 1 + m) % ${#members[@]}]}
+    echo "== confirm set $set_number/$confirm: ${dir#"$out/confirm/"}: ${order[*]}" >&2
+    for name in "${order[@]}"; do
       if [ "$name" = auto ]; then flags=(--policy auto)
       elif [ "$name" = BEST ]; then flags=(FLAGS-OF-THE-BEST)
       else eval "flags=($(flags_of "$name"))"; fi

@@ -3,9 +3,7 @@
 # by its median over the rounds, the best only among policies that ran in every round,
 # auto also against each round's best ("-" for a round it failed in), a policy that
 # failed in any round counted as failed, one class error per policy, every run a CSV
-# row; a folder without rounds refused; the confirming pairs of auto and each case's best
-# (--confirm) read per set, a failed run's set named and left out of the median;
-# --best names a case's best ones; the confirming sets of auto, the best and an added
+# row; a folder without rounds refused; --best names a case's best ones; the confirming sets of auto, the best and an added
 # policy, read per set (a case counts when auto holds against every one); the script's
 # confirmation, dry: the sets' order, the flags from the grid, names outside the grid and
 # --rounds 0 misuse refused.
@@ -95,17 +93,25 @@ grep -q "^3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm
 # host-b, auto); nothing written over the confirmation already there.
 sweep="$src/bench/planner_sweep.sh"
 printf '%s\n' "host-a|--percent 0 100 0 100 0 100 --gpu-batch-size 8" "host-b|--gpu-batch-size 4" > "$tmp/grid"
-dry=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 2 --confirm-also host-b --dry-run --hw P \
+before=$(find "$tmp/sweep" | sort)
+dry=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 2 --confirm-also host-b,host-a --dry-run --hw P \
       --models opt-125m@560MiB --jobs 8:32:32 --grid "$tmp/grid" 2>&1) || fail "the dry confirmation: $dry"
 order=$(grep -o "s8-n32-p32/[a-z-]*-p[0-9]*.json" <<<"$dry" | sed 's|.*/||' | tr '\n' ' ')
 [ "$order" = "auto-p1.json host-a-p1.json host-b-p1.json host-a-p2.json host-b-p2.json auto-p2.json " ] ||
   fail "the sets' order: $order"
 grep -q -- "--percent 0 100 0 100 0 100 --gpu-batch-size 8 --hw P .*host-a-p1.json" <<<"$dry" || fail "the best's flags: $dry"
-[ "$(tr '\n' ' ' < "$cdir/policies.txt")" = "host-a host-b " ] && [ -f "$cdir/auto-p1.json" ] ||
-  fail "the dry run changed the confirmation"
+[ "$(find "$tmp/sweep" | sort)" = "$before" ] && [ "$(tr '\n' ' ' < "$cdir/policies.txt")" = "host-a host-b " ] ||
+  fail "the dry run changed the sweep's folder"
+for reserved in auto auto-lp; do
+  if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 1 --confirm-also $reserved --dry-run --hw P \
+           --models opt-125m@560MiB --jobs 8:32:32 --grid "$tmp/grid" 2>&1); then fail "--confirm-also $reserved ran"; fi
+done
+printf '%s\n' "auto|--gpu-batch-size 4" > "$tmp/grid-auto"
+if msg=$(bash "$sweep" -o "$tmp/x" --dry-run --hw P --grid "$tmp/grid-auto" 2>&1); then fail "a grid policy named auto"; fi
+grep -q "is reserved" <<<"$msg" || fail "the message for a grid policy named auto: $msg"
 if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 1 --confirm-also host-c --dry-run --hw P \
          --models opt-125m@560MiB --jobs 8:32:32 --grid "$tmp/grid" 2>&1); then fail "--confirm-also outside the grid ran"; fi
-grep -q "host-c is not in this grid" <<<"$msg" || fail "the message for --confirm-also outside the grid: $msg"
+grep -q "host-c is not a grid policy of this sweep" <<<"$msg" || fail "the message for --confirm-also outside the grid: $msg"
 if msg=$(bash "$sweep" -o "$tmp/sweep" --rounds 0 --confirm 1 --dry-run --hw P --models opt-125m@560MiB \
          --jobs 8:32:32 2>&1); then fail "a best outside the grid was accepted"; fi
 grep -q "host-a, of s8-n32-p32.s best, is not in this grid" <<<"$msg" || fail "the message for a best outside the grid: $msg"
