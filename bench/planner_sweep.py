@@ -62,6 +62,11 @@ class Case:
     def ran_every_round(self, name):
         return name in self.runs and set(self.runs[name]) == self.rounds
 
+    def ranked(self):
+        """The grid policies that ran in every round, best median first (a median of fewer
+        runs is not weighed against theirs)."""
+        return sorted((n for n in self.grid() if self.ran_every_round(n)), key=self.measured, reverse=True)
+
 
 def rounds(outdir):
     """The round folders (rN) under outdir, in round order."""
@@ -136,13 +141,6 @@ def per_round_text(case, name):
     return ", ".join(parts)
 
 
-def best_grid_policy(case):
-    """The best grid policy by median among those that ran in every round (a median of
-    fewer runs is not weighed against theirs), or None."""
-    complete = [n for n in case.grid() if case.ran_every_round(n)]
-    return max(complete, key=case.measured) if complete else None
-
-
 def auto_table(all_cases):
     lines = ["| model | job (s:n:prompts) | policies run in every round / failed in some | best policy | "
              "best tok/s | auto's plan | auto tok/s | auto / best | per round | auto predicted / measured | "
@@ -150,14 +148,14 @@ def auto_table(all_cases):
              "|---|---|--:|---|--:|---|--:|--:|---|--:|--:|"]
     met = total = 0
     for case in all_cases:
-        complete = [n for n in case.grid() if case.ran_every_round(n)]
+        complete = case.ranked()
         failed = [n for n in case.failed if n not in SEARCHED]
         total += 1
         counts = f"{len(complete)} / {len(failed)}"
         if not complete:
             lines.append(f"| {case.model} | {case.job} | {counts} | - | - | - | - | - | - | - | - |")
             continue
-        best_name = best_grid_policy(case)
+        best_name = complete[0]
         best = case.measured(best_name)
         lp = f"{case.measured('auto-lp') / best:.2f}" if "auto-lp" in case.runs else "-"
         rounds_text = per_round_text(case, "auto")
@@ -318,11 +316,11 @@ def print_best(argv):
     outdir, model, job = argv[:3]
     top = int(argv[3]) if len(argv) == 4 else 1
     case = next((c for c in cases(outdir) if (c.model, c.job) == (model, job)), None) if os.path.isdir(outdir) else None
-    complete = [n for n in case.grid() if case.ran_every_round(n)] if case else []
-    if not complete:
+    ranked = case.ranked() if case else []
+    if not ranked:
         print(f"planner_sweep.py: no grid policy of {model} {job} ran in every round under {outdir}", file=sys.stderr)
         return 1
-    for name in sorted(complete, key=case.measured, reverse=True)[:top]:
+    for name in ranked[:top]:
         print(name)
     return 0
 

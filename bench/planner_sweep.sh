@@ -136,6 +136,15 @@ run_one() {
   fi
 }
 
+# The bench flags every run of a case shares: base=(...) for MODEL@BUDGET and
+# PROMPT_LEN:GEN_LEN:PROMPTS.
+set_base() {
+  local prompt_len gen_len prompts
+  IFS=: read -r prompt_len gen_len prompts <<< "$2"
+  base=(--model "${1%@*}" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
+        --gpu-mem "${1##*@}")
+}
+
 for ((round = 1; round <= rounds; round++)); do
   # Round r starts each case (r - 1) / rounds of the way through its runs: no policy is
   # always the first after a model switch, and each is timed at rounds places in a case.
@@ -146,8 +155,7 @@ for ((round = 1; round <= rounds; round++)); do
       IFS=: read -r prompt_len gen_len prompts <<< "$job"
       dir="$out/r$round/$(basename "$model")/s${prompt_len}-n${gen_len}-p${prompts}"
       [ $dry -eq 1 ] || mkdir -p "$dir"
-      base=(--model "$model" --device cpu --dummy -s "$prompt_len" -n "$gen_len" --num-prompts "$prompts"
-            --gpu-mem "$budget")
+      set_base "$model_budget" "$job"
       echo "== round $round/$rounds: $(basename "$model") (gpu $budget), s=$prompt_len n=$gen_len prompts=$prompts" >&2
       for ((i = 0; i < ${#runs[@]}; i++)); do
         line=${runs[(start + i) % ${#runs[@]}]}
@@ -170,7 +178,7 @@ flags_of() {
 # rounds' medians) and the --confirm-also ones, in K sets. Every case's policies are found
 # and checked against the grid before any folder is touched; a case with none (not swept,
 # or no grid policy ran in every round) is not confirmed, and the summary says so.
-confirm_dirs=() confirm_policies=() confirm_bases=() stale_dirs=()
+confirm_dirs=() confirm_policies=() confirm_cases=() stale_dirs=()
 IFS=, read -r -a also_list <<< "$confirm_also"
 for name in ${also_list[@]+"${also_list[@]}"}; do
   [ "$name" != auto ] && [ "$name" != auto-lp ] && flags_of "$name" > /dev/null ||
@@ -178,7 +186,7 @@ for name in ${also_list[@]+"${also_list[@]}"}; do
 done
 for model_budget in "${model_list[@]}"; do
   (( confirm > 0 )) || break
-  model=${model_budget%@*} budget=${model_budget##*@}
+  model=${model_budget%@*}
   for job in "${job_list[@]}"; do
     IFS=: read -r prompt_len gen_len prompts <<< "$job"
     case_name="s${prompt_len}-n${gen_len}-p${prompts}"
@@ -202,8 +210,7 @@ for model_budget in "${model_list[@]}"; do
       [ "$name" = BEST ] || flags_of "$name" > /dev/null ||
         { echo "planner_sweep.sh: $name, of $case_name's best, is not in this grid (pass the sweep's --grid)" >&2; exit 2; }
     done
-    confirm_dirs+=("$dir") confirm_policies+=("${policies[*]}")
-    confirm_bases+=("--model $(printf '%q' "$model") --device cpu --dummy -s $prompt_len -n $gen_len --num-prompts $prompts --gpu-mem $(printf '%q' "$budget")")
+    confirm_dirs+=("$dir") confirm_policies+=("${policies[*]}") confirm_cases+=("$model_budget|$job")
   done
 done
 # A confirmation replaces the last one's sets whole (the dry run touches nothing).
@@ -222,7 +229,7 @@ for ((set_number = 1; set_number <= confirm; set_number++)); do
     read -r -a members <<< "auto ${confirm_policies[c]}"
     order=()
     for ((m = 0; m < ${#members[@]}; m++)); do order+=("${members[(set_number - 1 + m) % ${#members[@]}]}"); done
-    eval "base=(${confirm_bases[c]})"
+    set_base "${confirm_cases[c]%|*}" "${confirm_cases[c]#*|}"
     echo "== confirm set $set_number/$confirm: ${dir#"$out/confirm/"}: ${order[*]}" >&2
     for name in "${order[@]}"; do
       if [ "$name" = auto ]; then flags=(--policy auto)
