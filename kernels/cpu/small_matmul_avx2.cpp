@@ -20,6 +20,7 @@
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/small_matmul_blocking.h"
 #include "kernels/cpu/small_matmul_impl.h"
+#include "kernels/cpu/w_stream_prefetch.h"
 
 namespace tiergen::kernels::detail {
 namespace {
@@ -30,6 +31,25 @@ constexpr int kLanes = 8;  // fp32 elements of k per step
 // Fewer rows of x than this run unblocked (decode: W streams from memory once either way;
 // blocking gained 1.05x at 16 rows on a 2-core Zen 4, bench/RESULTS.md).
 constexpr int64_t kMinBlockedRows = 8;
+
+// acc[r][c] += W row r times x row c over the span, eight lanes per step; with
+// kPrefetchW, each W row's line kWStreamPrefetchBytes ahead is prefetched once per line.
+template <ElemType T, int R, int C, bool kPrefetchW>
+TG_AVX2 __attribute__((always_inline)) inline void accumulate(const void* const (&w)[R], const float* const (&x)[C],
+                                                             KSpan span, __m256 (&acc)[R][C]) {
+  for (int64_t p = span.begin; p < span.end; p += kLanes) {
+    if constexpr (kPrefetchW) {
+      if (p % w_line_elements<T>() == 0)
+        for (int r = 0; r < R; ++r) prefetch_w_ahead<T>(w[r], p);
+    }
+    __m256 xv[C];
+    for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x[c] + p);
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = avx2::load8<T>(w[r], p);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+    }
+  }
+}
 
 // y[m + c][j + r] for r < R, c < C, over the span `span` of k (its start and end
 // multiples of 8, within k rounded down to 8). The accumulators start at zero on the
@@ -52,13 +72,12 @@ TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = span.begin == 0 ? _mm256_setzero_ps() : saved[r * C + c];
-  for (int64_t p = span.begin; p < span.end; p += kLanes) {
-    __m256 xv[C];
-    for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x[c] + p);
-    for (int r = 0; r < R; ++r) {
-      const __m256 wv = avx2::load8<T>(w[r], p);
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
-    }
+  // The first tile of x rows over all of k reads these W rows from memory
+  // (w_stream_prefetch.h); the tiles after it find them in cache.
+  if (m == 0 && span.begin == 0 && span.last) {
+    accumulate<T, R, C, true>(w, x, span, acc);
+  } else {
+    accumulate<T, R, C, false>(w, x, span, acc);
   }
   if (!span.last) {
     for (int r = 0; r < R; ++r)

@@ -21,6 +21,7 @@
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/small_matmul_blocking.h"
 #include "kernels/cpu/small_matmul_impl.h"
+#include "kernels/cpu/w_stream_prefetch.h"
 
 #define TG_AVX512_F32 __attribute__((target("avx512f,avx2,fma,f16c")))
 
@@ -55,6 +56,26 @@ TG_AVX512_F32 inline __m256 half_of(__m512 both, int c) {
   return _mm256_castpd_ps(half);
 }
 
+// acc[r][q] += W row r (in both halves) times pair q over the span; with kPrefetchW,
+// each W row's line kWStreamPrefetchBytes ahead is prefetched once per line.
+template <ElemType T, int R, int P, bool kPrefetchW>
+TG_AVX512_F32 __attribute__((always_inline)) inline void accumulate(const void* const (&w)[R],
+                                                                   const float* const (&pairs)[P], KSpan span,
+                                                                   __m512 (&acc)[R][P]) {
+  for (int64_t p = span.begin; p < span.end; p += kLanes) {
+    if constexpr (kPrefetchW) {
+      if (p % w_line_elements<T>() == 0)
+        for (int r = 0; r < R; ++r) prefetch_w_ahead<T>(w[r], p);
+    }
+    __m512 xv[P];
+    for (int q = 0; q < P; ++q) xv[q] = _mm512_loadu_ps(pairs[q] + 2 * p);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = load8_twice<T>(w[r], p);
+      for (int q = 0; q < P; ++q) acc[r][q] = _mm512_fmadd_ps(wv, xv[q], acc[r][q]);
+    }
+  }
+}
+
 // y[m + c][j + r] for r < R and the `rows` rows c < rows <= 2P, over the span `span` of
 // k (as the AVX2 tile: accumulators from zero at k = 0, else from `saved`; a span that
 // does not end the sums leaves them in `saved`; the last one adds each half's lanes as
@@ -77,13 +98,12 @@ TG_AVX512_F32 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int
   __m512 acc[R][P];
   for (int r = 0; r < R; ++r)
     for (int q = 0; q < P; ++q) acc[r][q] = span.begin == 0 ? _mm512_setzero_ps() : saved[r * P + q];
-  for (int64_t p = span.begin; p < span.end; p += kLanes) {
-    __m512 xv[P];
-    for (int q = 0; q < P; ++q) xv[q] = _mm512_loadu_ps(pairs[q] + 2 * p);
-    for (int r = 0; r < R; ++r) {
-      const __m512 wv = load8_twice<T>(w[r], p);
-      for (int q = 0; q < P; ++q) acc[r][q] = _mm512_fmadd_ps(wv, xv[q], acc[r][q]);
-    }
+  // The first tile of x rows over all of k reads these W rows from memory
+  // (w_stream_prefetch.h); the tiles after it find them in cache.
+  if (m == 0 && span.begin == 0 && span.last) {
+    accumulate<T, R, P, true>(w, pairs, span, acc);
+  } else {
+    accumulate<T, R, P, false>(w, pairs, span, acc);
   }
   if (!span.last) {
     for (int r = 0; r < R; ++r)
