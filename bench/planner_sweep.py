@@ -19,7 +19,7 @@ that did not fit or failed), one folder per round of the sweep. Printed:
   after the other): auto over each policy per set and the median of the sets. The best
   of 21 noisy medians is a lucky draw as often as the best plan; run again beside auto,
   minutes apart, it is measured without that luck. OUTDIR/confirm.csv gets a row per
-  confirming run.
+  confirming run, with its set and its place in the set.
 
 Only the Python standard library: the suites run on a bare Debian box.
 """
@@ -269,19 +269,23 @@ def confirm_table(all_cases, confirmed):
 
 
 def write_confirm_csv(outdir, confirmed):
-    columns = ["set", "model_shape", "job", "role"] + bench_records.COLUMNS
+    """A row per confirming run; `position` is its place in its set (1: ran first), as
+    planner_sweep.sh orders a set: auto and policies.txt, turned by one place per set."""
+    columns = ["set", "position", "model_shape", "job", "role"] + bench_records.COLUMNS
     with open(os.path.join(outdir, "confirm.csv"), "w") as f:
         writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         for c in confirmed:
             if c is None:
                 continue
+            members = ["auto"] + c.policies
             for number, runs in sorted(c.sets.items()):
                 for name, r in sorted(runs.items()):
                     if not r:
                         continue
                     row = bench_records.row(r, name)
-                    row.update({"set": number, "model_shape": c.model, "job": c.job,
+                    position = (members.index(name) - (number - 1)) % len(members) + 1 if name in members else ""
+                    row.update({"set": number, "position": position, "model_shape": c.model, "job": c.job,
                                 "role": "auto" if name == "auto" else "policy"})
                     writer.writerow(row)
 

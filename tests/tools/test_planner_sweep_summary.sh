@@ -86,7 +86,10 @@ grep -qF "| opt-125m | s32-n16-p32 | (not confirmed) | 0 (0) | - | - |" <<<"$out
 grep -qF "auto at least 0.95x every confirmed policy, in interleaved sets (median of the sets): 0 of 2 cases" \
   <<<"$out" || fail "the confirmed count: $out"
 [ "$(wc -l < "$tmp/sweep/confirm.csv")" -eq 13 ] || fail "confirm.csv: not a header and twelve runs"
-grep -q "^3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of set 3's auto"
+# Set 3 ran host-b, auto, host-a; set 2 host-a, host-b, auto.
+grep -q "^3,2,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of set 3's auto"
+grep -q "^2,3,opt-125m,s8-n32-p32,auto," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of set 2's auto"
+grep -q "^2,1,opt-125m,s8-n32-p32,policy,host-a," "$tmp/sweep/confirm.csv" || fail "confirm.csv's row of set 2's host-a"
 
 # The script's side, dry: each case's policies found before any run and their flags read
 # from the grid, set I starting I - 1 places along (auto, host-a, host-b; then host-a,
