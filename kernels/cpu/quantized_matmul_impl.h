@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/prefetch_address.h"
 #include "kernels/cpu/quantized_matmul.h"
 #include "kernels/cpu/row_sequential.h"
 
@@ -20,10 +21,6 @@ namespace tiergen::kernels::detail {
 // ahead of one stream that the hardware prefetchers follow anyway. An address past W's
 // end is harmless: prefetches never fault.
 constexpr int64_t kPrefetchTiles = 2;
-
-inline const char* prefetch_address(const uint8_t* p, int64_t ahead_bytes) {
-  return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(ahead_bytes));
-}
 
 // W rows' scales and mins live in arrays of their own, beside the packed levels: two more
 // streams, a row's worth of each (64 bytes at k = 2048) per 1 KiB of 4-bit levels, that

@@ -38,10 +38,7 @@ template <ElemType T, int R, int C, bool kPrefetchW>
 TG_AVX2 __attribute__((always_inline)) inline void accumulate(const void* const (&w)[R], const float* const (&x)[C],
                                                              KSpan span, __m256 (&acc)[R][C]) {
   for (int64_t p = span.begin; p < span.end; p += kLanes) {
-    if constexpr (kPrefetchW) {
-      if (p % w_line_elements<T>() == 0)
-        for (int r = 0; r < R; ++r) prefetch_w_ahead<T>(w[r], p);
-    }
+    if constexpr (kPrefetchW) prefetch_w_rows<T, R>(w, p);
     __m256 xv[C];
     for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x[c] + p);
     for (int r = 0; r < R; ++r) {
@@ -72,9 +69,7 @@ TG_AVX2 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = span.begin == 0 ? _mm256_setzero_ps() : saved[r * C + c];
-  // The first tile of x rows over all of k reads these W rows from memory
-  // (w_stream_prefetch.h); the tiles after it find them in cache.
-  if (m == 0 && span.begin == 0 && span.last) {
+  if (tile_streams_w(m, span.begin, span.last)) {
     accumulate<T, R, C, true>(w, x, span, acc);
   } else {
     accumulate<T, R, C, false>(w, x, span, acc);

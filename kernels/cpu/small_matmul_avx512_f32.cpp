@@ -63,10 +63,7 @@ TG_AVX512_F32 __attribute__((always_inline)) inline void accumulate(const void* 
                                                                    const float* const (&pairs)[P], KSpan span,
                                                                    __m512 (&acc)[R][P]) {
   for (int64_t p = span.begin; p < span.end; p += kLanes) {
-    if constexpr (kPrefetchW) {
-      if (p % w_line_elements<T>() == 0)
-        for (int r = 0; r < R; ++r) prefetch_w_ahead<T>(w[r], p);
-    }
+    if constexpr (kPrefetchW) prefetch_w_rows<T, R>(w, p);
     __m512 xv[P];
     for (int q = 0; q < P; ++q) xv[q] = _mm512_loadu_ps(pairs[q] + 2 * p);
     for (int r = 0; r < R; ++r) {
@@ -98,9 +95,7 @@ TG_AVX512_F32 void tile(const SmallMatmulArgs& a, const SmallMatmulShape& s, int
   __m512 acc[R][P];
   for (int r = 0; r < R; ++r)
     for (int q = 0; q < P; ++q) acc[r][q] = span.begin == 0 ? _mm512_setzero_ps() : saved[r * P + q];
-  // The first tile of x rows over all of k reads these W rows from memory
-  // (w_stream_prefetch.h); the tiles after it find them in cache.
-  if (m == 0 && span.begin == 0 && span.last) {
+  if (tile_streams_w(m, span.begin, span.last)) {
     accumulate<T, R, P, true>(w, pairs, span, acc);
   } else {
     accumulate<T, R, P, false>(w, pairs, span, acc);
