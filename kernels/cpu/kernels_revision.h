@@ -27,8 +27,10 @@
 //  10: the AVX-512 BF16 small-row kernel blocks x in up to 512 KiB, spans of 2048
 //      elements (was the fp32 kernels' 256 KiB and 1024; same bits)
 //  11: AVX2 4-bit rows dequantized into 16-bit types by table lookup (same bits)
+//  12: the fp32-x kernels (AVX2, AVX-512 fp32) prefetch W rows 2 KiB ahead where a
+//      product streams them (w_stream_prefetch.h; same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 11;
+constexpr int kCpuProductKernelsRevision = 12;
 
 }  // namespace tiergen::kernels
