@@ -27,8 +27,6 @@ void check_shape(const char* what, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-int64_t elem_size(ElemType type) { return type == ElemType::F32 ? 4 : 2; }
-
 const char* elem_type_name(ElemType type) {
   switch (type) {
     case ElemType::F32: return "float32";

@@ -25,7 +25,7 @@ namespace tiergen::kernels {
 // Element types of uncompressed tensors; F16 and BF16 are uint16_t bit patterns.
 enum class ElemType { F32, F16, BF16 };
 
-int64_t elem_size(ElemType type);
+constexpr int64_t elem_size(ElemType type) { return type == ElemType::F32 ? 4 : 2; }
 const char* elem_type_name(ElemType type);
 
 struct QuantFormat {

@@ -14,27 +14,22 @@
 #include <cstdint>
 
 #include "kernels/cpu/prefetch_address.h"
-#include "kernels/cpu/quantize.h"  // ElemType
+#include "kernels/cpu/quantize.h"  // ElemType, elem_size
 
 namespace tiergen::kernels::detail {
 
 constexpr int64_t kWStreamPrefetchBytes = 2048;
 constexpr int64_t kCacheLineBytes = 64;
 
-template <ElemType T>
-constexpr int64_t w_element_bytes() {
-  static_assert(T == ElemType::F32 || T == ElemType::F16 || T == ElemType::BF16);
-  return T == ElemType::F32 ? 4 : 2;
-}
-
 // Prefetches, where element p of the W rows starts a line, each row's line
 // kWStreamPrefetchBytes ahead: called at every step of a k loop over p, it touches each
 // line once.
 template <ElemType T, int R>
 __attribute__((always_inline)) inline void prefetch_w_rows(const void* const (&w)[R], int64_t p) {
-  if (p * w_element_bytes<T>() % kCacheLineBytes != 0) return;
+  constexpr int64_t kElemBytes = elem_size(T);
+  if (p * kElemBytes % kCacheLineBytes != 0) return;
   for (int r = 0; r < R; ++r) {
-    __builtin_prefetch(prefetch_address(w[r], p * w_element_bytes<T>() + kWStreamPrefetchBytes), 0, 3);
+    __builtin_prefetch(prefetch_address(w[r], p * kElemBytes + kWStreamPrefetchBytes), 0, 3);
   }
 }
 
