@@ -279,6 +279,65 @@ TEST_F(PolicyCli, TheTiergenFlagsOfASearchedPlanGiveThatPlanBack) {
   }
 }
 
+// A plan's "tiergen flags" line names every field a flag sets (CPU weight compute and its
+// share of layers, compression, overlap), and `tiergen policy` takes each of them, so
+// the line prices there as it runs under `generate`; a field flag with nothing to set,
+// and --compress beside a given policy, are refused rather than ignored.
+TEST_F(PolicyCli, PricesEveryFieldTheTiergenFlagsLineNames) {
+  const std::vector<std::string> job = {kTiergen, "policy", "-m", "opt-30b", "-s", "512", "-n", "32", "--hw",
+                                        "h100-spr", "--gpu-mem", "16GiB", "--cpu-mem", "100GiB", "--disk-mem", "64GiB"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = job;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::vector<std::string> placement = {"--percent", "20", "80", "0", "100", "0", "100", "-b", "24",
+                                              "--num-gpu-batches", "2", "--cpu-attention"};
+  std::vector<std::string> fields = placement;
+  fields.insert(fields.end(), {"--cpu-weight-compute", "decode", "--cpu-weight-compute-layers", "50",
+                               "--compress-weight", "--compress-bits", "4", "--compress-group-size", "64",
+                               "--overlap", "false"});
+  const Result plain = run(with(placement), dir());
+  const Result refined = run(with(fields), dir());
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(refined.code, 0) << refined.err;
+  const std::string tag = "tiergen flags  ";
+  const auto flags_line = [&](const std::string& out) {
+    const size_t at = out.find(tag);
+    return at == std::string::npos ? std::string() : out.substr(at + tag.size(), out.find('\n', at) - at - tag.size());
+  };
+  const std::string line = flags_line(refined.out);
+  for (const char* field : {"--cpu-weight-compute decode", "--cpu-weight-compute-layers 50", "--compress-weight",
+                            "--overlap off"}) {
+    EXPECT_NE(line.find(field), std::string::npos) << field << " missing from: " << line;
+  }
+  EXPECT_NE(refined.out.find("compression   weights 4-bit, group 64"), std::string::npos) << refined.out;
+  EXPECT_NE(refined.out.find("matmuls       cpu in decode, 50% of the layers"), std::string::npos) << refined.out;
+  const auto predicted = [](const std::string& out) {
+    const size_t at = out.find("predicted throughput");
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_NE(predicted(refined.out), predicted(plain.out)) << "the fields were not priced";
+
+  // The line, given back, is the same plan at the same price.
+  std::vector<std::string> again = job;
+  std::istringstream words(line);
+  for (std::string w; words >> w;) again.push_back(w);
+  const Result priced = run(again, dir());
+  ASSERT_EQ(priced.code, 0) << priced.err;
+  EXPECT_EQ(flags_line(priced.out), line);
+  EXPECT_EQ(predicted(priced.out), predicted(refined.out));
+
+  const Result alone = run(with({"--compress-weight"}), dir());
+  EXPECT_GT(alone.code, 0);
+  EXPECT_NE(alone.err.find("--compress-weight sets a field of a given policy"), std::string::npos) << alone.err;
+  std::vector<std::string> searched_and_given = placement;
+  searched_and_given.insert(searched_and_given.end(), {"--compress", "on"});
+  const Result both = run(with(searched_and_given), dir());
+  EXPECT_GT(both.code, 0);
+  EXPECT_NE(both.err.find("--compress on applies to the search"), std::string::npos) << both.err;
+}
+
 // `tiergen policy` takes generate's and bench's short flags (-m, -s, -n) and refuses a
 // job past the model's context before planning (opt-125m has 2048 positions).
 TEST_F(PolicyCli, TakesTheShortFlagsAndRefusesAJobPastTheContext) {

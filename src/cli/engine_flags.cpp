@@ -64,23 +64,11 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
                          : "Gpu batches per block (default 1)")
       ->check(positive());
   c->add_flag("--cpu-attention,--cpu-cache-compute", f.cpu_attention, "Decode attention on the CPU where the KV cache lives there");
-  c->add_option("--cpu-weight-compute", f.cpu_weight_compute,
-                 "Phases whose matmuls and embedding lookups over cpu/disk-resident weights run on the CPU where "
-                 "the weights live instead of copying them to the device: off, decode, prefill or all (default: the "
-                 "policy's, off; decode looks the embedding up where it lives under any setting)")
-      ->check(CLI::IsMember({"off", "decode", "prefill", "all"}));
   c->add_flag("--cpu-gemm", f.cpu_gemm,
               "CPU products above the small-row limit (16 rows by default; prefill, large batches) on LibTorch's GEMM: up to 1.5x faster "
               "there, but a sequence's last bits (its log-probabilities, rarely a near-tie token) then depend on how "
               "many rows share its products; by default every CPU product is batch-invariant (compressed weights: "
               "in place in decode, dequantized in prefill, at any rows; with this flag, in place up to 8 rows)");
-  c->add_option("--cpu-weight-compute-layers", f.cpu_weight_compute_layers,
-                "Percent of decoder layers, spread evenly, that --cpu-weight-compute applies to (the others load "
-                "their weights meanwhile; default 100)")
-      ->check(CLI::Range(0.0, 100.0));
-  c->add_option("--overlap", f.overlap, "Overlap loads/stores with compute: on or off (FlexGen's true/false too; default on, "
-                "or the --policy file's)")
-      ->check(CLI::IsMember(flexgen_bool_spellings(), CLI::ignore_case));
   c->add_option("--compress", f.compress,
                 "What --policy auto may choose: off (never compress: outputs stay exact), auto (4-bit compression "
                 "where the cost model predicts a gain; tokens may change) or on")
@@ -88,10 +76,7 @@ void add_engine_flags(CLI::App* c, EngineFlags& f, int64_t default_batch_size, U
   c->add_flag("--no-guardrails", f.no_guardrails,
               "A searched plan is the LP's own, not weighed against the FlexGen-shaped guardrail policies (to compare; "
               "as `tiergen policy --no-guardrails`)");
-  c->add_flag("--compress-weight", f.compress_weight, "Group-wise quantize weights");
-  c->add_flag("--compress-cache", f.compress_cache, "Group-wise quantize the KV cache");
-  c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")->check(CLI::IsMember({4, 8}))->capture_default_str();
-  c->add_option("--compress-group-size", f.compress_group_size, "Elements per quantization group")->capture_default_str();
+  add_policy_field_flags(c, f.fields);
   add_flexgen_flags(c, f);
   add_launch_flags(c, f.launch);
 }
@@ -171,11 +156,6 @@ std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& f, const mo
   return model::open_checkpoint_weights(f.model, spec);
 }
 
-void apply_compression_flags(const EngineFlags& f, runtime::Policy& p) {
-  if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
-  if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
-}
-
 // Whether the model a policy file names is this job's: the same name or folder, or a
 // preset of the same shape (a plan made on "opt-13b" for a checkpoint of OPT-13B).
 bool same_model(const std::string& planned, const model::Spec& spec) {
@@ -237,11 +217,11 @@ policy::SearchOptions search_options(const EngineFlags& f, const runtime::Engine
   search.compression = policy::compression_mode_from_string(f.compress);
   // --policy auto with a compression flag searches the compressed plans; the default
   // search plans exactly, and the flags compress its plan (refine_by_flags).
-  if (f.policy_file == "auto" && (f.compress_weight || f.compress_cache)) {
+  if (f.policy_file == "auto" && f.fields.compresses()) {
     search.compression = policy::CompressionMode::On;
   }
   // A fixed --cpu-weight-compute is applied by refine_by_flags; the search plans without it.
-  search.allow_cpu_weight_compute = f.cpu_weight_compute.empty() && f.cpu_weight_compute_layers < 0;
+  search.allow_cpu_weight_compute = !f.fields.fix_cpu_weight_compute();
   // A block shape given by flags is the one planned for (not forced over another plan).
   plan_for_block_shape(f.gpu_batch_size, f.num_gpu_batches, search);
   search.guardrails = !f.no_guardrails;
@@ -253,18 +233,8 @@ void refine_by_flags(const EngineFlags& f, runtime::Policy& p) {
   if (f.gpu_batch_size > 0) p.gpu_batch_size = f.gpu_batch_size;
   if (f.num_gpu_batches > 0) p.num_gpu_batches = f.num_gpu_batches;
   if (f.cpu_attention) p.cpu_cache_compute = true;
-  if (!f.cpu_weight_compute.empty()) {
-    p.cpu_weight_compute_prefill = f.cpu_weight_compute == "prefill" || f.cpu_weight_compute == "all";
-    p.cpu_weight_compute_decode = f.cpu_weight_compute == "decode" || f.cpu_weight_compute == "all";
-  }
-  if (f.cpu_weight_compute_layers >= 0) {
-    TG_CHECK(p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode,
-             "--cpu-weight-compute-layers applies to --cpu-weight-compute decode, prefill or all (or a policy file "
-             "that turns it on); neither is given");
-    p.cpu_weight_compute_layer_percent = f.cpu_weight_compute_layers;
-  }
-  apply_flexgen_policy_flags(f, p);
-  if (f.policy_file != "auto") apply_compression_flags(f, p);
+  apply_policy_field_flags(f.fields, p, /*apply_compression=*/f.policy_file != "auto");
+  check_flexgen_attention_sparsity(f);
   p.validate();
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "policy/search.h"
+#include "src/cli/policy_field_flags.h"
 #include "tiergen/dist/launch.h"
 #include "tiergen/model/spec.h"
 #include "tiergen/model/weight_source.h"
@@ -34,17 +35,12 @@ struct EngineFlags {
   int64_t gpu_batch_size = 0;  // -b/--gpu-batch-size; 0: not given (the command's default)
   int64_t num_gpu_batches = 0;
   bool cpu_attention = false;
-  std::string cpu_weight_compute;  // off, decode, prefill or all; empty: the policy's
-  double cpu_weight_compute_layers = -1;  // percent of decoder layers; < 0: the policy's
   bool cpu_gemm = false;  // many-row CPU products on a packed GEMM: faster, not batch-invariant
-  std::string overlap;            // on/off, or FlexGen's true/false; empty: the policy's (on)
-  std::string sep_layer, pin_weight;  // FlexGen's true/false; empty: the policy's
   double attn_sparsity = 1.0;         // FlexGen's; only 1 (exact attention) is supported
   int verbose = -1;                   // FlexGen's --verbose N; -1: not given
   std::string compress = "off";  // what --policy auto may choose: off, auto or on
   bool no_guardrails = false;     // a searched plan is the LP's, not weighed against the guardrails
-  bool compress_weight = false, compress_cache = false;
-  int compress_bits = 4, compress_group_size = 64;
+  PolicyFieldFlags fields;        // CPU weight compute, overlap, FlexGen's layout flags, compression
   // A pipeline of one process per stage (tiergen/dist/launch.h).
   dist::LaunchFlags launch;
   std::string trace;  // a Chrome trace of every task, written here (runtime/task_timeline.h)
@@ -71,9 +67,6 @@ model::Spec load_spec(const EngineFlags& flags);
 void require_checkpoint_or_dummy(const EngineFlags& flags);
 // Checkpoint weights from the model directory, or dummy weights (--dummy, or a preset).
 std::unique_ptr<model::WeightSource> load_weights(const EngineFlags& flags, const model::Spec& spec);
-// --compress-weight / --compress-cache (with --compress-bits and --compress-group-size)
-// over what `policy` compresses.
-void apply_compression_flags(const EngineFlags& flags, runtime::Policy& policy);
 // -b / --num-gpu-batches (<= 0: not given) as the block `search` plans for; a shape no
 // policy may have is refused here.
 void plan_for_block_shape(int64_t gpu_batch_size, int64_t num_gpu_batches, policy::SearchOptions& search);

@@ -37,13 +37,8 @@ bool parse_flexgen_bool(const std::string& value, const std::string& flag) {
 }
 
 void add_flexgen_flags(CLI::App* c, EngineFlags& f) {
-  const auto boolean = CLI::IsMember(flexgen_bool_spellings(), CLI::ignore_case);
   c->add_option("--path", f.path, "FlexGen's weights path: _DUMMY_ for dummy weights (as --dummy), or a checkpoint "
                 "directory (config.json + safetensors; used as --model)");
-  c->add_option("--sep-layer", f.sep_layer, "Place a layer's attention and MLP weights as two layers: true or false "
-                "(FlexGen's flag; default true, or the --policy file's)")->check(boolean);
-  c->add_option("--pin-weight", f.pin_weight, "Page-lock the weights' cpu homes (CUDA): true or false (FlexGen's flag; "
-                "default true, or the --policy file's)")->check(boolean);
   c->add_option("--attn-sparsity", f.attn_sparsity, "FlexGen's sparse attention fraction; only 1 (exact attention) "
                 "is supported")->check(CLI::Range(0.0, 1.0));
   c->add_option("--verbose", f.verbose, "Log level as FlexGen's --verbose N: 0 warnings only, 1 or 2 the usual, 3 (or "
@@ -73,10 +68,7 @@ void apply_flexgen_verbosity(const EngineFlags& f) {
   spdlog::set_level(f.verbose == 0 ? spdlog::level::warn : f.verbose <= 2 ? spdlog::level::info : spdlog::level::debug);
 }
 
-void apply_flexgen_policy_flags(const EngineFlags& f, runtime::Policy& p) {
-  if (!f.overlap.empty()) p.overlap = parse_flexgen_bool(f.overlap, "--overlap");
-  if (!f.sep_layer.empty()) p.sep_layer = parse_flexgen_bool(f.sep_layer, "--sep-layer");
-  if (!f.pin_weight.empty()) p.pin_weight = parse_flexgen_bool(f.pin_weight, "--pin-weight");
+void check_flexgen_attention_sparsity(const EngineFlags& f) {
   TG_CHECK(f.attn_sparsity >= 1.0, "--attn-sparsity {}: FlexGen's sparse (top-k) attention is not supported; tiergen "
            "computes exact attention. Leave it at 1", f.attn_sparsity);
 }

@@ -2,12 +2,11 @@
 // FlexGen's command-line flags (flexgen/flex_opt.py) accepted as FlexGen spells them,
 // with FlexGen's meaning, so a FlexGen command line runs under `tiergen bench`:
 //   --path _DUMMY_        dummy weights; --path DIR: DIR is the checkpoint directory
-//   --sep-layer B         place attention and MLP halves of a layer separately
-//   --pin-weight B        page-lock the weights' cpu homes
-//   --overlap B           (also on/off) overlap I/O with compute
 //   --attn-sparsity F     only 1 (exact attention): anything else is refused
 //   --verbose [N]         0 warnings only, 1-2 the usual info, 3 or no N debug
-// B is FlexGen's str2bool: true/false, yes/no, t/f, y/n, 1/0 (any case). The others
+// FlexGen's policy fields --sep-layer B, --pin-weight B and --overlap B (B is FlexGen's
+// str2bool: true/false, yes/no, t/f, y/n, 1/0, any case; on/off too) are policy field
+// flags (policy_field_flags.h), which `tiergen policy` takes as well. The others
 // (--model, --offload-dir, --percent, --gpu-batch-size, --num-gpu-batches,
 // --cpu-cache-compute, --compress-weight/-cache) are engine flags of their own name,
 // and --prompt-len, --gen-len, --cut-gen-len, --log-file, --no-log belong to `bench`.
@@ -31,8 +30,8 @@ void add_flexgen_flags(CLI::App* command, EngineFlags& flags);
 // must have named a model.
 void resolve_flexgen_path(EngineFlags& flags);
 void apply_flexgen_verbosity(const EngineFlags& flags);
-// --overlap, --sep-layer, --pin-weight and --attn-sparsity, where given, over `policy`.
-void apply_flexgen_policy_flags(const EngineFlags& flags, runtime::Policy& policy);
+// Refuses an --attn-sparsity under 1 (tiergen's attention is exact).
+void check_flexgen_attention_sparsity(const EngineFlags& flags);
 
 // A flag of another command or of FlexGen that this command cannot honour: accepted
 // by the parser (hidden from --help) so that using it fails with `why`, never silently.

@@ -123,7 +123,7 @@ nlohmann::ordered_json lossy_choices(const EngineFlags& f) {
       // A bad policy file is reported where the policy is made.
     }
   }
-  apply_compression_flags(f, asked);
+  apply_compression_flags(f.fields, asked);
   nlohmann::ordered_json j;
   j["weights"] = compression_text(asked.compress_weight);
   j["kv_cache"] = compression_text(asked.compress_cache);

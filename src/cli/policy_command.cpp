@@ -18,6 +18,7 @@
 #include "src/cli/command.h"
 #include "src/cli/engine_flags.h"
 #include "src/cli/host_profile.h"
+#include "src/cli/policy_field_flags.h"
 #include "tiergen/common/torch_compat.h"
 #include "tiergen/common/bytes.h"
 #include "tiergen/common/error.h"
@@ -49,6 +50,7 @@ struct PolicyOptions {
   std::vector<double> percent;
   int64_t gpu_batch_size = 0, num_gpu_batches = 0;
   bool cpu_attention = false;
+  PolicyFieldFlags fields;  // as generate takes them: CPU weight compute, overlap, compression
   std::string json_path;
   int64_t stages = 1;
   double link_gbytes = 0;  // GB/s between pipeline stages; 0: the profile's, else kAssumedLinkGBytes
@@ -214,8 +216,22 @@ runtime::Policy given_policy(const PolicyOptions& o) {
   if (o.gpu_batch_size > 0) p.gpu_batch_size = o.gpu_batch_size;
   if (o.num_gpu_batches > 0) p.num_gpu_batches = o.num_gpu_batches;
   if (o.cpu_attention) p.cpu_cache_compute = true;
+  apply_policy_field_flags(o.fields, p, /*apply_compression=*/true);
   p.validate();
   return p;
+}
+
+// A policy field flag sets a field of a given policy, and --compress lets the search
+// compress: each is refused where it would do nothing, never ignored.
+void check_policy_field_flags(const PolicyOptions& o) {
+  if (gives_policy(o)) {
+    TG_CHECK(o.compress == "off", "--compress {} applies to the search; a given policy compresses by "
+             "--compress-weight/--compress-cache", o.compress);
+    return;
+  }
+  const std::string flag = o.fields.first_given();
+  TG_CHECK(flag.empty(), "{} sets a field of a given policy: give it with --percent, --policy FILE or "
+           "--cpu-attention (the search chooses its plan whole; --compress on lets it compress)", flag);
 }
 
 // Prices the given policy with the same model the search uses, refuses one that does
@@ -257,6 +273,7 @@ void price_given_policy(const PolicyOptions& o, const model::Spec& spec, const r
 void run_policy(const PolicyOptions& o) {
   const model::Spec spec = model::resolve_spec(o.model);
   const runtime::Workload workload = workload_of(o, spec);
+  check_policy_field_flags(o);
   const Target target = target_of(o);
   policy::SearchOptions options;
   options.compression = policy::compression_mode_from_string(o.compress);
@@ -332,6 +349,7 @@ void setup_policy_command(CLI::App& app) {
       ->check(positive());
   cmd->add_flag("--cpu-attention,--cpu-cache-compute", o->cpu_attention,
                 "With a given policy: decode attention on the CPU where the KV cache lives");
+  add_policy_field_flags(cmd, o->fields);
   cmd->add_option("--json", o->json_path, "Write the policy file (with predictions) here; with --stages, one per "
                   "stage, named PATH with .stageR before the extension");
   cmd->add_option("--stages", o->stages, "Plan a pipeline of N processes (one per stage, each with the budgets "
