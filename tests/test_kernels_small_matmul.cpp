@@ -318,6 +318,43 @@ TEST(SmallMatmul, LaneSumKeepsItsPairwiseOrder) {
 }
 #endif
 
+// x made ready once (SmallMatmulX) and multiplied by parts of W that start at multiples
+// of 16 rows, as model::quantized_linear_product's dequantized tiles do, gives every
+// output the bits of one call over all of W, on every kernel (AMX's packed x, with a
+// last part of 8 W rows that its AVX-512 BF16 fallback takes; the AVX-512 fp32 kernel's
+// row pairs; bf16 x widened for AVX2), at one row and at many; and a prepared x is
+// refused for another x.
+TEST(SmallMatmul, APreparedXOverPartsOfWGivesTheWholeProductsBits) {
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16, Path::Amx}) {
+    KernelScope scope(path);
+    if (!scope.available()) continue;
+    for (const TypeCombo& t : kTypes) {
+      for (const Case& c : {Case{1, 300, 200, 300, 200, true}, Case{37, 300, 200, 304, 203, false}}) {
+        Problem whole = make_problem(c, t.x, t.w, 41);
+        small_matmul(whole.args);
+        Problem parts = make_problem(c, t.x, t.w, 41);
+        const SmallMatmulX prepared(parts.args);
+        for (int64_t first = 0; first < c.n; first += 64) {
+          SmallMatmulArgs a = parts.args;
+          a.n = std::min<int64_t>(64, c.n - first);
+          a.w = static_cast<const char*>(parts.args.w) + first * c.k * elem_size(t.w);
+          a.bias = parts.args.bias ? parts.args.bias + first : nullptr;
+          a.y = parts.y.data() + first;
+          a.y_row_stride = c.y_stride;
+          a.num_threads = 1;
+          small_matmul(a, prepared);
+        }
+        for (size_t i = 0; i < whole.y.size(); ++i) {
+          ASSERT_EQ(parts.y[i], whole.y[i]) << path_name(path) << " x " << elem_type_name(t.x) << " w "
+                                            << elem_type_name(t.w) << " rows " << c.rows << " at " << i;
+        }
+        Problem other = make_problem(c, t.x, t.w, 43);
+        EXPECT_THROW(small_matmul(other.args, prepared), Error) << "x prepared for another x";
+      }
+    }
+  }
+}
+
 TEST(SmallMatmul, RefusesInconsistentArguments) {
   Problem p = make_problem({2, 8, 4, 8, 4, false}, ElemType::F32, ElemType::F32, 5);
   SmallMatmulArgs a = p.args;

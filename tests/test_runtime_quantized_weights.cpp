@@ -52,7 +52,7 @@ Quantized quantize(const at::Tensor& w, int bits, int group_size) {
 using test::KernelLevelScope;
 
 // A layer load's first prefill product of a compressed weight, through dequantized
-// tiles where the small-row kernel reads x in place, has the bits of the product over
+// tiles (x made ready once for every tile's call), has the bits of the product over
 // the weight's dense copy, on every kernel level this CPU has (bf16 and fp32 x; fp16 x
 // takes the copy; tiles whole, cut short, and a weight of fewer rows than one; with and
 // without a bias) and makes no dense copy.
@@ -85,8 +85,8 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
             ASSERT_EQ(got.scalar_type(), dtype);
             EXPECT_TRUE(at::equal(got, expected)) << level.name << " " << c10::toString(dtype) << " bits " << bits
                                                   << " out " << out << (with_bias ? " with bias" : "");
-            const kernels::ElemType x_type = dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
-            if (dtype != at::kHalf && kernels::small_matmul_reads_x_in_place(x_type, kernel_elem_type(dtype), 120)) {
+            // Every kernel level multiplies fp32 and bf16 activations tile by tile (x made ready once).
+            if (dtype != at::kHalf) {
               EXPECT_FALSE(load.dense->defined()) << level.name << ": tiled, no dense copy";
               ++tiled;
             } else {
@@ -97,7 +97,7 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
       }
     }
   }
-  EXPECT_GT(tiled, 0) << "the portable kernel takes fp32 x in place on every CPU";
+  EXPECT_EQ(tiled, 3 * 2 * 2 * 3 * 2) << "every level, fp32 and bf16";
 }
 
 TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {

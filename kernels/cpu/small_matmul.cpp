@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,43 +135,69 @@ std::vector<float> x_rows_in_pairs(const float* x, int64_t rows, int64_t k, int6
 
 }  // namespace detail
 
-void small_matmul(const SmallMatmulArgs& a) {
-  TG_CHECK(a.rows >= 0 && a.k > 0 && a.n >= 0, "small_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);
-  TG_CHECK(a.x && a.w && a.y, "small_matmul: null x, w or y");
+// What SmallMatmulX holds: the kernel chosen for x, x as that kernel reads it (with the
+// copies it needs), and what identifies x, so that a call over another x is refused.
+struct SmallMatmulX::State {
+  Kernel kernel = Kernel::Portable;
+  detail::SmallMatmulShape shape;  // its x fields and x_row_stride
+  std::vector<float> x_scratch, x_pairs;
+  std::vector<uint16_t> x_tiles;
+  const void* x = nullptr;
+  ElemType x_type = ElemType::F32, w_type = ElemType::F32;
+  int64_t rows = 0, k = 0;
+};
+
+SmallMatmulX::SmallMatmulX(const SmallMatmulArgs& a) : state_(std::make_unique<State>()) {
+  TG_CHECK(a.rows >= 0 && a.k > 0, "small_matmul: bad shape rows={} k={}", a.rows, a.k);
+  TG_CHECK(a.x, "small_matmul: null x");
   TG_CHECK(a.x_type == ElemType::F32 || (a.x_type == ElemType::BF16 && a.w_type == ElemType::BF16),
            "small_matmul: x of type {} needs {} weights, got {}", elem_type_name(a.x_type),
            elem_type_name(ElemType::BF16), elem_type_name(a.w_type));
-  detail::SmallMatmulShape s;
+  State& st = *state_;
+  st.x = a.x, st.x_type = a.x_type, st.w_type = a.w_type, st.rows = a.rows, st.k = a.k;
+  detail::SmallMatmulShape& s = st.shape;
   s.x_row_stride = a.x_row_stride ? a.x_row_stride : a.k;
-  s.y_row_stride = a.y_row_stride ? a.y_row_stride : a.n;
-  TG_CHECK(s.x_row_stride >= a.k && s.y_row_stride >= a.n,
-           "small_matmul: row strides (x {}, y {}) below the row lengths (k {}, n {})", s.x_row_stride,
-           s.y_row_stride, a.k, a.n);
-  if (a.rows == 0 || a.n == 0) return;
-  s.blocking = small_matmul_blocking();
-  const Kernel kernel = pick_kernel(a);
-  std::vector<float> x_scratch;
-  std::vector<uint16_t> x_tiles;
+  TG_CHECK(s.x_row_stride >= a.k, "small_matmul: x's row stride {} below its row length k {}", s.x_row_stride, a.k);
+  st.kernel = pick_kernel(a);
+  if (a.rows == 0) return;
   if (a.x_type == ElemType::F32) {
     s.x_f32 = static_cast<const float*>(a.x);
-  } else if (kernel == Kernel::Avx512Bf16 || kernel == Kernel::Amx) {
+  } else if (st.kernel == Kernel::Avx512Bf16 || st.kernel == Kernel::Amx) {
     s.x_bf16 = static_cast<const uint16_t*>(a.x);
 #if defined(__x86_64__)
-    if (kernel == Kernel::Amx) {
-      x_tiles = detail::amx::pack_rows(s.x_bf16, a.rows, a.k, s.x_row_stride);
-      s.x_amx = x_tiles.data();
+    if (st.kernel == Kernel::Amx) {
+      st.x_tiles = detail::amx::pack_rows(s.x_bf16, a.rows, a.k, s.x_row_stride);
+      s.x_amx = st.x_tiles.data();
     }
 #endif
   } else {
-    x_scratch = bf16_rows_to_f32(a, s.x_row_stride);
-    s.x_f32 = x_scratch.data();
+    st.x_scratch = bf16_rows_to_f32(a, s.x_row_stride);
+    s.x_f32 = st.x_scratch.data();
     s.x_row_stride = a.k;
   }
-  std::vector<float> x_pairs;
-  if (kernel == Kernel::Avx512F32) {
-    x_pairs = detail::x_rows_in_pairs(s.x_f32, a.rows, a.k, s.x_row_stride);
-    s.x_pairs = x_pairs.data();
+  if (st.kernel == Kernel::Avx512F32) {
+    st.x_pairs = detail::x_rows_in_pairs(s.x_f32, a.rows, a.k, s.x_row_stride);
+    s.x_pairs = st.x_pairs.data();
   }
+}
+
+SmallMatmulX::~SmallMatmulX() = default;
+SmallMatmulX::SmallMatmulX(SmallMatmulX&&) noexcept = default;
+SmallMatmulX& SmallMatmulX::operator=(SmallMatmulX&&) noexcept = default;
+
+void small_matmul(const SmallMatmulArgs& a, const SmallMatmulX& x) {
+  const SmallMatmulX::State& st = *x.state_;
+  TG_CHECK(a.x == st.x && a.x_type == st.x_type && a.w_type == st.w_type && a.rows == st.rows && a.k == st.k,
+           "small_matmul: x was prepared for another product (rows {} k {}, got rows {} k {})", st.rows, st.k,
+           a.rows, a.k);
+  TG_CHECK(a.n >= 0, "small_matmul: bad shape n={}", a.n);
+  TG_CHECK(a.w && a.y, "small_matmul: null w or y");
+  detail::SmallMatmulShape s = st.shape;
+  s.y_row_stride = a.y_row_stride ? a.y_row_stride : a.n;
+  TG_CHECK(s.y_row_stride >= a.n, "small_matmul: y's row stride {} below its row length n {}", s.y_row_stride, a.n);
+  if (a.rows == 0 || a.n == 0) return;
+  s.blocking = small_matmul_blocking();
+  const Kernel kernel = st.kernel;
 #if defined(__x86_64__)
   if (kernel == Kernel::Amx) {
     detail::for_each_thread_columns(a.n, a.k, a.num_threads,
@@ -190,6 +217,13 @@ void small_matmul(const SmallMatmulArgs& a) {
   });
 }
 
+void small_matmul(const SmallMatmulArgs& a) {
+  TG_CHECK(a.n >= 0, "small_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);
+  TG_CHECK(a.x && a.w && a.y, "small_matmul: null x, w or y");
+  if (a.rows == 0 || a.n == 0) return;
+  small_matmul(a, SmallMatmulX(a));
+}
+
 const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type) {
   switch (pick_kernel(x_type, w_type)) {
     case Kernel::Amx: return "amx";
@@ -199,21 +233,6 @@ const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type) {
     case Kernel::Portable: return "portable";
   }
   return "portable";
-}
-
-bool small_matmul_reads_x_in_place(ElemType x_type, ElemType w_type, int64_t rows) {
-  SmallMatmulArgs a;
-  a.x_type = x_type;
-  a.w_type = w_type;
-  a.rows = rows;
-  switch (pick_kernel(a)) {
-    case Kernel::Avx512Bf16: return true;  // s.x_bf16 is x
-    case Kernel::Amx: return false;        // packed into tiles per call
-    case Kernel::Avx512F32: return false;  // x_rows_in_pairs per call
-    case Kernel::Avx2:
-    case Kernel::Portable: return x_type == ElemType::F32;  // bf16 x is widened per call
-  }
-  return false;
 }
 
 int64_t small_matmul_max_rows(ElemType w_type) {

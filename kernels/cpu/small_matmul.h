@@ -16,6 +16,7 @@
 //
 // Kernels here take raw pointers and never LibTorch types.
 #include <cstdint>
+#include <memory>
 
 #include "kernels/cpu/quantize.h"
 
@@ -41,17 +42,33 @@ struct SmallMatmulArgs {
 // Computes y = x W^T (+ bias). Throws tiergen::Error on inconsistent arguments.
 void small_matmul(const SmallMatmulArgs& args);
 
+// x made ready once for several small_matmul() calls over parts of one W, each call
+// with the same x, rows, k, x row stride and element types (only w, n, bias and y
+// change): what the kernel chosen for x copies of it per call (AMX's B tiles, the
+// AVX-512 fp32 kernel's row pairs, bf16 rows widened to fp32) is made here, once. Each
+// output column's sum is the one a single call over all of W gives when the parts
+// start at multiples of 16 W rows (column_chunks.h). model::quantized_linear_product
+// multiplies its dequantized tiles this way.
+class SmallMatmulX {
+ public:
+  explicit SmallMatmulX(const SmallMatmulArgs& args);  // reads x, x_type, rows, k, x_row_stride, w_type
+  ~SmallMatmulX();
+  SmallMatmulX(SmallMatmulX&&) noexcept;
+  SmallMatmulX& operator=(SmallMatmulX&&) noexcept;
+
+ private:
+  friend void small_matmul(const SmallMatmulArgs& args, const SmallMatmulX& x);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+// small_matmul(args) over x prepared for it; refused when `x` was made for another x.
+void small_matmul(const SmallMatmulArgs& args, const SmallMatmulX& x);
+
 // The kernel small_matmul() runs for x of `x_type` and weights of `w_type` on this CPU,
 // within TIERGEN_CPU_ISA: "amx", "avx512-bf16" (bf16 pairs only), "avx512-f32" (fp32 x
 // at the avx512-bf16 level and above: the AVX2 kernel's sums, bit for bit, two per
 // register; a single row of x runs the AVX2 kernel itself), "avx2" or "portable".
 const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type);
-
-// Whether small_matmul() multiplies `rows` rows of x as they are, with no copy of x made
-// per call (bf16 x on the AVX-512 BF16 kernel, fp32 x on the AVX2 and portable kernels):
-// a caller may then split one product into calls over parts of W at no cost per call
-// (model::quantized_linear_product's dequantized tiles).
-bool small_matmul_reads_x_in_place(ElemType x_type, ElemType w_type, int64_t rows);
 
 // Batch invariance, the default: callers route products of every row count to
 // small_matmul(), whose sums do not depend on the row count, so a row's result does not

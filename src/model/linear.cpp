@@ -90,13 +90,14 @@ at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight&
   tile.num_threads = 1;  // the tiles are the threads' work
   float* out = y.data_ptr<float>();
   const float* bias_data = b.defined() ? b.data_ptr<float>() : nullptr;
+  const kernels::SmallMatmulX prepared(tile);  // x packed or widened once, not once per tile
   for_each_dequantized_tile(weight, dtype, [&](const void* w, int64_t first, int64_t count) {
     kernels::SmallMatmulArgs a = tile;
     a.w = w;
     a.n = count;
     a.bias = bias_data ? bias_data + first : nullptr;
     a.y = out + first;
-    kernels::small_matmul(a);
+    kernels::small_matmul(a, prepared);
   });
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = n;
@@ -139,13 +140,12 @@ void for_each_dequantized_tile(const QuantizedWeight& weight, at::ScalarType dty
 }
 
 // One block of rows (the tiles are dequantized once per block; more rows pay for a dense
-// copy once), on the small-row kernel, which reads x in place (no per-call copy of x in
-// each tile's call). fp16 activations would be widened per call: they take the dense copy.
+// copy once), on the small-row kernel, with x made ready for it once per product
+// (kernels::SmallMatmulX: AMX's packed tiles, fp32 row pairs) and read by every tile's
+// call. fp16 activations take the dense copy (the fp16 GEMM path, not the small-row kernel).
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows, int64_t small_row_limit) {
   if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
-  const kernels::ElemType type = kernel_elem_type(dtype);
-  return rows > 0 && rows <= kRowsPerBlock && rows <= small_row_limit &&
-         kernels::small_matmul_reads_x_in_place(x_elem_type(dtype), type, rows);
+  return rows > 0 && rows <= kRowsPerBlock && rows <= small_row_limit;
 }
 
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows) {
