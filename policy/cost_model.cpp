@@ -32,7 +32,7 @@ const char* task_name(Task task) {
 
 const char* bound_name(Bound bound) {
   static const char* names[] = {"weight_loader", "cache_loader", "storer",     "compute",   "link_to_gpu",
-                                "link_from_gpu", "disk_read",    "disk_write", "host_cores"};
+                                "link_from_gpu", "disk_read",    "disk_write", "host_cores", "queues_in_turn"};
   return names[static_cast<int>(bound)];
 }
 
@@ -98,6 +98,12 @@ std::vector<PhaseBound> phase_bounds(const PhaseModel& phase) {
   }
   bounds.push_back({Bound::DiskRead, false, phase.lanes[static_cast<int>(Lane::DiskToCpu)]});
   bounds.push_back({Bound::DiskWrite, false, phase.lanes[static_cast<int>(Lane::CpuToDisk)]});
+  if (!phase.queues_concurrent) {
+    // Overlap off: every queue's work in turn, and each step's fixed cost.
+    Linear in_turn = Linear::of(steps * phase.step_fixed);
+    for (int q = 0; q < schedule::kNumQueues; ++q) in_turn += phase.queues[q];
+    bounds.push_back({Bound::InTurn, false, in_turn});
+  }
   return bounds;
 }
 
@@ -125,6 +131,7 @@ PhaseModel empty_phase(const Terms& t, int64_t weight_layers) {
   phase.steps = runtime::schedule::steps_per_token(weight_layers, t.policy.num_gpu_batches);
   phase.step_fixed = t.hw.step_seconds;
   phase.gpu_is_host = t.hw.gpu_is_host;
+  phase.queues_concurrent = runtime::schedule::queues_run_concurrently(t.policy.overlap);
   if (t.hw.disk_read_core_bandwidth > 0) {
     phase.disk_read_core_share = t.hw.disk_to_cpu / t.hw.disk_read_core_bandwidth;
     phase.disk_cache_read_core_share = t.hw.disk_to_cpu_cache / t.hw.disk_read_core_bandwidth;

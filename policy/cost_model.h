@@ -47,9 +47,9 @@ const char* task_name(Task task);
 // of several queues shares (a link's engine; on a host standing in for the GPU, the
 // cores that both compute and copy between its tiers).
 enum class Bound {
-  WeightLoader, CacheLoader, Storer, Compute, LinkToGpu, LinkFromGpu, DiskRead, DiskWrite, HostCores
+  WeightLoader, CacheLoader, Storer, Compute, LinkToGpu, LinkFromGpu, DiskRead, DiskWrite, HostCores, InTurn
 };
-constexpr int kNumBounds = 9;
+constexpr int kNumBounds = 10;
 const char* bound_name(Bound bound);
 
 // One layer's work (a prefill layer, an average decode layer, or the embedding and
@@ -75,6 +75,7 @@ struct PhaseModel {
   int64_t steps = 1;                    // steps of the layer: gpu batches × weight layers
   int64_t batches = 1;                  // gpu batches in the pass (the schedule's queue choice)
   bool gpu_is_host = false;             // copies between the gpu and cpu tiers use the cores
+  bool queues_concurrent = true;        // schedule::queues_run_concurrently (overlap on)
   // Seconds of the stand-in's cores each second of a disk read beside compute takes
   // (HardwareProfile::disk_read_core_bandwidth, per read rate): 0 where free or unmeasured.
   double disk_read_core_share = 0;

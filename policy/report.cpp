@@ -60,6 +60,7 @@ std::string bottleneck_text(const PhaseTimes& t, bool cpu_products) {
     case Bound::DiskRead: return "disk reads";
     case Bound::DiskWrite: return "disk writes";
     case Bound::HostCores: return "host cores (compute, copies and disk reads beside them)";
+    case Bound::InTurn: return "every queue in turn (overlap off)";
     case Bound::Compute: break;
   }
   const double attention = task(Task::CpuAttention);
@@ -145,6 +146,8 @@ std::string flexgen_flags_text(const runtime::Policy& p) {
   if (p.compress_weight.enabled) flags += " --compress-weight";
   if (p.compress_cache.enabled) flags += " --compress-cache";
   if (!p.overlap) flags += " --overlap false";
+  if (!p.sep_layer) flags += " --sep-layer false";
+  if (!p.pin_weight) flags += " --pin-weight false";
   if (p.cpu_weight_compute_prefill || p.cpu_weight_compute_decode) {
     flags += " (FlexGen has no CPU weight compute: it would load those weights)";
   }
@@ -178,6 +181,8 @@ std::string tiergen_flags_text(const runtime::Policy& p) {
     flags += fmt::format(" --compress-bits {} --compress-group-size {}", compression->bits, compression->group_size);
   }
   if (!p.overlap) flags += " --overlap off";
+  if (!p.sep_layer) flags += " --sep-layer false";
+  if (!p.pin_weight) flags += " --pin-weight false";
   std::vector<std::string> unflagged;
   if (p.threads.compute_intra_op > 0 || p.threads.compute_inter_op > 0 || p.threads.io_threads > 0) {
     unflagged.push_back("its thread counts");

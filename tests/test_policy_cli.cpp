@@ -295,8 +295,8 @@ TEST_F(PolicyCli, PricesEveryFieldTheTiergenFlagsLineNames) {
                                               "--num-gpu-batches", "2", "--cpu-attention"};
   std::vector<std::string> fields = placement;
   fields.insert(fields.end(), {"--cpu-weight-compute", "decode", "--cpu-weight-compute-layers", "50",
-                               "--compress-weight", "--compress-bits", "4", "--compress-group-size", "64",
-                               "--overlap", "false"});
+                               "--compress-weight", "--compress-bits", "4", "--compress-group-size", "32",
+                               "--overlap", "false", "--sep-layer", "false", "--pin-weight", "false"});
   const Result plain = run(with(placement), dir());
   const Result refined = run(with(fields), dir());
   ASSERT_EQ(plain.code, 0) << plain.err;
@@ -304,20 +304,34 @@ TEST_F(PolicyCli, PricesEveryFieldTheTiergenFlagsLineNames) {
   const std::string tag = "tiergen flags  ";
   const auto flags_line = [&](const std::string& out) {
     const size_t at = out.find(tag);
-    return at == std::string::npos ? std::string() : out.substr(at + tag.size(), out.find('\n', at) - at - tag.size());
+    if (at == std::string::npos) return std::string();
+    std::string line = out.substr(at + tag.size(), out.find('\n', at) - at - tag.size());
+    if (const size_t note = line.find(" (without "); note != std::string::npos) line.resize(note);
+    return line;
   };
   const std::string line = flags_line(refined.out);
   for (const char* field : {"--cpu-weight-compute decode", "--cpu-weight-compute-layers 50", "--compress-weight",
-                            "--overlap off"}) {
+                            "--compress-bits 4 --compress-group-size 32", "--overlap off", "--sep-layer false",
+                            "--pin-weight false"}) {
     EXPECT_NE(line.find(field), std::string::npos) << field << " missing from: " << line;
   }
-  EXPECT_NE(refined.out.find("compression   weights 4-bit, group 64"), std::string::npos) << refined.out;
+  EXPECT_NE(refined.out.find("compression   weights 4-bit, group 32"), std::string::npos) << refined.out;
   EXPECT_NE(refined.out.find("matmuls       cpu in decode, 50% of the layers"), std::string::npos) << refined.out;
   const auto predicted = [](const std::string& out) {
     const size_t at = out.find("predicted throughput");
-    return out.substr(at, out.find('\n', at) - at);
+    return at == std::string::npos ? std::string("(no prediction)") : out.substr(at, out.find('\n', at) - at);
   };
-  EXPECT_NE(predicted(refined.out), predicted(plain.out)) << "the fields were not priced";
+  // Each field alone is priced: CPU weight compute, and overlap off (every queue in turn).
+  auto cwc = placement;
+  cwc.insert(cwc.end(), {"--cpu-weight-compute", "decode"});
+  auto no_overlap = placement;
+  no_overlap.insert(no_overlap.end(), {"--overlap", "off"});
+  const Result at_home = run(with(cwc), dir()), serial = run(with(no_overlap), dir());
+  ASSERT_EQ(at_home.code, 0) << at_home.err;
+  ASSERT_EQ(serial.code, 0) << serial.err;
+  EXPECT_NE(predicted(at_home.out), predicted(plain.out)) << "CPU weight compute was not priced";
+  EXPECT_NE(predicted(serial.out), predicted(plain.out)) << "overlap off was not priced";
+  EXPECT_NE(serial.out.find("every queue in turn (overlap off)"), std::string::npos) << serial.out;
 
   // The line, given back, is the same plan at the same price.
   std::vector<std::string> again = job;
@@ -331,6 +345,13 @@ TEST_F(PolicyCli, PricesEveryFieldTheTiergenFlagsLineNames) {
   const Result alone = run(with({"--compress-weight"}), dir());
   EXPECT_GT(alone.code, 0);
   EXPECT_NE(alone.err.find("--compress-weight sets a field of a given policy"), std::string::npos) << alone.err;
+  std::vector<std::string> bits_alone = placement;
+  bits_alone.insert(bits_alone.end(), {"--compress-bits", "8"});
+  const Result bits = run(with(bits_alone), dir());
+  EXPECT_GT(bits.code, 0);
+  EXPECT_NE(bits.err.find("--compress-bits and --compress-group-size shape --compress-weight or --compress-cache"),
+            std::string::npos)
+      << bits.err;
   std::vector<std::string> searched_and_given = placement;
   searched_and_given.insert(searched_and_given.end(), {"--compress", "on"});
   const Result both = run(with(searched_and_given), dir());

@@ -95,6 +95,26 @@ TEST(PolicyCostModel, OneGpuBatchPutsTheHiddenStatesRoundTripOnTheComputePath) {
               task(two.decode, Task::ActivationStore) + task(two.decode, Task::CacheStore), 1e-12);
 }
 
+// With overlap off every queue's task runs in line (schedule::queues_run_concurrently):
+// a layer takes the sum of its queues' work and its steps' fixed costs, and the report
+// names that as its bound; with overlap on the same work overlaps.
+TEST(PolicyCostModel, OverlapOffRunsEveryQueueInTurn) {
+  const auto spec = model::resolve_spec("opt-6.7b");
+  runtime::Policy p = offload_policy(8, 4, 50, false);
+  const auto overlapped = predict(spec, p, {256, 16}, hw("t4-flexgen"));
+  p.overlap = false;
+  const auto in_turn = predict(spec, p, {256, 16}, hw("t4-flexgen"));
+  for (const auto* phase : {&in_turn.prefill, &in_turn.decode, &in_turn.decode_edges}) {
+    double sum = phase->fixed_seconds;
+    for (double q : phase->queues) sum += q;
+    EXPECT_NEAR(phase->layer_seconds, sum, 1e-12);
+    EXPECT_EQ(phase->bottleneck, Bound::InTurn);
+  }
+  EXPECT_NEAR(queue(in_turn.decode, Queue::WeightLoader), queue(overlapped.decode, Queue::WeightLoader), 1e-12);
+  EXPECT_LT(overlapped.decode.layer_seconds, in_turn.decode.layer_seconds);
+  EXPECT_GT(overlapped.total_throughput, in_turn.total_throughput);
+}
+
 // Every step (weight layer x gpu batch) costs the profile's fixed seconds on the compute
 // queue: an all-GPU compute-bound plan pays it (L + 2) x batches times per token.
 TEST(PolicyCostModel, EveryStepPaysTheFixedCost) {

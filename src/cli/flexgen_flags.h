@@ -8,7 +8,8 @@
 // str2bool: true/false, yes/no, t/f, y/n, 1/0, any case; on/off too) are policy field
 // flags (policy_field_flags.h), which `tiergen policy` takes as well. The others
 // (--model, --offload-dir, --percent, --gpu-batch-size, --num-gpu-batches,
-// --cpu-cache-compute, --compress-weight/-cache) are engine flags of their own name,
+// --cpu-cache-compute) are engine flags of their own name, --compress-weight/-cache
+// policy field flags,
 // and --prompt-len, --gen-len, --cut-gen-len, --log-file, --no-log belong to `bench`.
 #include <CLI/CLI.hpp>
 

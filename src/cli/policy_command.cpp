@@ -230,8 +230,9 @@ void check_policy_field_flags(const PolicyOptions& o) {
     return;
   }
   const std::string flag = o.fields.first_given();
-  TG_CHECK(flag.empty(), "{} sets a field of a given policy: give it with --percent, --policy FILE or "
-           "--cpu-attention (the search chooses its plan whole; --compress on lets it compress)", flag);
+  TG_CHECK(flag.empty(), "{} sets a field of a given policy (--percent, --policy FILE or --cpu-attention); a "
+           "search chooses its plan whole: --compress on lets it compress, --no-cpu-weight-compute keeps the CPU "
+           "from multiplying weights", flag);
 }
 
 // Prices the given policy with the same model the search uses, refuses one that does
@@ -328,8 +329,9 @@ void setup_policy_command(CLI::App& app) {
   cmd->add_option("--hw", o->hw, "Hardware profile JSON or built-in name (default: $TIERGEN_HW_PROFILE, else this "
                   "host's cached profile, else the built-in t4-flexgen)");
   cmd->add_option("--compress", o->compress,
-                  "4-bit group-wise compression: off (default: outputs stay exact), auto (when predicted faster; "
-                  "tokens may change) or on")
+                  "What the search may compress, 4-bit groups: off (default: outputs stay exact), auto (when "
+                  "predicted faster; tokens may change) or on. A given policy compresses by --compress-weight/"
+                  "--compress-cache")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Never compute decode attention on the CPU");
   cmd->add_flag("--no-cpu-weight-compute", o->no_cpu_weight_compute,

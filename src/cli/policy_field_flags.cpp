@@ -13,6 +13,8 @@ std::string PolicyFieldFlags::first_given() const {
   if (!pin_weight.empty()) return "--pin-weight";
   if (compress_weight) return "--compress-weight";
   if (compress_cache) return "--compress-cache";
+  if (compress_bits > 0) return "--compress-bits";
+  if (compress_group_size > 0) return "--compress-group-size";
   return "";
 }
 
@@ -36,10 +38,11 @@ void add_policy_field_flags(CLI::App* c, PolicyFieldFlags& f) {
                 "default true, or the --policy file's)")->check(boolean);
   c->add_flag("--compress-weight", f.compress_weight, "Group-wise quantize weights");
   c->add_flag("--compress-cache", f.compress_cache, "Group-wise quantize the KV cache");
-  c->add_option("--compress-bits", f.compress_bits, "Bits for compression: 4 or 8")
-      ->check(CLI::IsMember({4, 8}))->capture_default_str();
-  c->add_option("--compress-group-size", f.compress_group_size, "Elements per quantization group")
-      ->capture_default_str();
+  c->add_option("--compress-bits", f.compress_bits, "Bits for --compress-weight/--compress-cache: 4 or 8 (default 4)")
+      ->check(CLI::IsMember({4, 8}));
+  c->add_option("--compress-group-size", f.compress_group_size,
+                "Elements per quantization group of --compress-weight/--compress-cache (default 64)")
+      ->check(CLI::PositiveNumber);
 }
 
 void apply_policy_field_flags(const PolicyFieldFlags& f, runtime::Policy& p, bool apply_compression) {
@@ -56,12 +59,23 @@ void apply_policy_field_flags(const PolicyFieldFlags& f, runtime::Policy& p, boo
   if (!f.overlap.empty()) p.overlap = parse_flexgen_bool(f.overlap, "--overlap");
   if (!f.sep_layer.empty()) p.sep_layer = parse_flexgen_bool(f.sep_layer, "--sep-layer");
   if (!f.pin_weight.empty()) p.pin_weight = parse_flexgen_bool(f.pin_weight, "--pin-weight");
-  if (apply_compression) apply_compression_flags(f, p);
+  const bool detail_given = f.compress_bits > 0 || f.compress_group_size > 0;
+  TG_CHECK(!detail_given || f.compresses(), "--compress-bits and --compress-group-size shape --compress-weight or "
+           "--compress-cache; neither is given");
+  if (apply_compression) {
+    apply_compression_flags(f, p);
+    return;
+  }
+  const runtime::CompressionConfig searched;  // what a search that may compress plans
+  TG_CHECK(!detail_given || (f.compression().bits == searched.bits && f.compression().group_size == searched.group_size),
+           "--compress-bits {} --compress-group-size {}: a searched plan compresses {}-bit groups of {}; give the "
+           "placement (--percent or --policy FILE) to run other bits", f.compression().bits,
+           f.compression().group_size, searched.bits, searched.group_size);
 }
 
 void apply_compression_flags(const PolicyFieldFlags& f, runtime::Policy& p) {
-  if (f.compress_weight) p.compress_weight = {true, f.compress_bits, f.compress_group_size};
-  if (f.compress_cache) p.compress_cache = {true, f.compress_bits, f.compress_group_size};
+  if (f.compress_weight) p.compress_weight = f.compression();
+  if (f.compress_cache) p.compress_cache = f.compression();
 }
 
 }  // namespace tiergen::cli

@@ -18,9 +18,17 @@ struct PolicyFieldFlags {
   std::string overlap;                    // on/off, or FlexGen's true/false; empty: the policy's (on)
   std::string sep_layer, pin_weight;      // FlexGen's true/false; empty: the policy's
   bool compress_weight = false, compress_cache = false;
-  int compress_bits = 4, compress_group_size = 64;
+  int compress_bits = 0, compress_group_size = 0;  // 0: not given (4 bits, groups of 64)
 
   bool compresses() const { return compress_weight || compress_cache; }
+  // The compression the flags ask for (CompressionConfig's defaults where not given).
+  runtime::CompressionConfig compression() const {
+    runtime::CompressionConfig c;
+    c.enabled = true;
+    if (compress_bits > 0) c.bits = compress_bits;
+    if (compress_group_size > 0) c.group_size = compress_group_size;
+    return c;
+  }
   // Whether the flags say what CPU weight compute the plan has (a search then plans without it).
   bool fix_cpu_weight_compute() const { return !cpu_weight_compute.empty() || cpu_weight_compute_layers >= 0; }
   // The first flag given, as a user spelled it ("" when none): for errors that name it.
@@ -30,7 +38,9 @@ struct PolicyFieldFlags {
 void add_policy_field_flags(CLI::App* command, PolicyFieldFlags& flags);
 
 // Sets the fields the flags give over `policy`, and its compression where
-// `apply_compression` (a plan searched with --compress keeps the search's).
+// `apply_compression` (a plan searched with --compress keeps the search's, 4-bit groups
+// of 64: other bits or groups are refused there). --compress-bits or
+// --compress-group-size without --compress-weight or --compress-cache is refused.
 void apply_policy_field_flags(const PolicyFieldFlags& flags, runtime::Policy& policy, bool apply_compression);
 // --compress-weight / --compress-cache (with --compress-bits and --compress-group-size)
 // over what `policy` compresses.

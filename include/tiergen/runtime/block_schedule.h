@@ -60,6 +60,11 @@ bool on_compute_path(Task task, int64_t batches_in_pass);
 // stand-in has no copy engine).
 inline bool inline_copies_wait_for_weights() { return true; }
 
+// Whether the queues run at the same time. With the policy's overlap off (FlexGen's
+// --overlap false, for comparison) every queue's task runs in line on the calling
+// thread (worker.h), so a layer takes the sum of its queues' work.
+inline bool queues_run_concurrently(bool overlap) { return overlap; }
+
 // Steps of one token: one per weight layer and gpu batch.
 inline int64_t steps_per_token(int64_t weight_layers, int64_t batches) { return weight_layers * batches; }
 
