@@ -165,16 +165,17 @@ double cpu_products_at_home(const Terms& t, double rows, double flops, double st
   const model::ProductPhase phase = t.prefill ? model::ProductPhase::Prefill : model::ProductPhase::Decode;
   const int64_t whole_rows = static_cast<int64_t>(std::ceil(rows));
   if (model::quantized_product_in_place(phase, whole_rows, bf16_activations, c.bits, c.group_size)) {
-    // As the profile timed these products, else estimated from the dense rates.
-    // Each call's cost beside the bytes as the dense products' calls pay it (the in-place
-    // products' own calls are not timed).
+    // As the profile timed these products, else estimated from the dense rates; each
+    // call's cost beside the bytes as the profile timed the in-place calls, else as the
+    // dense products' calls pay it.
     // Timed over rows of the main length only: at the layer's row lengths they cost what
     // the dense products do there (HardwareProfile::cpu_row_length_factor).
     const double factor = t.hw.cpu_row_length_factor(rows, row_lengths);
     const std::optional<double> timed = t.hw.cpu_quantized_product_seconds(c.bits, rows, stored);
     const double by_bytes = timed ? *timed * factor
                                   : std::max(flops / t.hw.cpu_matmul_rate(), stored / t.hw.cpu_gemv_rate() * factor);
-    return gpu_batches * (by_bytes + calls * t.hw.cpu_call_seconds_at(rows));
+    const double per_call = t.hw.cpu_quantized_call_seconds_at(c.bits, rows).value_or(t.hw.cpu_call_seconds_at(rows));
+    return gpu_batches * (by_bytes + calls * per_call);
   }
   const double copy = compressed_dense / t.hw.cpu_dequantize;
   // (A profile that names no dtype or timed no tiles prices the copy alone, as before

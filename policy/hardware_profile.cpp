@@ -251,9 +251,13 @@ CpuProductTable product_table_from_json(const json& t, const std::string& name, 
       TG_CHECK(q[i].is_object() && q[i].contains("bits") && q[i].at("bits").is_number_integer() &&
                    q[i].contains("group_size") && q[i].at("group_size").is_number_integer() && q[i].contains("rates"),
                "{}: hardware profile field '{}' needs integer 'bits' and 'group_size' and 'rates'", source, where);
-      check_keys(q[i], {"bits", "group_size", "rates"}, where + ".", source);
-      table.quantized.push_back({q[i].at("bits").get<int>(), q[i].at("group_size").get<int>(),
-                                 rates_at(q[i].at("rates"), where + ".rates", source)});
+      check_keys(q[i], {"bits", "group_size", "rates", "call_seconds"}, where + ".", source);
+      QuantizedProductRates rates{q[i].at("bits").get<int>(), q[i].at("group_size").get<int>(),
+                                  rates_at(q[i].at("rates"), where + ".rates", source), {}};
+      if (q[i].contains("call_seconds")) {
+        rates.call_seconds = row_pairs_at(q[i].at("call_seconds"), where + ".call_seconds", source, "seconds");
+      }
+      table.quantized.push_back(std::move(rates));
     }
   }
   if (t.contains("small_matmul_max_rows")) {
@@ -308,7 +312,9 @@ json product_table_json(const CpuProductTable& t) {
   if (!t.quantized.empty()) {
     j["quantized"] = json::array();
     for (const auto& q : t.quantized) {
-      j["quantized"].push_back({{"bits", q.bits}, {"group_size", q.group_size}, {"rates", rates_json(q.rates)}});
+      json entry = {{"bits", q.bits}, {"group_size", q.group_size}, {"rates", rates_json(q.rates)}};
+      if (!q.call_seconds.empty()) entry["call_seconds"] = rates_json(q.call_seconds);
+      j["quantized"].push_back(std::move(entry));
     }
   }
   return j;
@@ -352,6 +358,19 @@ void validate_rates(const std::vector<std::pair<int64_t, double>>& rates, const 
   }
 }
 
+// Seconds per product call at ascending row counts: what a table's `call_seconds` and
+// its quantized formats' hold.
+void validate_call_seconds(const std::vector<std::pair<int64_t, double>>& call_seconds, const std::string& name,
+                           const std::string& where) {
+  for (size_t i = 0; i < call_seconds.size(); ++i) {
+    const auto& [rows, seconds] = call_seconds[i];
+    TG_CHECK(rows >= 1 && std::isfinite(seconds) && seconds >= 0 && seconds < 1 &&
+                 (i == 0 || rows > call_seconds[i - 1].first),
+             "{}: hardware profile field {} needs call_seconds of ascending row counts (at least 1) and seconds in "
+             "[0, 1)", where, name);
+  }
+}
+
 void validate_product_table(const CpuProductTable& t, const std::string& where) {
   TG_CHECK(compat::is_dtype_name(t.dtype),
            "{}: hardware profile field 'cpu.product_tables' has a table of dtype '{}': float32, float16 or bfloat16",
@@ -361,14 +380,9 @@ void validate_product_table(const CpuProductTable& t, const std::string& where) 
     TG_CHECK(q.bits == 4 || q.bits == 8, "{}: hardware profile field 'cpu.product_tables' ({}) has {}-bit rates: 4 or 8",
              where, t.dtype, q.bits);
     validate_rates(q.rates, fmt::format("'cpu.product_tables' ({}, {} bits)", t.dtype, q.bits), where);
+    validate_call_seconds(q.call_seconds, fmt::format("'cpu.product_tables' ({}, {} bits)", t.dtype, q.bits), where);
   }
-  for (size_t i = 0; i < t.call_seconds.size(); ++i) {
-    const auto& [rows, seconds] = t.call_seconds[i];
-    TG_CHECK(rows >= 1 && std::isfinite(seconds) && seconds >= 0 && seconds < 1 &&
-                 (i == 0 || rows > t.call_seconds[i - 1].first),
-             "{}: hardware profile field 'cpu.product_tables' ({}) needs call_seconds of ascending row counts (at "
-             "least 1) and seconds in [0, 1)", where, t.dtype);
-  }
+  validate_call_seconds(t.call_seconds, fmt::format("'cpu.product_tables' ({})", t.dtype), where);
   validate_rates(t.short_row_rates, fmt::format("'cpu.product_tables' ({}, short rows)", t.dtype), where);
   TG_CHECK(t.short_row_rates.empty() || (t.row_length > 0 && t.short_row_length > 0 && t.short_row_length < t.row_length),
            "{}: hardware profile field 'cpu.product_tables' ({}) has short_row_rates: it needs a row_length and a "
@@ -391,7 +405,7 @@ int dtype_rank(const std::string& dtype) { return dtype == "float32" ? 0 : dtype
 }  // namespace
 
 bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b) {
-  return a.bits == b.bits && a.group_size == b.group_size && a.rates == b.rates;
+  return a.bits == b.bits && a.group_size == b.group_size && a.rates == b.rates && a.call_seconds == b.call_seconds;
 }
 
 bool operator==(const LoadedCacheAttention& a, const LoadedCacheAttention& b) {
@@ -462,6 +476,15 @@ std::optional<double> HardwareProfile::cpu_quantized_product_seconds(int bits, d
     const auto& r = q.rates;
     const double beyond = rows / double(r.back().first) / r.back().second;
     return stored_bytes * interpolated_in_rows(r, rows, inverse).value_or(beyond);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> HardwareProfile::cpu_quantized_call_seconds_at(int bits, double rows) const {
+  for (const auto& q : cpu_quantized_product_rates) {
+    if (q.bits != bits || q.call_seconds.empty()) continue;
+    const auto& d = q.call_seconds;
+    return interpolated_in_rows(d, rows, [](double seconds) { return seconds; }).value_or(d.back().second);
   }
   return std::nullopt;
 }
@@ -680,6 +703,8 @@ json profile_to_json(const HardwareProfile& p) {
                 {"cpu.product_tables",
                  "per dtype timed: the fields above for host weights of that dtype, the kernel path the "
                  "products took, and call_seconds: [rows, seconds] one product call costs beside its bytes; "
+                 "quantized: per bits and group size, the in-place compressed products' rates by rows and their "
+                 "call_seconds; "
                  "row_length: elements of a W row in those products; short_row_rates: the same products over rows "
                  "of short_row_length elements, each product priced at its own row length between the two; "
                  "loaded_cache_attention (a host standing in for the GPU): its decode attention over a cache loaded "

@@ -16,11 +16,15 @@
 namespace tiergen::policy {
 
 // Products over compressed host weights read in place (model::quantized_linear_product
-// up to its in-place row limit): (rows, bytes of stored weight per second).
+// up to its in-place row limit): (rows, bytes of stored weight per second), and (rows,
+// seconds) each product call costs beside its bytes (the in-place kernel sets up per
+// call: on a 2-core Emerald Rapids guest 50-120 us at one row, against 13 for a dense
+// bf16 call); empty where not timed (the dense products' call cost then stands in).
 struct QuantizedProductRates {
   int bits = 4;
   int group_size = 64;
   std::vector<std::pair<int64_t, double>> rates;
+  std::vector<std::pair<int64_t, double>> call_seconds;
 };
 bool operator==(const QuantizedProductRates& a, const QuantizedProductRates& b);
 
@@ -205,6 +209,10 @@ struct HardwareProfile {
   // compressed to `bits`, from cpu_quantized_product_rates (interpolated in rows; beyond
   // the largest count timed, at its rate), or nullopt when that format was not timed.
   std::optional<double> cpu_quantized_product_seconds(int bits, double rows, double stored_bytes) const;
+  // Seconds one in-place product call of `bits` at `rows` costs beside its bytes, as the
+  // profile timed it (interpolated in rows, the last count's beyond it); nullopt where
+  // it did not (older profiles: cpu_call_seconds_at, the dense calls', stands in).
+  std::optional<double> cpu_quantized_call_seconds_at(int bits, double rows) const;
 
   // Optional (0: not measured): the link between consecutive pipeline stages, as
   // `tiergen profile --link` measures it over the job's transport (its slowest hop).

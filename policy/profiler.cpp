@@ -664,12 +664,45 @@ model::QuantizedWeight quantized_weight(const at::Tensor& weight, kernels::Quant
 // with AMX, 4-bit decode ran 1.8x bf16's, where the bytes alone say 3.5x.
 constexpr int64_t kLargeDecodeRows = 64;
 
-std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& weight, int reps, const Recorder& record) {
+// Rows [first, first + count) of `q`: views of its levels, mins and scales.
+model::QuantizedWeight quantized_rows(const model::QuantizedWeight& q, int64_t first, int64_t count) {
+  model::QuantizedWeight rows = q;
+  rows.packed = q.packed.narrow(0, first, count);
+  rows.mins = q.mins.narrow(0, first, count);
+  rows.scales = q.scales.narrow(0, first, count);
+  rows.rows = count;
+  rows.dense = std::make_shared<at::Tensor>();
+  rows.dense_products = std::make_shared<int64_t>(0);
+  return rows;
+}
+
+// What each in-place product call over compressed weights costs beside its bytes, at
+// `rows` rows of x in `dtype`: `short_q` (rows of kShortRowLength) multiplied as one
+// product, then in calls over its kCallMatrixRows-row slices, as the dense calls are
+// timed (cpu_product_table's time_call_cost).
+double quantized_call_seconds(const model::QuantizedWeight& short_q, at::ScalarType dtype, int64_t rows, int reps) {
+  const int64_t calls = short_q.rows / kCallMatrixRows;
+  TG_CHECK(calls > 0, "internal: {} rows hold no {}-row matrix", short_q.rows, kCallMatrixRows);
+  std::vector<model::QuantizedWeight> slices;
+  for (int64_t i = 0; i < calls; ++i) slices.push_back(quantized_rows(short_q, i * kCallMatrixRows, kCallMatrixRows));
+  const at::Tensor x = at::randn({rows, short_q.cols}).to(dtype);
+  const double whole = median_seconds_within(kProductSecondsPerPoint, reps,
+                                             [&] { (void)model::quantized_linear_product(x, short_q); });
+  const double in_calls = median_seconds_within(kProductSecondsPerPoint, reps, [&] {
+    for (const model::QuantizedWeight& slice : slices) (void)model::quantized_linear_product(x, slice);
+  });
+  const double share = double(calls * kCallMatrixRows) / double(short_q.rows);
+  return std::max(0.0, (in_calls - share * whole) / double(calls));
+}
+
+std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& weight, const at::Tensor& short_weight,
+                                                           int reps, const Recorder& record) {
   std::vector<QuantizedProductRates> out;
   const std::string dtype = compat::dtype_name(weight.scalar_type());
   for (const int bits : {4, 8}) {
     const kernels::QuantFormat format{bits, 64};
     const model::QuantizedWeight q = quantized_weight(weight, format);
+    const model::QuantizedWeight short_q = quantized_weight(short_weight, format);
     const double stored = double(kernels::quantized_layout(q.rows, q.cols, format).total_bytes());
     QuantizedProductRates rates{bits, format.group_size, {}};
     const int64_t limit = kernels::quantized_in_place_max_rows(weight.scalar_type() == at::kBFloat16, format);
@@ -686,6 +719,14 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
       rates.rates.emplace_back(
           rows, record(fmt::format("cpu {}-bit matmul {}, {} row{}", bits, dtype, rows, rows == 1 ? "" : "s"),
                        stored / seconds, "B/s"));
+      // The calls' own cost at one row, where it weighs most beside the bytes (decode at
+      // batch 1: seven calls a layer); at more rows the cost timed there stands in.
+      if (rows == 1) {
+        const double per_call = quantized_call_seconds(short_q, weight.scalar_type(), rows, reps);
+        rates.call_seconds.emplace_back(
+            rows, record(fmt::format("cpu {}-bit product call {}, {} row{}", bits, dtype, rows, rows == 1 ? "" : "s"),
+                         per_call * 1e6, "us") / 1e6);
+      }
     }
     // A dense copy would mean the rates above are a dense product's, not the in-place one.
     TG_CHECK(!q.dense->defined(), "internal: the in-place {}-bit products were timed through a dense copy", bits);
@@ -791,7 +832,7 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, bo
     table.kernel_path = model::linear_product_paths(dtype);
     table.kernel_level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
     table.kernels_revision = kernels::kCpuProductKernelsRevision;
-    table.quantized = quantized_product_rates(weight, reps, record);
+    table.quantized = quantized_product_rates(weight, short_weight, reps, record);
     table.small_matmul_max_rows = search.profile_value();
   } catch (const c10::Error& e) {
     const std::string dtype_name = table.dtype;

@@ -388,5 +388,39 @@ TEST(CpuStandIn, CompressedWeightsAreMultipliedInPlaceAtTheirTimedRates) {
   EXPECT_NEAR(decode_compute(bf16) - decode_compute(untimed), stored / 12e9 - stored / 18e9, 1e-9);
 }
 
+// An in-place compressed product pays its own timed cost per call (its kernel sets up
+// per call), in place of the dense calls' cost, which stands in only where the profile
+// did not time it; the timed costs round-trip through the profile file, and seconds at
+// descending row counts are refused.
+TEST(CpuStandIn, CompressedProductCallsCostTheirOwnTimedSeconds) {
+  const auto spec = model::resolve_spec("opt-125m");
+  const runtime::Workload w{16, 8, 1};
+  runtime::Policy p = test::make_policy(1, 1, {100, 0, 100, 0, 100, 0}, false);
+  p.compress_weight = {true, 4, 64};
+  HardwareProfile dense_calls = stand_in_with_tables().with_cpu_products_of("bfloat16");
+  dense_calls.cpu_call_seconds = {{1, 10e-6}, {16, 20e-6}};
+  HardwareProfile own_calls = dense_calls;
+  for (auto& table : own_calls.cpu_product_tables) {
+    for (auto& q : table.quantized) q.call_seconds = {{1, 110e-6}, {8, 150e-6}};
+  }
+  own_calls = own_calls.with_cpu_products_of("bfloat16");
+  ASSERT_EQ(own_calls.cpu_quantized_call_seconds_at(4, 1), 110e-6);
+  EXPECT_EQ(own_calls.cpu_quantized_call_seconds_at(4, 64), 150e-6) << "beyond the last count: its cost";
+  EXPECT_FALSE(dense_calls.cpu_quantized_call_seconds_at(4, 1)) << "not timed";
+  const ModelSizes sizes(spec, 2);
+  const auto decode_compute = [&](const HardwareProfile& hw) {
+    return predict(spec, p, w, hw, 2).decode.tasks[static_cast<int>(Task::Compute)];
+  };
+  EXPECT_NEAR(decode_compute(own_calls) - decode_compute(dense_calls),
+              double(sizes.linear_products()) * (110e-6 - 10e-6), 1e-12);
+
+  const HardwareProfile back = profile_from_json(profile_to_json(own_calls), "p.json");
+  EXPECT_EQ(back.cpu_product_tables, own_calls.cpu_product_tables);
+  EXPECT_EQ(back.cpu_quantized_call_seconds_at(8, 1), 110e-6);
+  expect_first_table_refused(
+      own_calls, [](nlohmann::json& t) { t["quantized"][0]["call_seconds"] = {{8, 1e-4}, {1, 1e-4}}; },
+      "(float32, 4 bits) needs call_seconds of ascending row counts");
+}
+
 }  // namespace
 }  // namespace tiergen::policy

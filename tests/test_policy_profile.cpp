@@ -357,7 +357,8 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
     EXPECT_EQ(short_rows, table_rows) << compat::dtype_name(type);
     EXPECT_EQ(stale_cpu_products(*table), "") << compat::dtype_name(type);
     // Compressed products in place at one row, at --cpu-gemm's in-place limit, and at 64
-    // rows (the large decode batches default runs multiply in place).
+    // rows (the large decode batches default runs multiply in place), and their calls'
+    // cost at one row.
     EXPECT_EQ(table->quantized.size(), 2u) << compat::dtype_name(type) << ": 4 and 8 bits";
     for (const auto& q : table->quantized) {
       std::vector<int64_t> quantized_rows;
@@ -365,6 +366,10 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
       const int64_t limit = kernels::quantized_in_place_max_rows(type == at::kBFloat16, {q.bits, q.group_size});
       EXPECT_EQ(quantized_rows, (limit < 64 ? std::vector<int64_t>{1, limit, 64} : std::vector<int64_t>{1, limit}))
           << compat::dtype_name(type) << " " << q.bits << "-bit";
+      // Each call's own cost at one row (what the in-place kernel sets up per call).
+      ASSERT_EQ(q.call_seconds.size(), 1u) << compat::dtype_name(type) << " " << q.bits << "-bit";
+      EXPECT_EQ(q.call_seconds[0].first, 1);
+      EXPECT_GE(q.call_seconds[0].second, 0.0);
     }
     // A host standing in for the GPU times its attention over a loaded cache in each
     // dtype (float32, its default, always; another may find no rate for its bytes on a

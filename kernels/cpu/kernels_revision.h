@@ -29,8 +29,11 @@
 //  11: AVX2 4-bit rows dequantized into 16-bit types by table lookup (same bits)
 //  12: the fp32-x kernels (AVX2, AVX-512 fp32) prefetch W rows 2 KiB ahead where a
 //      product streams them (w_stream_prefetch.h; same bits)
+//  13: compressed prefill products multiply dequantized tiles on every kernel (x made
+//      ready once per product: SmallMatmulX), and the tables time the in-place
+//      compressed products' call cost (QuantizedProductRates::call_seconds)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 12;
+constexpr int kCpuProductKernelsRevision = 13;
 
 }  // namespace tiergen::kernels
