@@ -676,6 +676,32 @@ model::QuantizedWeight quantized_rows(const model::QuantizedWeight& q, int64_t f
   return rows;
 }
 
+// The same compressed values as `q` in rows of `row_length` elements (whole groups: no
+// quantized row is padded, so the levels, mins and scales are views of q's, read in
+// order), as many whole rows as q holds.
+model::QuantizedWeight in_rows_of(const model::QuantizedWeight& q, int64_t row_length) {
+  const kernels::QuantFormat format{q.bits, q.group_size};
+  TG_CHECK(row_length % q.group_size == 0 && q.cols % q.group_size == 0,
+           "internal: rows of {} and {} elements are not whole groups of {}", row_length, q.cols, q.group_size);
+  const int64_t rows = q.rows * q.cols / row_length;
+  const kernels::QuantizedLayout whole = kernels::quantized_layout(q.rows, q.cols, format);
+  const kernels::QuantizedLayout layout = kernels::quantized_layout(rows, row_length, format);
+  TG_CHECK(whole.packed_bytes_per_row * q.rows >= layout.packed_bytes_per_row * rows,
+           "internal: padded quantized rows");
+  model::QuantizedWeight out = q;
+  const auto reshaped = [&](const at::Tensor& t, int64_t per_row) {
+    return t.view({-1}).narrow(0, 0, rows * per_row).view({rows, per_row});
+  };
+  out.packed = reshaped(q.packed, layout.packed_bytes_per_row);
+  out.mins = reshaped(q.mins, layout.groups_per_row);
+  out.scales = reshaped(q.scales, layout.groups_per_row);
+  out.rows = rows;
+  out.cols = row_length;
+  out.dense = std::make_shared<at::Tensor>();
+  out.dense_products = std::make_shared<int64_t>(0);
+  return out;
+}
+
 // What each in-place product call over compressed weights costs beside its bytes, at
 // `rows` rows of x in `dtype`: `short_q` (rows of kShortRowLength) multiplied as one
 // product, then in calls over its kCallMatrixRows-row slices, as the dense calls are
@@ -695,16 +721,15 @@ double quantized_call_seconds(const model::QuantizedWeight& short_q, at::ScalarT
   return std::max(0.0, (in_calls - share * whole) / double(calls));
 }
 
-std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& weight, const at::Tensor& short_weight,
-                                                           int reps, const Recorder& record) {
+std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& weight, int reps, const Recorder& record) {
   std::vector<QuantizedProductRates> out;
   const std::string dtype = compat::dtype_name(weight.scalar_type());
   for (const int bits : {4, 8}) {
     const kernels::QuantFormat format{bits, 64};
     const model::QuantizedWeight q = quantized_weight(weight, format);
-    const model::QuantizedWeight short_q = quantized_weight(short_weight, format);
+    const model::QuantizedWeight short_q = in_rows_of(q, kShortRowLength);
     const double stored = double(kernels::quantized_layout(q.rows, q.cols, format).total_bytes());
-    QuantizedProductRates rates{bits, format.group_size, {}};
+    QuantizedProductRates rates{bits, format.group_size, {}, {}};
     const int64_t limit = kernels::quantized_in_place_max_rows(weight.scalar_type() == at::kBFloat16, format);
     std::vector<int64_t> row_counts{1, limit};
     if (limit < kLargeDecodeRows) row_counts.push_back(kLargeDecodeRows);
@@ -729,7 +754,8 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
       }
     }
     // A dense copy would mean the rates above are a dense product's, not the in-place one.
-    TG_CHECK(!q.dense->defined(), "internal: the in-place {}-bit products were timed through a dense copy", bits);
+    TG_CHECK(!q.dense->defined() && !short_q.dense->defined(),
+             "internal: the in-place {}-bit products were timed through a dense copy", bits);
     out.push_back(rates);
   }
   return out;
@@ -832,7 +858,7 @@ CpuProductTable cpu_product_table(at::ScalarType dtype, bool quick, int reps, bo
     table.kernel_path = model::linear_product_paths(dtype);
     table.kernel_level = kernels::cpu_isa_name(kernels::cpu_isa_in_use());
     table.kernels_revision = kernels::kCpuProductKernelsRevision;
-    table.quantized = quantized_product_rates(weight, short_weight, reps, record);
+    table.quantized = quantized_product_rates(weight, reps, record);
     table.small_matmul_max_rows = search.profile_value();
   } catch (const c10::Error& e) {
     const std::string dtype_name = table.dtype;

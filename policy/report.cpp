@@ -90,7 +90,8 @@ void append_times(std::string& out, const Prediction& r, const runtime::Policy& 
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n", lane_name(static_cast<Lane>(i)), r.prefill.lanes[i] * 1e3,
                        r.decode.lanes[i] * 1e3);
   }
-  out += "  per queue (the queues overlap):\n";
+  out += runtime::schedule::queues_run_concurrently(p.overlap) ? "  per queue (the queues overlap):\n"
+                                                                 : "  per queue (in turn: overlap off):\n";
   for (int i = 0; i < runtime::schedule::kNumQueues; ++i) {
     out += fmt::format("  {:<20}{:>12.3f}{:>12.3f}\n",
                        runtime::schedule::queue_name(static_cast<runtime::schedule::Queue>(i)),

@@ -115,7 +115,7 @@ TEST(CpuWeightComputeModel, CompressedDecodeIsPricedInPlaceAtAnyRowsWhileProduct
   ASSERT_TRUE(kernels::small_matmul_for_every_row_count());
   HardwareProfile hw = t4_with_cpu_rates(1e12, 50e9);
   hw.cpu_product_rates = {{1, 50e9}, {16, 40e9}, {64, 20e9}};
-  hw.cpu_quantized_product_rates = {{4, 64, {{1, 30e9}, {8, 10e9}}}};
+  hw.cpu_quantized_product_rates = {{4, 64, {{1, 30e9}, {8, 10e9}}, {}}};
   const CompressedDecodeAtHome c = compressed_decode_at_home(hw);
   const double in_place = 2 * c.sizes.layer_weight_bytes(c.compression) / 10e9 * 32 / 8;
   EXPECT_NEAR(c.extra, in_place + c.crossing - c.gpu_matmul, 1e-9 * in_place);

@@ -80,7 +80,7 @@ std::optional<runtime::Policy> parse_policy(const std::string& text) {
     } else if (word == "cpu-attention") {
       p.cpu_cache_compute = true;
     } else if (word == "overlap-off") {
-      // FlexGen's flag; tiergen ran its own schedule with the same placement.
+      p.overlap = false;  // both systems ran it so (bench/compare/compare.py passes --overlap off)
     } else {
       return std::nullopt;
     }

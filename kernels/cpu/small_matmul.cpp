@@ -144,7 +144,7 @@ struct SmallMatmulX::State {
   std::vector<uint16_t> x_tiles;
   const void* x = nullptr;
   ElemType x_type = ElemType::F32, w_type = ElemType::F32;
-  int64_t rows = 0, k = 0;
+  int64_t rows = 0, k = 0, x_row_stride = 0;
 };
 
 SmallMatmulX::SmallMatmulX(const SmallMatmulArgs& a) : state_(std::make_unique<State>()) {
@@ -155,6 +155,7 @@ SmallMatmulX::SmallMatmulX(const SmallMatmulArgs& a) : state_(std::make_unique<S
            elem_type_name(ElemType::BF16), elem_type_name(a.w_type));
   State& st = *state_;
   st.x = a.x, st.x_type = a.x_type, st.w_type = a.w_type, st.rows = a.rows, st.k = a.k;
+  st.x_row_stride = a.x_row_stride;
   detail::SmallMatmulShape& s = st.shape;
   s.x_row_stride = a.x_row_stride ? a.x_row_stride : a.k;
   TG_CHECK(s.x_row_stride >= a.k, "small_matmul: x's row stride {} below its row length k {}", s.x_row_stride, a.k);
@@ -186,8 +187,10 @@ SmallMatmulX::SmallMatmulX(SmallMatmulX&&) noexcept = default;
 SmallMatmulX& SmallMatmulX::operator=(SmallMatmulX&&) noexcept = default;
 
 void small_matmul(const SmallMatmulArgs& a, const SmallMatmulX& x) {
+  TG_CHECK(x.state_, "small_matmul: x was moved from");
   const SmallMatmulX::State& st = *x.state_;
-  TG_CHECK(a.x == st.x && a.x_type == st.x_type && a.w_type == st.w_type && a.rows == st.rows && a.k == st.k,
+  TG_CHECK(a.x == st.x && a.x_type == st.x_type && a.w_type == st.w_type && a.rows == st.rows && a.k == st.k &&
+               a.x_row_stride == st.x_row_stride,
            "small_matmul: x was prepared for another product (rows {} k {}, got rows {} k {})", st.rows, st.k,
            a.rows, a.k);
   TG_CHECK(a.n >= 0, "small_matmul: bad shape n={}", a.n);
@@ -220,8 +223,7 @@ void small_matmul(const SmallMatmulArgs& a, const SmallMatmulX& x) {
 void small_matmul(const SmallMatmulArgs& a) {
   TG_CHECK(a.n >= 0, "small_matmul: bad shape rows={} k={} n={}", a.rows, a.k, a.n);
   TG_CHECK(a.x && a.w && a.y, "small_matmul: null x, w or y");
-  if (a.rows == 0 || a.n == 0) return;
-  small_matmul(a, SmallMatmulX(a));
+  small_matmul(a, SmallMatmulX(a));  // every check before an empty product returns
 }
 
 const char* small_matmul_kernel_name(ElemType x_type, ElemType w_type) {

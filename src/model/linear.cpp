@@ -142,7 +142,7 @@ void for_each_dequantized_tile(const QuantizedWeight& weight, at::ScalarType dty
 // One block of rows (the tiles are dequantized once per block; more rows pay for a dense
 // copy once), on the small-row kernel, with x made ready for it once per product
 // (kernels::SmallMatmulX: AMX's packed tiles, fp32 row pairs) and read by every tile's
-// call. fp16 activations take the dense copy (the fp16 GEMM path, not the small-row kernel).
+// call. fp16 activations keep the dense copy (not tiled here).
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows, int64_t small_row_limit) {
   if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
   return rows > 0 && rows <= kRowsPerBlock && rows <= small_row_limit;
