@@ -372,13 +372,14 @@ TEST(PolicyProfile, QuickMeasurementIsAUsableProfile) {
       EXPECT_GE(q.call_seconds[0].second, 0.0);
     }
     // A host standing in for the GPU times its attention over a loaded cache in each
-    // dtype (float32, its default, always; another may find no rate for its bytes on a
-    // noisy host, and then records nothing), each part recorded (the fit's clamping at
-    // zero is LoadedCacheAttention.TheFitRecoversTheCostsThatMadeTheTimes'); a CUDA host
-    // has no such attention.
+    // dtype, each part recorded (the fit's clamping at zero is
+    // LoadedCacheAttention.TheFitRecoversTheCostsThatMadeTheTimes'); in any dtype, float32
+    // too, a noisy host may find no rate for its bytes (wider heads timed no slower: the
+    // profiler warns, and the table and the record then hold nothing; seen under ASan's
+    // small working sets); a CUDA host has no such attention.
     const LoadedCacheAttention& loaded = table->loaded_cache_attention;
     const std::string name = compat::dtype_name(type);
-    if (measured.gpu_is_host && (type == at::kFloat || value_of("loaded-cache attention " + name) >= 0)) {
+    if (measured.gpu_is_host && value_of("loaded-cache attention " + name) >= 0) {
       EXPECT_TRUE(loaded.timed()) << name;
       EXPECT_EQ(loaded.kv_bandwidth, value_of("loaded-cache attention " + name));
       EXPECT_EQ(loaded.call_seconds, value_of("loaded-cache attention " + name + ", per call"));
