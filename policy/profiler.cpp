@@ -664,42 +664,44 @@ model::QuantizedWeight quantized_weight(const at::Tensor& weight, kernels::Quant
 // with AMX, 4-bit decode ran 1.8x bf16's, where the bytes alone say 3.5x.
 constexpr int64_t kLargeDecodeRows = 64;
 
-// Rows [first, first + count) of `q`: views of its levels, mins and scales.
-model::QuantizedWeight quantized_rows(const model::QuantizedWeight& q, int64_t first, int64_t count) {
-  model::QuantizedWeight rows = q;
-  rows.packed = q.packed.narrow(0, first, count);
-  rows.mins = q.mins.narrow(0, first, count);
-  rows.scales = q.scales.narrow(0, first, count);
-  rows.rows = count;
-  rows.dense = std::make_shared<at::Tensor>();
-  rows.dense_products = std::make_shared<int64_t>(0);
-  return rows;
+// `q`'s values as the views `packed`, `mins` and `scales` of its tensors, `rows` x `cols`,
+// as a fresh layer load (no dense copy made yet).
+model::QuantizedWeight quantized_view(const model::QuantizedWeight& q, at::Tensor packed, at::Tensor mins,
+                                      at::Tensor scales, int64_t rows, int64_t cols) {
+  model::QuantizedWeight view = q;
+  view.packed = std::move(packed);
+  view.mins = std::move(mins);
+  view.scales = std::move(scales);
+  view.rows = rows;
+  view.cols = cols;
+  view.dense = std::make_shared<at::Tensor>();
+  view.dense_products = std::make_shared<int64_t>(0);
+  return view;
 }
 
-// The same compressed values as `q` in rows of `row_length` elements (whole groups: no
-// quantized row is padded, so the levels, mins and scales are views of q's, read in
-// order), as many whole rows as q holds.
+// Rows [first, first + count) of `q`.
+model::QuantizedWeight quantized_rows(const model::QuantizedWeight& q, int64_t first, int64_t count) {
+  return quantized_view(q, q.packed.narrow(0, first, count), q.mins.narrow(0, first, count),
+                        q.scales.narrow(0, first, count), count, q.cols);
+}
+
+// The same compressed values as `q` in rows of `row_length` elements, as many whole rows
+// as q holds: whole groups, and a row's packed bytes in proportion to its elements (no
+// padding), so the levels, mins and scales read in order are q's.
 model::QuantizedWeight in_rows_of(const model::QuantizedWeight& q, int64_t row_length) {
   const kernels::QuantFormat format{q.bits, q.group_size};
-  TG_CHECK(row_length % q.group_size == 0 && q.cols % q.group_size == 0,
-           "internal: rows of {} and {} elements are not whole groups of {}", row_length, q.cols, q.group_size);
   const int64_t rows = q.rows * q.cols / row_length;
   const kernels::QuantizedLayout whole = kernels::quantized_layout(q.rows, q.cols, format);
   const kernels::QuantizedLayout layout = kernels::quantized_layout(rows, row_length, format);
-  TG_CHECK(whole.packed_bytes_per_row * q.rows >= layout.packed_bytes_per_row * rows,
-           "internal: padded quantized rows");
-  model::QuantizedWeight out = q;
+  TG_CHECK(row_length % q.group_size == 0 && q.cols % q.group_size == 0 &&
+               whole.packed_bytes_per_row * row_length == layout.packed_bytes_per_row * q.cols,
+           "internal: rows of {} and {} elements are not whole unpadded groups of {}", row_length, q.cols,
+           q.group_size);
   const auto reshaped = [&](const at::Tensor& t, int64_t per_row) {
     return t.view({-1}).narrow(0, 0, rows * per_row).view({rows, per_row});
   };
-  out.packed = reshaped(q.packed, layout.packed_bytes_per_row);
-  out.mins = reshaped(q.mins, layout.groups_per_row);
-  out.scales = reshaped(q.scales, layout.groups_per_row);
-  out.rows = rows;
-  out.cols = row_length;
-  out.dense = std::make_shared<at::Tensor>();
-  out.dense_products = std::make_shared<int64_t>(0);
-  return out;
+  return quantized_view(q, reshaped(q.packed, layout.packed_bytes_per_row), reshaped(q.mins, layout.groups_per_row),
+                        reshaped(q.scales, layout.groups_per_row), rows, row_length);
 }
 
 // What each in-place product call over compressed weights costs beside its bytes, at
@@ -749,8 +751,7 @@ std::vector<QuantizedProductRates> quantized_product_rates(const at::Tensor& wei
       if (rows == 1) {
         const double per_call = quantized_call_seconds(short_q, weight.scalar_type(), rows, reps);
         rates.call_seconds.emplace_back(
-            rows, record(fmt::format("cpu {}-bit product call {}, {} row{}", bits, dtype, rows, rows == 1 ? "" : "s"),
-                         per_call * 1e6, "us") / 1e6);
+            rows, record(fmt::format("cpu {}-bit product call {}, 1 row", bits, dtype), per_call * 1e6, "us") / 1e6);
       }
     }
     // A dense copy would mean the rates above are a dense product's, not the in-place one.

@@ -1,5 +1,6 @@
 #include "src/cli/policy_field_flags.h"
 
+#include "policy/search.h"
 #include "src/cli/flexgen_flags.h"
 #include "tiergen/common/error.h"
 
@@ -66,7 +67,7 @@ void apply_policy_field_flags(const PolicyFieldFlags& f, runtime::Policy& p, boo
     apply_compression_flags(f, p);
     return;
   }
-  const runtime::CompressionConfig searched;  // what a search that may compress plans
+  const runtime::CompressionConfig searched = policy::SearchOptions().compression_config;
   TG_CHECK(!detail_given || (f.compression().bits == searched.bits && f.compression().group_size == searched.group_size),
            "--compress-bits {} --compress-group-size {}: a searched plan compresses {}-bit groups of {}; give the "
            "placement (--percent or --policy FILE) to run other bits", f.compression().bits,
