@@ -155,6 +155,17 @@ class BlockingScope {
   bool saved_;
 };
 
+class OneRowSequentialScope {
+ public:
+  explicit OneRowSequentialScope(bool on) : saved_(small_matmul_one_row_sequential()) {
+    set_small_matmul_one_row_sequential(on);
+  }
+  ~OneRowSequentialScope() { set_small_matmul_one_row_sequential(saved_); }
+
+ private:
+  bool saved_;
+};
+
 struct TypeCombo {
   ElemType x, w;
 };
@@ -254,6 +265,46 @@ uint32_t float_bits(float f) {
   std::memcpy(&b, &f, sizeof b);
   return b;
 }
+
+// One row of fp32 x, one W row at a time or in tiles of four W rows
+// (small_matmul_one_row_sequential, on by default on Zen 5 only): the same bits on every
+// CPU, for every weight type, k with and without a tail, n with a chunk's last rows short
+// of a tile, one thread and two, x and y strided; and both near the exact sums.
+TEST(SmallMatmul, OneRowOneWRowAtATimeGivesTheTilesBits) {
+  const std::vector<Case> cases = {{1, 2048, 70, 2048, 70, true}, {1, 1027, 45, 1030, 47, false},
+                                   {1, 5, 6, 5, 6, true},         {1, 4096, 130, 4100, 131, true},
+                                   {1, 203, 13, 205, 14, false}};
+  int paths_run = 0;
+  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16}) {
+    KernelScope scope(path);
+    if (!scope.available()) continue;
+    ++paths_run;
+    for (ElemType w : {ElemType::F32, ElemType::F16, ElemType::BF16}) {
+      for (size_t i = 0; i < cases.size(); ++i) {
+        for (int threads : {1, 2}) {
+          Problem rows = make_problem(cases[i], ElemType::F32, w, uint32_t(51 + i));
+          Problem tiles = make_problem(cases[i], ElemType::F32, w, uint32_t(51 + i));
+          rows.args.num_threads = tiles.args.num_threads = threads;
+          {
+            OneRowSequentialScope on(true);
+            small_matmul(rows.args);
+          }
+          {
+            OneRowSequentialScope off(false);
+            small_matmul(tiles.args);
+          }
+          for (size_t e = 0; e < rows.y.size(); ++e)
+            ASSERT_EQ(float_bits(rows.y[e]), float_bits(tiles.y[e]))
+                << path_name(path) << " w " << elem_type_name(w) << " case " << i << " threads " << threads
+                << " element " << e;
+          expect_close_to_exact(rows, cases[i], std::string(path_name(path)) + " one W row at a time");
+        }
+      }
+    }
+  }
+  EXPECT_GE(paths_run, 1);
+}
+
 
 // The AVX-512 fp32 kernel (fp32 x, at the avx512-bf16 level) runs the AVX2 kernel's
 // lanes two to a register: the same bits for every shape, every weight type, odd row

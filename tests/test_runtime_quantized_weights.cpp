@@ -5,6 +5,8 @@
 // rounding.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantized_matmul.h"
@@ -62,7 +64,7 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
     bool avx2, avx512;
   };
   at::manual_seed(9);
-  int tiled = 0;
+  int tiled = 0, half_tiled = 0;
   for (const Level level : {Level{"portable", false, false}, Level{"avx2", true, false}, Level{"native", true, true}}) {
     const KernelLevelScope scope(level.avx2, level.avx512);
     for (at::ScalarType dtype : {at::kBFloat16, at::kFloat, at::kHalf}) {
@@ -85,19 +87,26 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
             ASSERT_EQ(got.scalar_type(), dtype);
             EXPECT_TRUE(at::equal(got, expected)) << level.name << " " << c10::toString(dtype) << " bits " << bits
                                                   << " out " << out << (with_bias ? " with bias" : "");
-            // Every kernel level multiplies fp32 and bf16 activations tile by tile (x made ready once).
-            if (dtype != at::kHalf) {
-              EXPECT_FALSE(load.dense->defined()) << level.name << ": tiled, no dense copy";
-              ++tiled;
-            } else {
-              EXPECT_TRUE(load.dense->defined()) << level.name << " " << c10::toString(dtype) << ": the dense copy";
-            }
+            // Every kernel level multiplies fp32 and bf16 activations tile by tile (x made ready
+            // once); fp16 ones too wherever fp16 weights take the small-row kernel at 120 rows.
+            const bool fp16_every_row =
+                kernels::small_matmul_max_rows(kernels::ElemType::F16) == std::numeric_limits<int64_t>::max();
+            const bool tiles = dtype != at::kHalf || fp16_every_row;
+            EXPECT_EQ(model::multiplies_in_dequantized_tiles(dtype, 120), tiles) << level.name;
+            EXPECT_EQ(load.dense->defined(), !tiles) << level.name << " " << c10::toString(dtype);
+            tiled += tiles && dtype != at::kHalf;
+            half_tiled += tiles && dtype == at::kHalf;
           }
         }
       }
     }
   }
   EXPECT_EQ(tiled, 3 * 2 * 2 * 3 * 2) << "every level, fp32 and bf16";
+  // The AVX2 kernel takes fp16 weights at every row count where the CPU has no fp16 math:
+  // fp16 activations then go in tiles at the AVX2 level and above.
+  if (kernels::cpu_isa_in_use() >= kernels::CpuIsa::Avx2 && !kernels::cpu_has_native_fp16_products()) {
+    EXPECT_GE(half_tiled, 2 * 2 * 3 * 2) << "fp16 activations in tiles";
+  }
 }
 
 TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {

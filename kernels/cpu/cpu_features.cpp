@@ -72,6 +72,28 @@ bool cpu_supports_fp16_products() {
 #endif
 }
 
+// The x86 family as CPUID leaf 1 reports it: base family, plus the extended family
+// where the base is 0xF.
+unsigned cpu_x86_family() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  const unsigned base = (eax >> 8) & 0xFu;
+  return base == 0xFu ? base + ((eax >> 20) & 0xFFu) : base;
+#else
+  return 0;
+#endif
+}
+
+bool cpu_vendor_is_amd() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 // The cap, read once: TIERGEN_CPU_ISA, or no cap.
 CpuIsa read_cpu_isa_cap() {
   const char* value = std::getenv("TIERGEN_CPU_ISA");
@@ -171,5 +193,7 @@ CpuIsa cpu_isa_supported() {
 }
 
 CpuIsa cpu_isa_in_use() { return std::min(cpu_isa_supported(), cpu_isa_cap()); }
+
+bool cpu_is_amd_zen5_or_later() { return cpu_vendor_is_amd() && cpu_x86_family() >= 0x1Au; }
 
 }  // namespace tiergen::kernels

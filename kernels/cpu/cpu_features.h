@@ -59,4 +59,9 @@ bool cpu_has_native_fp16_products();
 // bf16 at better speed, also widen; not measured.)
 bool cpu_has_native_bf16_products();
 
+// True on AMD CPUs of family 0x1A on (Zen 5), whose cores read one stream of W front to
+// back faster than the few streams a tile of W rows reads side by side
+// (small_matmul_one_row_sequential's default).
+bool cpu_is_amd_zen5_or_later();
+
 }  // namespace tiergen::kernels

@@ -32,8 +32,10 @@
 //  13: compressed prefill products multiply dequantized tiles on every kernel (x made
 //      ready once per product: SmallMatmulX), and the tables time the in-place
 //      compressed products' call cost (QuantizedProductRates::call_seconds)
+//  14: one row of fp32 x multiplies one W row at a time, 4 KiB prefetched ahead, where
+//      small_matmul_one_row_sequential() (Zen 5 by default; same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 13;
+constexpr int kCpuProductKernelsRevision = 14;
 
 }  // namespace tiergen::kernels

@@ -59,6 +59,21 @@ std::atomic<bool>& blocking() {
   return on;
 }
 
+// TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL=0 or 1 overrides this CPU's default, so whole
+// runs can be compared in either form on any host (the same bits either way).
+bool initial_one_row_sequential() {
+  const char* env = std::getenv("TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL");
+  if (!env || !*env) return cpu_is_amd_zen5_or_later();
+  const std::string v = env;
+  TG_CHECK(v == "0" || v == "1", "TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL must be 0 or 1, got '{}'", v);
+  return v == "1";
+}
+
+std::atomic<bool>& one_row_sequential() {
+  static std::atomic<bool> on{initial_one_row_sequential()};
+  return on;
+}
+
 std::atomic<bool>& every_row_count() {
   static std::atomic<bool> on{true};
   return on;
@@ -200,6 +215,7 @@ void small_matmul(const SmallMatmulArgs& a, const SmallMatmulX& x) {
   TG_CHECK(s.y_row_stride >= a.n, "small_matmul: y's row stride {} below its row length n {}", s.y_row_stride, a.n);
   if (a.rows == 0 || a.n == 0) return;
   s.blocking = small_matmul_blocking();
+  s.one_row_sequential = small_matmul_one_row_sequential();
   const Kernel kernel = st.kernel;
 #if defined(__x86_64__)
   if (kernel == Kernel::Amx) {
@@ -278,6 +294,10 @@ void set_small_matmul_max_rows(int64_t rows) { max_rows_setting().store(std::max
 bool small_matmul_blocking() { return blocking().load(std::memory_order_relaxed); }
 
 void set_small_matmul_blocking(bool on) { blocking().store(on); }
+
+bool small_matmul_one_row_sequential() { return one_row_sequential().load(std::memory_order_relaxed); }
+
+void set_small_matmul_one_row_sequential(bool on) { one_row_sequential().store(on); }
 
 bool small_matmul_for_every_row_count() { return every_row_count().load(std::memory_order_relaxed); }
 

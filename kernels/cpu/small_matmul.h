@@ -100,6 +100,16 @@ class SmallMatmulEveryRowCountScope {
 bool small_matmul_blocking();
 void set_small_matmul_blocking(bool on);
 
+// How the fp32-x kernel multiplies one row of x (decode at batch 1): one W row at a time,
+// read front to back (on), or tiles of four W rows read side by side (off); either way
+// each W row is prefetched ahead (w_stream_prefetch.h) and no result's bits change. On by
+// default where the CPU reads one stream faster (cpu_is_amd_zen5_or_later: on a 2-core
+// Zen 5 guest, TinyLlama fp32 batch-1 decode 1.21x in ten interleaved pairs), off
+// elsewhere (an Emerald Rapids guest read four rows side by side, prefetched, faster than
+// one); TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL=0/1 overrides the default.
+bool small_matmul_one_row_sequential();
+void set_small_matmul_one_row_sequential(bool on);
+
 // Without batch invariance, the largest row count for which callers route a product
 // with weights of `w_type` to small_matmul() instead of a packed GEMM: 16 (the measured crossover with OpenBLAS and
 // oneDNN, bench/bench_matmul.cpp), and no limit for fp16 weights where the AVX2 kernels

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "kernels/cpu/elements.h"
+#include "kernels/cpu/row_sequential.h"
 #include "kernels/cpu/simd_avx2.h"
 #include "kernels/cpu/small_matmul_blocking.h"
 #include "kernels/cpu/small_matmul_impl.h"
@@ -113,7 +114,12 @@ TG_AVX2 void columns(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_
   for (int64_t m0 = 0; m0 < a.rows; m0 += blocking.x_rows) {
     const int64_t m1 = std::min(a.rows, m0 + blocking.x_rows);
     int64_t j = j0;
-    for (; j + kTileW <= j1; j += kTileW) x_block<T, kTileW>(a, s, j, m0, m1, blocking, saved);
+    // One row of x where the CPU reads one stream faster: one W row at a time
+    // (small_matmul_one_row_sequential; a W row's sums are the same in either form).
+    const bool row_by_row = s.one_row_sequential && a.rows <= kRowSequentialMaxRows;
+    if (!row_by_row) {
+      for (; j + kTileW <= j1; j += kTileW) x_block<T, kTileW>(a, s, j, m0, m1, blocking, saved);
+    }
     for (; j < j1; ++j) x_block<T, 1>(a, s, j, m0, m1, blocking, saved);
   }
 }

@@ -25,6 +25,8 @@ struct SmallMatmulShape {
   // small_matmul_blocking(), read once per call before the threads start (its first
   // read checks TIERGEN_SMALL_MATMUL_BLOCKING, which must not throw inside them).
   bool blocking = true;
+  // small_matmul_one_row_sequential(), read once per call likewise.
+  bool one_row_sequential = false;
 };
 
 // Output columns [j0, j1) of y for all rows of x (s.x_f32).

@@ -76,13 +76,16 @@ kernels::ElemType x_elem_type(at::ScalarType dtype) {
 // back from memory.
 at::Tensor dequantized_tiles_product(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias) {
   const at::ScalarType dtype = x.scalar_type();
-  const at::Tensor rows = x.reshape({-1, weight.cols}).contiguous();
+  const kernels::ElemType x_type = x_elem_type(dtype);
+  // fp16 rows widened to fp32 once (what linear_product does per block of the dense copy).
+  const at::Tensor rows = x_type == kernels::ElemType::F32 ? x.reshape({-1, weight.cols}).to(at::kFloat).contiguous()
+                                                           : x.reshape({-1, weight.cols}).contiguous();
   const int64_t total = rows.size(0), n = weight.rows;
   const at::Tensor b = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   at::Tensor y = at::empty({total, n}, rows.options().dtype(at::kFloat));
   kernels::SmallMatmulArgs tile;
   tile.x = rows.data_ptr();
-  tile.x_type = x_elem_type(dtype);
+  tile.x_type = x_type;
   tile.rows = total;
   tile.k = weight.cols;
   tile.w_type = kernel_elem_type(dtype);
@@ -141,10 +144,10 @@ void for_each_dequantized_tile(const QuantizedWeight& weight, at::ScalarType dty
 
 // One block of rows (the tiles are dequantized once per block; more rows pay for a dense
 // copy once), on the small-row kernel, with x made ready for it once per product
-// (kernels::SmallMatmulX: AMX's packed tiles, fp32 row pairs) and read by every tile's
-// call. fp16 activations keep the dense copy (not tiled here).
+// (kernels::SmallMatmulX: AMX's packed tiles, fp32 row pairs; fp16 activations widened
+// to fp32 first, as linear_product widens them) and read by every tile's call.
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows, int64_t small_row_limit) {
-  if (dtype != at::kFloat && dtype != at::kBFloat16) return false;
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return false;
   return rows > 0 && rows <= kRowsPerBlock && rows <= small_row_limit;
 }
 
