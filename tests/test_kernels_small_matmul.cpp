@@ -309,7 +309,8 @@ TEST(SmallMatmul, OneRowOneWRowAtATimeGivesTheTilesBits) {
 // The AVX-512 fp32 kernel (fp32 x, at the avx512-bf16 level) runs the AVX2 kernel's
 // lanes two to a register: the same bits for every shape, every weight type, odd row
 // counts (a last pair of one row), k tails, blocked and not, one thread and two (where
-// the product is large enough to split).
+// the product is large enough to split), and 16-bit weights widened to fp32 first (64
+// rows and more).
 TEST(SmallMatmul, Avx512Fp32KernelGivesTheAvx2KernelsBits) {
   std::vector<Case> cases = kCases;
   for (const Case& c : {Case{125, 1040, 7, 1040, 7, true}, Case{130, 520, 18, 520, 18, true},
@@ -318,6 +319,10 @@ TEST(SmallMatmul, Avx512Fp32KernelGivesTheAvx2KernelsBits) {
   for (int64_t rows = 1; rows <= 11; ++rows) cases.push_back({rows, 203, 13, 205, 14, rows % 2 == 0});
   // Large enough for two threads (column_chunks.h), a 7-row tail tile.
   cases.push_back({7, 1027, 70, 1030, 72, true});
+  // From 64 rows, 16-bit weights are widened a chunk of 16 W rows at a time on AVX-512:
+  // several chunks and a short last one, two threads, strided x and y, a k tail.
+  cases.push_back({96, 2051, 45, 2053, 47, true});
+  cases.push_back({64, 520, 33, 520, 33, false});
   for (ElemType w : {ElemType::F32, ElemType::F16, ElemType::BF16}) {
     for (size_t i = 0; i < cases.size(); ++i) {
       for (int threads : {1, 2}) {

@@ -134,5 +134,27 @@ void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape&
   }
 }
 
+namespace {
+
+template <ElemType T>
+TG_AVX2 void widen_rows(const void* w, int64_t k, int64_t j0, int64_t j1, float* out) {
+  const int64_t k8 = k / 8 * 8;
+  for (int64_t j = j0; j < j1; ++j, out += k) {
+    const void* row = static_cast<const uint8_t*>(w) + j * k * elem_size(T);
+    for (int64_t p = 0; p < k8; p += 8) _mm256_storeu_ps(out + p, avx2::load8<T>(row, p));
+    for (int64_t p = k8; p < k; ++p) out[p] = load_element(row, T, p);
+  }
+}
+
+}  // namespace
+
+void widen_w_rows_avx2(const SmallMatmulArgs& a, int64_t j0, int64_t j1, float* out) {
+  switch (a.w_type) {
+    case ElemType::F16: return widen_rows<ElemType::F16>(a.w, a.k, j0, j1, out);
+    case ElemType::BF16: return widen_rows<ElemType::BF16>(a.w, a.k, j0, j1, out);
+    case ElemType::F32: return widen_rows<ElemType::F32>(a.w, a.k, j0, j1, out);
+  }
+}
+
 }  // namespace tiergen::kernels::detail
 #endif  // __x86_64__

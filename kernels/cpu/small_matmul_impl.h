@@ -36,6 +36,9 @@ std::vector<float> x_rows_in_pairs(const float* x, int64_t rows, int64_t k, int6
 
 #if defined(__x86_64__)
 void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
+// W rows [j0, j1) (16-bit elements) widened exactly to fp32, row after row, k apart, into
+// `out`: what the fp32-x kernels then read as fp32 weights, with the same bits.
+void widen_w_rows_avx2(const SmallMatmulArgs& a, int64_t j0, int64_t j1, float* out);
 // Needs AVX-512F and s.x_pairs; the same bits as small_matmul_columns_avx2.
 void small_matmul_columns_avx512_f32(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // BF16 weights and BF16 x (s.x_bf16) only.
