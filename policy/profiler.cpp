@@ -592,6 +592,16 @@ struct SmallRowLimitSearch {
   int64_t profile_value() const { return measured ? limit : 0; }
 };
 
+// A profile timed under TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL records one-row rates
+// that runs on this host's default form would not get.
+void warn_of_one_row_form_override() {
+  const char* set = std::getenv("TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL");
+  if (!set || !*set) return;
+  spdlog::warn("profiler: TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL={} is set: one-row fp32 products are timed in that "
+               "form, which runs without the variable may not take",
+               set);
+}
+
 SmallRowLimitSearch start_small_row_limit_search(kernels::ElemType type) {
   SmallRowLimitSearch search;
   const int64_t set = kernels::small_matmul_max_rows_setting();
@@ -943,6 +953,7 @@ CpuProductTable measure_cpu_products(const std::string& dtype, bool quick, bool 
 HardwareProfile measure_host(const ProfilerOptions& o, std::vector<Measurement>* measurements) {
   const Recorder record{measurements};
   TG_CHECK(std::filesystem::is_directory(o.offload_dir), "profiler: --offload-dir {} is not a directory", o.offload_dir);
+  warn_of_one_row_form_override();
   // The threads a run computes with (the engine's rule): LibTorch's default can be
   // fewer (1 on some virtual machines), which timed the CPU kernels on one core while
   // the BLAS used every core.

@@ -266,16 +266,18 @@ uint32_t float_bits(float f) {
   return b;
 }
 
-// One row of fp32 x, one W row at a time or in tiles of four W rows
+// One row of fp32 x times fp32 weights, one W row at a time or in tiles of four W rows
 // (small_matmul_one_row_sequential, on by default on Zen 5 only): the same bits on every
-// CPU, for every weight type, k with and without a tail, n with a chunk's last rows short
-// of a tile, one thread and two, x and y strided; and both near the exact sums.
+// CPU, k with and without a tail, n with a chunk's last rows short of a tile, one thread
+// and two, x and y strided; and near the exact sums. One row of fp32 x takes the AVX2
+// kernel at every x86 level (the AVX-512 level included), so the AVX2 path is the one
+// these run; 16-bit weights keep their tiles either way (the same bits trivially).
 TEST(SmallMatmul, OneRowOneWRowAtATimeGivesTheTilesBits) {
   const std::vector<Case> cases = {{1, 2048, 70, 2048, 70, true}, {1, 1027, 45, 1030, 47, false},
                                    {1, 5, 6, 5, 6, true},         {1, 4096, 130, 4100, 131, true},
                                    {1, 203, 13, 205, 14, false}};
   int paths_run = 0;
-  for (Path path : {Path::Portable, Path::Avx2, Path::Avx512Bf16}) {
+  for (Path path : {Path::Avx2, Path::Avx512Bf16}) {
     KernelScope scope(path);
     if (!scope.available()) continue;
     ++paths_run;
@@ -302,7 +304,7 @@ TEST(SmallMatmul, OneRowOneWRowAtATimeGivesTheTilesBits) {
       }
     }
   }
-  EXPECT_GE(paths_run, 1);
+  if (paths_run == 0) GTEST_SKIP() << "no AVX2 kernel on this CPU";
 }
 
 

@@ -348,10 +348,11 @@ TEST(CpuStandIn, ACompressedPrefillPaysItsTilesAndASecondGpuBatchTheCopy) {
   // by its bytes: 1/80e9 more per dense byte in tiles, 1/10e9 in the copy.
   slow_tiles.cpu_dequantize_tiles = 20e9;
   slow_copy.cpu_dequantize = 5e9;
-  const auto prefill_compute = [&](int gpu_batch_size, int gpu_batches, const HardwareProfile& hw) {
+  const auto prefill_compute = [&](int gpu_batch_size, int gpu_batches, const HardwareProfile& hw,
+                                   int dtype_bytes = 4) {
     runtime::Policy p = test::make_policy(gpu_batch_size, gpu_batches, {100, 0, 100, 0, 100, 0}, false);
     p.compress_weight = {true, 4, 64};
-    return task(predict(spec, p, w, hw, 4).prefill, Task::Compute);
+    return task(predict(spec, p, w, hw, dtype_bytes).prefill, Task::Compute);
   };
   const bool tiles_apply = model::multiplies_in_dequantized_tiles(at::kFloat, 2 * 64);
   const double one = prefill_compute(2, 1, host), two = prefill_compute(2, 2, host);
@@ -371,6 +372,14 @@ TEST(CpuStandIn, ACompressedPrefillPaysItsTilesAndASecondGpuBatchTheCopy) {
   EXPECT_NEAR(prefill_compute(2, 1, untimed_slow_copy) - prefill_compute(2, 1, untimed), copy_in_two,
               1e-9 * copy_in_two)
       << "without timed tiles, one gpu batch pays the copy";
+  // fp16 activations multiply tiles too (x widened to fp32 once), where fp16 weights take
+  // the small-row kernel at 128 rows (every row count while products are batch-invariant).
+  HardwareProfile half = host, half_slow_tiles = slow_tiles, half_slow_copy = slow_copy;
+  half.cpu_product_dtype = half_slow_tiles.cpu_product_dtype = half_slow_copy.cpu_product_dtype = "float16";
+  ASSERT_TRUE(model::multiplies_in_dequantized_tiles(at::kHalf, 2 * 64));
+  const double half_one = prefill_compute(2, 1, half, 2);
+  EXPECT_GT(prefill_compute(2, 1, half_slow_tiles, 2) - half_one, 0) << "fp16: the tiles";
+  EXPECT_EQ(prefill_compute(2, 1, half_slow_copy, 2) - half_one, 0) << "fp16: one gpu batch makes no dense copy";
 }
 
 // A stand-in too small for the weights: the search never pays a copy within host

@@ -55,9 +55,10 @@ using test::KernelLevelScope;
 
 // A layer load's first prefill product of a compressed weight, through dequantized
 // tiles (x made ready once for every tile's call), has the bits of the product over
-// the weight's dense copy, on every kernel level this CPU has (bf16 and fp32 x; fp16 x
-// takes the copy; tiles whole, cut short, and a weight of fewer rows than one; with and
-// without a bias) and makes no dense copy.
+// the weight's dense copy, on every kernel level this CPU has (bf16 and fp32 x, and fp16
+// x widened to fp32 wherever fp16 weights take the small-row kernel at that row count;
+// tiles whole, cut short, and a weight of fewer rows than one; with and without a bias)
+// and makes no dense copy.
 TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
   struct Level {
     const char* name;
@@ -102,11 +103,9 @@ TEST(QuantizedWeights, DequantizedTilesGiveTheBitsOfTheDenseCopy) {
     }
   }
   EXPECT_EQ(tiled, 3 * 2 * 2 * 3 * 2) << "every level, fp32 and bf16";
-  // The AVX2 kernel takes fp16 weights at every row count where the CPU has no fp16 math:
-  // fp16 activations then go in tiles at the AVX2 level and above.
-  if (kernels::cpu_isa_in_use() >= kernels::CpuIsa::Avx2 && !kernels::cpu_has_native_fp16_products()) {
-    EXPECT_GE(half_tiled, 2 * 2 * 3 * 2) << "fp16 activations in tiles";
-  }
+  // Batch-invariant products (the default) take the small-row kernel at every row count,
+  // on every level: fp16 activations then go in tiles everywhere.
+  if (kernels::small_matmul_for_every_row_count()) EXPECT_EQ(half_tiled, 3 * 2 * 3 * 2) << "fp16 in tiles";
 }
 
 TEST(QuantizedWeights, TheInPlaceProductIsTheProductWithTheDequantizedWeight) {

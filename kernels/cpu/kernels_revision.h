@@ -32,7 +32,7 @@
 //  13: compressed prefill products multiply dequantized tiles on every kernel (x made
 //      ready once per product: SmallMatmulX), and the tables time the in-place
 //      compressed products' call cost (QuantizedProductRates::call_seconds)
-//  14: one row of fp32 x multiplies one W row at a time, 4 KiB prefetched ahead, where
+//  14: one row of fp32 x times fp32 W multiplies one W row at a time, 4 KiB ahead, where
 //      small_matmul_one_row_sequential() (Zen 5 by default; same bits)
 //  15: the AVX-512 fp32 kernel multiplies 16-bit weights widened to fp32 a chunk of W
 //      rows at a time from 64 rows of x (same bits)

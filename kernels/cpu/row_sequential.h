@@ -15,7 +15,7 @@ namespace tiergen::kernels::detail {
 // row: 1.32x; 4-bit: 1.49x; bench_matmul, the same host.) The AVX2 kernels keep their
 // tiles: one W row is one chain of 8-lane FMAs there, bound by the FMA's latency (fp32
 // and 4-bit decode products ran 0.93-0.95x one W row at a time on that Zen 4), except
-// the fp32-x kernel where small_matmul_one_row_sequential() says (on by default on Zen 5,
+// fp32 weights where small_matmul_one_row_sequential() says (on by default on Zen 5,
 // whose fp32 batch-1 decode ran 1.21x one W row at a time, prefetched 4 KiB ahead).
 constexpr int64_t kRowSequentialMaxRows = 1;
 

@@ -201,47 +201,6 @@ SmallMatmulX::~SmallMatmulX() = default;
 SmallMatmulX::SmallMatmulX(SmallMatmulX&&) noexcept = default;
 SmallMatmulX& SmallMatmulX::operator=(SmallMatmulX&&) noexcept = default;
 
-namespace {
-
-// From this many rows of x, the AVX-512 fp32 kernel multiplies 16-bit weights widened to
-// fp32 a chunk of W rows at a time (16 rows, in a buffer of each thread's), instead of
-// converting each W element once per pair of x rows. Widening is exact and the kernel's
-// order the same, so the bits are those of the unwidened product. One TinyLlama layer of
-// fp16 weights (bench_matmul --sections half, 2-core Zen 5 guest, two rounds, direct /
-// widened ms): 128 rows 56.0 / 46.7 and 52.7 / 41.5, 256 rows 111.6 / 85.2 and 111.8 /
-// 90.2, 64 rows 27.5 / 25.7 and 28.6 / 25.1; 32 rows alike (13.7 / 14.4, 13.5 / 13.2) and
-// fewer rows slower widened (16: 7.2 / 10.4). The AVX2 kernel, which converts once per
-// three rows, gained nothing (bf16 weights under TIERGEN_CPU_ISA=avx2, 64 and 128 rows:
-// 0.85-1.0x) and keeps the direct form.
-constexpr int64_t kWidenWMinRows = 64;
-
-bool widens_w(const SmallMatmulArgs& a, Kernel kernel) {
-  return kernel == Kernel::Avx512F32 && a.w_type != ElemType::F32 && a.rows >= kWidenWMinRows;
-}
-
-#if defined(__x86_64__)
-// small_matmul's chunks of W rows, each widened into its thread's buffer and multiplied
-// as fp32 weights by the AVX-512 fp32 kernel: the chunk's columns of y and bias, the same
-// row strides.
-void small_matmul_over_widened_w(const SmallMatmulArgs& a, const detail::SmallMatmulShape& s) {
-  const int threads = detail::column_split(a.n, a.k, a.num_threads).threads;
-  std::vector<float> widened(size_t(threads) * size_t(detail::kColumnsPerChunk) * size_t(a.k));
-  detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
-    float* rows = widened.data() + size_t(omp_get_thread_num()) * size_t(detail::kColumnsPerChunk) * size_t(a.k);
-    detail::widen_w_rows_avx2(a, j0, j1, rows);
-    SmallMatmulArgs chunk = a;
-    chunk.w = rows;
-    chunk.w_type = ElemType::F32;
-    chunk.n = j1 - j0;
-    chunk.bias = a.bias ? a.bias + j0 : nullptr;
-    chunk.y = a.y + j0;
-    detail::small_matmul_columns_avx512_f32(chunk, s, 0, chunk.n);
-  });
-}
-#endif
-
-}  // namespace
-
 void small_matmul(const SmallMatmulArgs& a, const SmallMatmulX& x) {
   TG_CHECK(x.state_, "small_matmul: x was moved from");
   const SmallMatmulX::State& st = *x.state_;
@@ -264,7 +223,7 @@ void small_matmul(const SmallMatmulArgs& a, const SmallMatmulX& x) {
                                     [&](int64_t j0, int64_t j1) { detail::small_matmul_columns_amx(a, s, j0, j1); });
     return;
   }
-  if (widens_w(a, kernel)) return small_matmul_over_widened_w(a, s);
+  if (kernel == Kernel::Avx512F32 && detail::widens_w(a)) return detail::small_matmul_over_widened_w(a, s);
 #endif
   detail::for_each_column_chunk(a.n, a.k, a.num_threads, [&](int64_t j0, int64_t j1) {
     switch (kernel) {

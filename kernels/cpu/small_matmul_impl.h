@@ -39,6 +39,11 @@ void small_matmul_columns_avx2(const SmallMatmulArgs& a, const SmallMatmulShape&
 // W rows [j0, j1) (16-bit elements) widened exactly to fp32, row after row, k apart, into
 // `out`: what the fp32-x kernels then read as fp32 weights, with the same bits.
 void widen_w_rows_avx2(const SmallMatmulArgs& a, int64_t j0, int64_t j1, float* out);
+// Whether the AVX-512 fp32 kernel multiplies a's weights widened to fp32 first (16-bit
+// weights, many rows of x; small_matmul_widened_w.cpp), and that product: a's chunks of W
+// rows each widened into its thread's buffer, then multiplied as fp32 weights.
+bool widens_w(const SmallMatmulArgs& a);
+void small_matmul_over_widened_w(const SmallMatmulArgs& a, const SmallMatmulShape& s);
 // Needs AVX-512F and s.x_pairs; the same bits as small_matmul_columns_avx2.
 void small_matmul_columns_avx512_f32(const SmallMatmulArgs& a, const SmallMatmulShape& s, int64_t j0, int64_t j1);
 // BF16 weights and BF16 x (s.x_bf16) only.

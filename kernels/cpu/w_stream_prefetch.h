@@ -10,8 +10,9 @@
 // first tile of x rows when one span covers all of k (the tiles after it find W in
 // cache), in a copy of their k loop of its own: testing per W row and step, in every
 // tile, whether to prefetch made fp32 batch-16 decode 0.77-0.86x and batch-1 prefill about
-// 0.75x as fast. One W row read alone (small_matmul_one_row_sequential) is prefetched
-// further ahead: on a 2-core Zen 5 guest, a TinyLlama layer's fp32 matrices times one row,
+// 0.75x as fast. A tile of one W row (the rows a chunk leaves past its tiles of four, and
+// every row where small_matmul_one_row_sequential reads them one at a time) is
+// prefetched further ahead: on a 2-core Zen 5 guest, a TinyLlama layer's fp32 matrices times one row,
 // one row at a time, 4 KiB ahead read at 0.89-0.99 of llama.cpp's order (three runs of 41
 // interleaved repetitions) against 0.79-0.96 at 2 KiB and 0.81-0.93 unprefetched, where
 // tiles of four rows 2 KiB ahead read at 0.80-0.84. Nothing here touches a result.

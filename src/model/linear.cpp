@@ -68,7 +68,7 @@ kernels::ElemType x_elem_type(at::ScalarType dtype) {
   return dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
 }
 
-// x (rows of it in x's dtype) times a compressed weight without its dense copy: each
+// x (rows of it: bf16 as they are, others as fp32) times a compressed weight without its dense copy: each
 // tile of W rows (for_each_dequantized_tile) multiplied by every row of x where it was
 // dequantized. The bits of linear_product over the dense copy: the same values through
 // the same kernel, whose output columns depend on their own W rows only

@@ -79,7 +79,7 @@ class ProductPhaseScope {
 // `small_row_limit` (a plan priced before its run sets its limit).
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows);
 bool multiplies_in_dequantized_tiles(at::ScalarType dtype, int64_t rows, int64_t small_row_limit);
-// The weight dequantized into `dtype` (bf16 or fp32) kDequantizedTileRows W rows at a
+// The weight dequantized into `dtype` (bf16, fp16 or fp32) kDequantizedTileRows W rows at a
 // time, on the compute threads, each into a buffer of its own, which stays in its cache:
 // use(tile, first, count) runs on the thread that dequantized rows [first, first + count)
 // into `tile`. The first failure is rethrown once every tile is done.
