@@ -44,33 +44,26 @@ std::atomic<int64_t>& max_rows_setting() {
   return rows;
 }
 
-// TIERGEN_SMALL_MATMUL_BLOCKING=0 turns the cache blocking off, so whole runs can be
-// compared with and without it (the results are the same bits either way).
-bool initial_blocking() {
-  const char* env = std::getenv("TIERGEN_SMALL_MATMUL_BLOCKING");
-  if (!env || !*env) return true;
+// A 0/1 switch from the environment, `unset` when absent or empty.
+bool switch_from_env(const char* name, bool unset) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return unset;
   const std::string v = env;
-  TG_CHECK(v == "0" || v == "1", "TIERGEN_SMALL_MATMUL_BLOCKING must be 0 or 1, got '{}'", v);
+  TG_CHECK(v == "0" || v == "1", "{} must be 0 or 1, got '{}'", name, v);
   return v == "1";
 }
 
+// TIERGEN_SMALL_MATMUL_BLOCKING=0 turns the cache blocking off, so whole runs can be
+// compared with and without it (the results are the same bits either way).
 std::atomic<bool>& blocking() {
-  static std::atomic<bool> on{initial_blocking()};
+  static std::atomic<bool> on{switch_from_env("TIERGEN_SMALL_MATMUL_BLOCKING", true)};
   return on;
 }
 
 // TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL=0 or 1 overrides this CPU's default, so whole
 // runs can be compared in either form on any host (the same bits either way).
-bool initial_one_row_sequential() {
-  const char* env = std::getenv("TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL");
-  if (!env || !*env) return cpu_is_amd_zen5_or_later();
-  const std::string v = env;
-  TG_CHECK(v == "0" || v == "1", "TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL must be 0 or 1, got '{}'", v);
-  return v == "1";
-}
-
 std::atomic<bool>& one_row_sequential() {
-  static std::atomic<bool> on{initial_one_row_sequential()};
+  static std::atomic<bool> on{switch_from_env("TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL", cpu_is_amd_zen5_or_later())};
   return on;
 }
 
