@@ -944,6 +944,7 @@ std::string implausible_thread_scaling(const std::vector<std::pair<int, double>>
 CpuProductTable measure_cpu_products(const std::string& dtype, bool quick, bool stand_in,
                                      std::vector<Measurement>* measurements) {
   const Recorder record{measurements};
+  warn_of_one_row_form_override();
   const ComputeThreadsScope restore_threads;
   set_compute_threads();
   retime_seconds_left = quick ? kRetimeSecondsPerQuickProfile : kRetimeSecondsPerProfile;

@@ -32,12 +32,14 @@
 //  13: compressed prefill products multiply dequantized tiles on every kernel (x made
 //      ready once per product: SmallMatmulX), and the tables time the in-place
 //      compressed products' call cost (QuantizedProductRates::call_seconds)
-//  14: one row of fp32 x times fp32 W multiplies one W row at a time, 4 KiB ahead, where
+//  14: one row of fp32 x multiplies one W row at a time, 4 KiB ahead, where
 //      small_matmul_one_row_sequential() (Zen 5 by default; same bits)
 //  15: the AVX-512 fp32 kernel multiplies 16-bit weights widened to fp32 a chunk of W
 //      rows at a time from 64 rows of x (same bits)
+//  16: one W row at a time (14) for fp32 weights only: 16-bit weights at one row are in
+//      tiles again (same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 15;
+constexpr int kCpuProductKernelsRevision = 16;
 
 }  // namespace tiergen::kernels

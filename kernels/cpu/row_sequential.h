@@ -16,7 +16,7 @@ namespace tiergen::kernels::detail {
 // tiles: one W row is one chain of 8-lane FMAs there, bound by the FMA's latency (fp32
 // and 4-bit decode products ran 0.93-0.95x one W row at a time on that Zen 4), except
 // fp32 weights where small_matmul_one_row_sequential() says (on by default on Zen 5,
-// whose fp32 batch-1 decode ran 1.21x one W row at a time, prefetched 4 KiB ahead).
+// whose fp32 batch-1 decode ran 1.07-1.21x one W row at a time, prefetched 4 KiB ahead).
 constexpr int64_t kRowSequentialMaxRows = 1;
 
 }  // namespace tiergen::kernels::detail

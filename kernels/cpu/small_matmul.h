@@ -100,14 +100,15 @@ class SmallMatmulEveryRowCountScope {
 bool small_matmul_blocking();
 void set_small_matmul_blocking(bool on);
 
-// How the AVX2 kernel (which takes one row of fp32 x on every x86 level) multiplies one
-// row of x by fp32 weights (decode at batch 1): one W row at a time, read front to back
-// (on), or tiles of four W rows read side by side (off); either way each W row is
-// prefetched ahead (w_stream_prefetch.h) and no result's bits change. On by
-// default where the CPU reads one stream faster (cpu_is_amd_zen5_or_later: on a 2-core
-// Zen 5 guest, TinyLlama fp32 batch-1 decode 1.21x in ten interleaved pairs), off
-// elsewhere (an Emerald Rapids guest read four rows side by side, prefetched, faster than
-// one); TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL=0/1 overrides the default.
+// How the AVX2 kernel (which takes one row of fp32 x at every level from avx2) multiplies
+// one row of x by fp32 weights (decode at batch 1): one W row at a time, read front to
+// back (on), or tiles of four W rows read side by side (off); either way each W row is
+// prefetched ahead (w_stream_prefetch.h) and no result's bits change. On by default where
+// the CPU reads one stream faster (cpu_is_amd_zen5_or_later: on a 2-core Zen 5 guest,
+// TinyLlama fp32 batch-1 decode 1.07x, 1.21x and 1.13x, medians of three sets of
+// interleaved pairs), off elsewhere (an Emerald Rapids guest read four rows side by side,
+// prefetched, faster than one); TIERGEN_SMALL_MATMUL_ONE_ROW_SEQUENTIAL=0/1 overrides the
+// default.
 bool small_matmul_one_row_sequential();
 void set_small_matmul_one_row_sequential(bool on);
 

@@ -34,7 +34,8 @@ constexpr int kLanes = 8;  // fp32 elements of k per step
 constexpr int64_t kMinBlockedRows = 8;
 
 // acc[r][c] += W row r times x row c over the span, eight lanes per step; with
-// kPrefetchW, each W row's line kWStreamPrefetchBytes ahead is prefetched once per line.
+// kPrefetchW, each W row's line kWStreamPrefetchBytes ahead (kOneWRowPrefetchBytes for a
+// tile of one W row) is prefetched once per line.
 template <ElemType T, int R, int C, bool kPrefetchW>
 TG_AVX2 __attribute__((always_inline)) inline void accumulate(const void* const (&w)[R], const float* const (&x)[C],
                                                              KSpan span, __m256 (&acc)[R][C]) {

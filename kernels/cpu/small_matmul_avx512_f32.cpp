@@ -57,7 +57,8 @@ TG_AVX512_F32 inline __m256 half_of(__m512 both, int c) {
 }
 
 // acc[r][q] += W row r (in both halves) times pair q over the span; with kPrefetchW,
-// each W row's line kWStreamPrefetchBytes ahead is prefetched once per line.
+// each W row's line kWStreamPrefetchBytes ahead (kOneWRowPrefetchBytes for a tile of one
+// W row) is prefetched once per line.
 template <ElemType T, int R, int P, bool kPrefetchW>
 TG_AVX512_F32 __attribute__((always_inline)) inline void accumulate(const void* const (&w)[R],
                                                                    const float* const (&pairs)[P], KSpan span,

@@ -1,6 +1,6 @@
 // The AVX-512 fp32 kernel over 16-bit weights widened to fp32 first, a chunk of W rows at
-// a time: for many rows of x, where converting each W element once per pair of x rows
-// cost more than widening the chunk once.
+// a time: for many rows of x, where converting each W element once per tile of eight x
+// rows (four pairs) cost more than widening the chunk once.
 #if defined(__x86_64__)
 #include <memory>
 

@@ -15,7 +15,7 @@
 // prefetched further ahead: on a 2-core Zen 5 guest, a TinyLlama layer's fp32 matrices times one row,
 // one row at a time, 4 KiB ahead read at 0.89-0.99 of llama.cpp's order (three runs of 41
 // interleaved repetitions) against 0.79-0.96 at 2 KiB and 0.81-0.93 unprefetched, where
-// tiles of four rows 2 KiB ahead read at 0.80-0.84. Nothing here touches a result.
+// tiles of four rows 2 KiB ahead read at 0.80-0.83. Nothing here touches a result.
 #include <cstdint>
 
 #include "kernels/cpu/prefetch_address.h"
