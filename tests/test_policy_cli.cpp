@@ -544,10 +544,18 @@ TEST_F(PolicyCli, ATableTimedByOtherKernelsIsTimedAgainInThisHostsProfile) {
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(again.err.find("timing them"), std::string::npos) << again.err;
   // Timed again on a host standing in for the GPU, the table times that host's attention
-  // over a loaded cache too (the stale one had none: its price is said below).
+  // over a loaded cache too (the stale one had none: its price is said below), unless a
+  // noisy host timed wider heads no slower: the profiler then says so, records nothing,
+  // and the price says it is untimed (the profiler's own rule; seen on a busy 2-core host).
   const std::string untimed_attention = "prices the stand-in's attention over a loaded cache in float32 as its FLOPs";
-  EXPECT_TRUE(nlohmann::json::parse(slurp(cached))["cpu"]["product_tables"][0].contains("loaded_cache_attention"));
-  EXPECT_EQ(again.err.find(untimed_attention), std::string::npos) << again.err;
+  const bool attention_timed =
+      nlohmann::json::parse(slurp(cached))["cpu"]["product_tables"][0].contains("loaded_cache_attention");
+  if (!attention_timed) {
+    EXPECT_NE(first.err.find("attention over a loaded cache in float32 took no longer over wider heads"),
+              std::string::npos)
+        << first.err;
+  }
+  EXPECT_EQ(again.err.find(untimed_attention) == std::string::npos, attention_timed) << again.err;
 
   const fs::path named = dir() / "stale.json";
   std::ofstream(named) << stale.dump();
