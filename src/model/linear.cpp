@@ -68,9 +68,9 @@ kernels::ElemType x_elem_type(at::ScalarType dtype) {
   return dtype == at::kBFloat16 ? kernels::ElemType::BF16 : kernels::ElemType::F32;
 }
 
-// x (rows of it: bf16 as they are, others as fp32) times a compressed weight without its dense copy: each
-// tile of W rows (for_each_dequantized_tile) multiplied by every row of x where it was
-// dequantized. The bits of linear_product over the dense copy: the same values through
+// x (rows of it: bf16 as they are, others as fp32) times a compressed weight without
+// its dense copy: each tile of W rows (for_each_dequantized_tile) multiplied by every row
+// of x where it was dequantized. The bits of linear_product over the dense copy: the same values through
 // the same kernel, whose output columns depend on their own W rows only
 // (column_chunks.h), never on how W is split. It saves writing the copy and reading it
 // back from memory.
