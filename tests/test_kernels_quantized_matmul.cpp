@@ -217,13 +217,14 @@ TEST(QuantizedMatmul, Bf16RowResultsDoNotDependOnBatchOrThreads) {
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
     // 7 rows: a tile of four rows of x and three single rows on the AVX-512 BF16
-    // kernel; 18 rows: two blocks of B tiles on AMX. 45 W rows: two AMX tiles and 13
-    // rows on the vector kernel.
-    for (int bits : {4, 8}) {
+    // kernel; 18 rows: four tiles and two rows there, two blocks of B tiles on AMX. 45
+    // W rows: two AMX tiles and 13 rows on the vector kernel (three tiles of four W rows
+    // and one). Groups of 128: two steps of levels per group and tile.
+    for (const QuantFormat format : {QuantFormat{4, 64}, QuantFormat{8, 64}, QuantFormat{4, 128}}) {
       for (int64_t rows : {7, 18}) {
-        Problem p = make_bf16_problem(rows, 640, 45, {bits, 64}, 7, true);
-        expect_rows_match_alone(p, kernels.name + " " + std::to_string(bits) + "-bit, " + std::to_string(rows) +
-                                       " rows");
+        Problem p = make_bf16_problem(rows, 640, 45, format, 7, true);
+        expect_rows_match_alone(p, fmt::format("{} {}-bit in groups of {}, {} rows", kernels.name, format.bits,
+                                               format.group_size, rows));
       }
     }
   }

@@ -38,8 +38,10 @@
 //      rows at a time from 64 rows of x (same bits)
 //  16: one W row at a time (14) for fp32 weights only: 16-bit weights at one row are in
 //      tiles again (same bits)
+//  17: the AVX-512 BF16 4-bit kernel multiplies four W rows by tiles of four x rows laid
+//      out group by group (PreparedX::tiles_bf16), from four rows of x (same bits)
 namespace tiergen::kernels {
 
-constexpr int kCpuProductKernelsRevision = 16;
+constexpr int kCpuProductKernelsRevision = 17;
 
 }  // namespace tiergen::kernels

@@ -104,6 +104,19 @@ PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool spl
   return p;
 }
 
+void tile_x_bf16(PreparedX& x, int64_t rows, int64_t group_size) {
+  const int64_t tiles = rows / kXTileRows;
+  x.tiles_bf16.resize(size_t(tiles * kXTileRows * x.row_len));
+  uint16_t* out = x.tiles_bf16.data();
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    for (int64_t group = 0; group < x.groups; ++group) {
+      for (int64_t row = tile * kXTileRows; row < (tile + 1) * kXTileRows; ++row, out += group_size) {
+        std::copy_n(x.values_bf16.data() + row * x.row_len + group * group_size, group_size, out);
+      }
+    }
+  }
+}
+
 void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                                        int64_t j0, int64_t j1) {
   const QuantizedLayout l = quantized_layout(a.n, a.k, a.format);
@@ -132,11 +145,14 @@ namespace {
 
 #if defined(__x86_64__)
 // The matrix's last n % 16 W rows, which no AMX tile covers, on the vector kernel for
-// the format, at every row count alike: 4 bits, AVX-512 BF16 with the same x; 8 bits,
-// AVX2 (or portable) with x as fp32.
-void amx_tail_columns(const QuantizedMatmulArgs& a, const detail::PreparedX& x, int64_t x_stride, int64_t y_stride,
+// the format, at every row count alike: 4 bits, AVX-512 BF16 with the same x (tiled
+// here); 8 bits, AVX2 (or portable) with x as fp32.
+void amx_tail_columns(const QuantizedMatmulArgs& a, detail::PreparedX& x, int64_t x_stride, int64_t y_stride,
                       int64_t j0) {
-  if (a.format.bits == 4) return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, a.n);
+  if (a.format.bits == 4) {
+    detail::tile_x_bf16(x, a.rows, a.format.group_size);
+    return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, a.n);
+  }
   const detail::PreparedX fp32 = detail::prepare_x(a, x_stride, false);
   if (use_avx2_kernels() && detail::quantized_matmul_avx2_supports(a.format)) {
     return detail::quantized_matmul_columns_avx2(a, fp32, y_stride, j0, a.n, quantized_matmul_shared_levels());
@@ -198,7 +214,8 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
   // group's low nibbles (even elements) and then its high nibbles (odd elements).
   const bool split_nibbles = kernel != Kernel::kPortable && a.format.bits == 4;
   const bool bf16_x = kernel == Kernel::kAvx512Bf16 || kernel == Kernel::kAmx;
-  const detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, bf16_x);
+  detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, bf16_x);
+  if (kernel == Kernel::kAvx512Bf16) detail::tile_x_bf16(x, a.rows, a.format.group_size);
 #if defined(__x86_64__)
   if (kernel == Kernel::kAmx) {
     // One call per run of columns (column_chunks.h): the tile configuration is loaded

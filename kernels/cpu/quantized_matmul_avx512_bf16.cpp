@@ -19,84 +19,126 @@
 namespace tiergen::kernels::detail {
 namespace {
 
-constexpr int kTileW = 4;       // rows of W per tile, with fewer than kTileX rows of x
-constexpr int kTileWMany = 2;   // rows of W per tile, with kTileX or more rows of x
-constexpr int kTileX = 4;       // rows of x per tile
+constexpr int kTileW = 4;       // rows of W per tile
 constexpr int64_t kChunk = 32;  // packed bytes (64 levels) per step
+constexpr int64_t kDefaultGroupSize = 64;  // QuantFormat's default: x_tile's fast case
 
-// W rows [j, j + R) times x rows [m, m + C): each W byte's levels are looked up once
-// and multiplied with all C rows of x. Every (W row, x row) pair sums in the same order
-// whatever R and C are, so a row's result does not depend on the rows around it.
-// The loops over R and C are unrolled explicitly: left to -O3, GCC 12 kept one W row's
-// accumulators in memory, a store and a reload per group (1.66 against 1.46 ms for a
-// TinyLlama layer at one row of x, before the row-by-row order).
-template <int R, int C>
-TG_AVX512_BF16 void tile(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
-                         const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j, int64_t m) {
+// The result of W row j times x row m: the lanes of its accumulator, each group's min
+// term, the bias.
+TG_AVX512_BF16 inline void store_result(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
+                                        const QuantizedLayout& l, __m512 acc, int64_t j, int64_t m) {
+  const float* sums = x.group_sums.data() + m * x.groups;
+  float sum = avx512::lane_sum(acc) + min_terms(a.mins + j * l.groups_per_row, sums, l.groups_per_row);
+  if (a.bias) sum += a.bias[j];
+  a.y[m * y_row_stride + j] = sum;
+}
+
+// W rows [j, j + R) times x row m. Per W row and group: the group's levels looked up
+// chunk by chunk (two dot products each, low nibbles with the even elements, high with
+// the odd), then folded into the row's accumulator times the group's scale. x_tile
+// below sums every (W row, x row) pair in this same order, so a row's result does not
+// depend on the rows around it. The loop over R is unrolled explicitly: left to -O3,
+// GCC 12 kept one W row's accumulators in memory, a store and a reload per group (1.66
+// against 1.46 ms for a TinyLlama layer at one row of x, before the row-by-row order).
+template <int R>
+TG_AVX512_BF16 void x_row(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
+                          const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j, int64_t m) {
   const int64_t g = a.format.group_size, group_bytes = g / 2;
-  const uint16_t* xr[C];
+  const uint16_t* xr = x.values_bf16.data() + m * x.row_len;
+  __m512 acc[R];
   #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) xr[c] = x.values_bf16.data() + (m + c) * x.row_len;
-  __m512 acc[R][C];
-  #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-    #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t group = 0; group < l.groups_per_row; ++group) {
-    __m512 dot[R][C];
+    __m512 dot[R];
     const uint8_t* bytes[R];
     #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) dot[r][c] = _mm512_setzero_ps();
+      dot[r] = _mm512_setzero_ps();
       bytes[r] = a.packed + (j + r) * l.packed_bytes_per_row + group * group_bytes;
       _mm_prefetch(prefetch_address(bytes[r], kPrefetchTiles * R * l.packed_bytes_per_row), _MM_HINT_T0);
     }
     for (int64_t chunk = 0; chunk < group_bytes; chunk += kChunk) {
-      __m512bh even[C], odd[C];
-      #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) {
-        even[c] = (__m512bh)_mm512_loadu_si512(xr[c] + group * g + chunk);
-        odd[c] = (__m512bh)_mm512_loadu_si512(xr[c] + group * g + group_bytes + chunk);
-      }
+      const __m512bh even = (__m512bh)_mm512_loadu_si512(xr + group * g + chunk);
+      const __m512bh odd = (__m512bh)_mm512_loadu_si512(xr + group * g + group_bytes + chunk);
       #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes[r] + chunk)));
         const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(b, table);
         const __m512bh high = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), table);
-        #pragma GCC unroll 16
-        for (int c = 0; c < C; ++c) {
-          dot[r][c] = _mm512_dpbf16_ps(dot[r][c], low, even[c]);
-          dot[r][c] = _mm512_dpbf16_ps(dot[r][c], high, odd[c]);
-        }
+        dot[r] = _mm512_dpbf16_ps(dot[r], low, even);
+        dot[r] = _mm512_dpbf16_ps(dot[r], high, odd);
       }
     }
     #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(dot[r], _mm512_set1_ps(scales[r * l.groups_per_row + group]), acc[r]);
+  }
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) store_result(a, x, y_row_stride, l, acc[r], j + r, m);
+}
+
+// W rows [j, j + R) times the kXTileRows rows of x's tile `tile` (x.tiles_bf16): each W
+// level lookup serves the tile's rows. The tile's rows of a group lie side by side, so
+// with the group size G known (0: read from the format) one pointer reaches them at
+// fixed offsets: R x 4 accumulators, four dot products and a few vectors stay in
+// registers (with G read at run time, GCC 12 kept a pointer per row and spilled).
+// Against tiles of two W rows times four x rows read through a pointer per row, a
+// TinyLlama layer's 4-bit products (groups of 64; 2-core Zen 5 guest, interleaved,
+// bench/RESULTS.md) took 4.8-5.1 against 7.7-8.1 ms at 16 rows of x, 2.6-2.8 against
+// 3.9-4.0 at 8, 1.6-2.0 against 1.8-2.2 at 4: each tile of x meets four W rows while
+// they are in L1, not two, so x is read from L2 half as often, and no pointer spills.
+template <int R, int64_t G>
+TG_AVX512_BF16 void x_tile(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
+                           const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j, int64_t tile) {
+  constexpr int C = int(kXTileRows);
+  const int64_t g = G ? G : a.format.group_size, group_bytes = g / 2;
+  const uint16_t* xt = x.tiles_bf16.data() + tile * C * x.row_len;
+  __m512 acc[R][C];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t group = 0; group < l.groups_per_row; ++group, xt += C * g) {
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+      const uint8_t* bytes = a.packed + (j + r) * l.packed_bytes_per_row + group * group_bytes;
+      _mm_prefetch(prefetch_address(bytes, kPrefetchTiles * R * l.packed_bytes_per_row), _MM_HINT_T0);
+      __m512 dot[C];
+      #pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) dot[c] = _mm512_setzero_ps();
+      for (int64_t chunk = 0; chunk < group_bytes; chunk += kChunk) {
+        const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes + chunk)));
+        const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(b, table);
+        const __m512bh high = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(b, 4), table);
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) {
+          dot[c] = _mm512_dpbf16_ps(dot[c], low, (__m512bh)_mm512_loadu_si512(xt + c * g + chunk));
+          dot[c] = _mm512_dpbf16_ps(dot[c], high, (__m512bh)_mm512_loadu_si512(xt + c * g + group_bytes + chunk));
+        }
+      }
       const __m512 scale = _mm512_set1_ps(scales[r * l.groups_per_row + group]);
       #pragma GCC unroll 16
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(dot[r][c], scale, acc[r][c]);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(dot[c], scale, acc[r][c]);
     }
   }
   #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
+  for (int r = 0; r < R; ++r)
     #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) {
-      const float* sums = x.group_sums.data() + (m + c) * x.groups;
-      float sum = avx512::lane_sum(acc[r][c]) + min_terms(a.mins + (j + r) * l.groups_per_row, sums, l.groups_per_row);
-      if (a.bias) sum += a.bias[j + r];
-      a.y[(m + c) * y_row_stride + j + r] = sum;
-    }
-  }
+    for (int c = 0; c < C; ++c) store_result(a, x, y_row_stride, l, acc[r][c], j + r, tile * C + c);
 }
 
-// W rows [j, j + R) times every row of x: tiles of kTileX rows of x, then single rows.
+// W rows [j, j + R) times every row of x: x's tiles, then the rows past them one by one.
 template <int R>
 TG_AVX512_BF16 void all_rows(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                              const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j) {
-  int64_t m = 0;
-  for (; m + kTileX <= a.rows; m += kTileX) tile<R, kTileX>(a, x, y_row_stride, l, table, scales, j, m);
-  for (; m < a.rows; ++m) tile<R, 1>(a, x, y_row_stride, l, table, scales, j, m);
+  const int64_t tiles = a.rows / kXTileRows;
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    if (a.format.group_size == kDefaultGroupSize) {
+      x_tile<R, kDefaultGroupSize>(a, x, y_row_stride, l, table, scales, j, tile);
+    } else {
+      x_tile<R, 0>(a, x, y_row_stride, l, table, scales, j, tile);
+    }
+  }
+  for (int64_t m = tiles * kXTileRows; m < a.rows; ++m) x_row<R>(a, x, y_row_stride, l, table, scales, j, m);
 }
 
 // The W rows whose scales are widened at once: a chunk of columns (column_chunks.h).
@@ -138,12 +180,10 @@ bool quantized_matmul_avx512_bf16_supports(QuantFormat format) {
 TG_AVX512_BF16 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x,
                                                          int64_t y_row_stride, int64_t j0, int64_t j1) {
   // One row of x (decode at batch 1): one W row at a time, W read front to back
-  // (kRowSequentialMaxRows). Up to three rows: four W rows per tile keep four chains in
-  // flight. More rows: two W rows times four x rows (16 accumulators and 8 x vectors of
-  // the 32 registers), so each level lookup serves four rows.
+  // (kRowSequentialMaxRows). More rows: four W rows per tile keep four chains in flight
+  // for each row of x alone, and each level lookup serves a tile's four rows of x.
   if (a.rows <= kRowSequentialMaxRows) return columns<1>(a, x, y_row_stride, j0, j1);
-  if (a.rows < kTileX) return columns<kTileW>(a, x, y_row_stride, j0, j1);
-  columns<kTileWMany>(a, x, y_row_stride, j0, j1);
+  columns<kTileW>(a, x, y_row_stride, j0, j1);
 }
 
 }  // namespace tiergen::kernels::detail

@@ -49,6 +49,11 @@ inline void prefetch_metadata(const QuantizedMatmulArgs& a, const QuantizedLayou
 struct PreparedX {
   std::vector<float> values;      // [rows, groups * group_size]
   std::vector<uint16_t> values_bf16;  // the same as bf16 bits, for the AVX-512 BF16 kernel
+  // values_bf16 again for the AVX-512 BF16 kernel's tiles of kXTileRows rows, group by
+  // group: [tile][group][row of the tile][group_size] (rows past the last full tile
+  // left out). A tile's rows of one group lie side by side, one run of memory that the
+  // kernel reads through one pointer (tile_x_bf16).
+  std::vector<uint16_t> tiles_bf16;
   std::vector<float> group_sums;  // [rows, groups]
   int64_t groups = 0;
   int64_t row_len = 0;            // groups * group_size
@@ -56,6 +61,12 @@ struct PreparedX {
 
 // With as_bf16 (x given as bf16), fills values_bf16 instead of values.
 PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool split_nibbles, bool as_bf16 = false);
+
+// Rows of x per tile of the AVX-512 BF16 kernel (each W level lookup serves them all).
+constexpr int64_t kXTileRows = 4;
+
+// Fills x.tiles_bf16 from x.values_bf16 (x prepared as bf16 for `rows` rows).
+void tile_x_bf16(PreparedX& x, int64_t rows, int64_t group_size);
 
 // Output columns [j0, j1) of y for all rows.
 void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
@@ -66,7 +77,8 @@ bool quantized_matmul_avx2_supports(QuantFormat format);
 // With shared_levels, eight or more rows share each tile's converted levels.
 void quantized_matmul_columns_avx2(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                                    int64_t j0, int64_t j1, bool shared_levels);
-// Needs 4 bits, group_size % 64 == 0, and x prepared with split_nibbles and as_bf16.
+// Needs 4 bits, group_size % 64 == 0, and x prepared with split_nibbles and as_bf16,
+// and tiled (tile_x_bf16) for kXTileRows rows or more.
 bool quantized_matmul_avx512_bf16_supports(QuantFormat format);
 void quantized_matmul_columns_avx512_bf16(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                                           int64_t j0, int64_t j1);
