@@ -191,15 +191,16 @@ void use_kernels(const KernelSetting& k) {
 void restore_kernels() { use_kernels(kKernelSettings.front()); }
 
 TEST(QuantizedMatmul, Bf16ActivationsMatchTheProductWithDequantizedWeights) {
-  // 4 bits in groups of 64, 128 and 192 (the AVX-512 BF16 and AMX kernels), 8 bits in
-  // groups of 32 and 64 (AMX, else AVX2), a partial last group, W rows not a multiple
-  // of the tiles (4, 16), 1-5 and 17 rows of x (two blocks of AMX B tiles); groups of
-  // 16 go to the other kernels with the same x.
+  // 4 bits in groups of 64, 128, 192 and 320 (the AVX-512 BF16 and AMX kernels), 8 bits
+  // in groups of 32 and 64 (AMX, else AVX2), a partial last group, W rows not a multiple
+  // of the tiles (4, 16), 1-6, 9 and 17 rows of x (tiles of four rows of x and the rows
+  // past them; two blocks of AMX B tiles); groups of 16 go to the other kernels with the
+  // same x.
   const std::vector<Shape> shapes = {
       {1, 64, 8, {4, 64}},     {3, 100, 9, {4, 64}},   {5, 2048, 37, {4, 64}}, {2, 300, 13, {4, 128}},
       {1, 5632, 6, {4, 64}},   {4, 130, 17, {8, 64}},  {2, 48, 5, {4, 16}},    {1, 2048, 48, {4, 64}},
       {1, 700, 35, {4, 128}},  {17, 640, 33, {4, 64}}, {3, 576, 32, {4, 192}}, {1, 2048, 48, {8, 64}},
-      {17, 640, 33, {8, 64}},  {2, 100, 20, {8, 32}},
+      {17, 640, 33, {8, 64}},  {2, 100, 20, {8, 32}},   {9, 650, 21, {4, 128}}, {6, 700, 19, {4, 320}},
   };
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
@@ -217,12 +218,16 @@ TEST(QuantizedMatmul, Bf16RowResultsDoNotDependOnBatchOrThreads) {
   for (const KernelSetting& kernels : kKernelSettings) {
     use_kernels(kernels);
     // 7 rows: a tile of four rows of x and three single rows on the AVX-512 BF16
-    // kernel; 18 rows: four tiles and two rows there, two blocks of B tiles on AMX. 45
-    // W rows: two AMX tiles and 13 rows on the vector kernel (three tiles of four W rows
-    // and one). Groups of 128: two steps of levels per group and tile.
-    for (const QuantFormat format : {QuantFormat{4, 64}, QuantFormat{8, 64}, QuantFormat{4, 128}}) {
+    // kernel; 18 rows: four tiles and two rows there, two blocks of B tiles on AMX. 61
+    // W rows: three AMX tiles and 13 rows on the vector kernel (three tiles of four W
+    // rows and one), and enough weights for two threads. k = 650: a partial last group
+    // in every format. Groups of 128, 192 and 256 take two to four steps of levels per
+    // group, each with its own instance of the AVX-512 BF16 tile; 320 the one that
+    // reads the group size at run time.
+    const std::vector<QuantFormat> formats = {{4, 64}, {8, 64}, {4, 128}, {4, 192}, {4, 256}, {4, 320}};
+    for (const QuantFormat format : formats) {
       for (int64_t rows : {7, 18}) {
-        Problem p = make_bf16_problem(rows, 640, 45, format, 7, true);
+        Problem p = make_bf16_problem(rows, 650, 61, format, 7, true);
         expect_rows_match_alone(p, fmt::format("{} {}-bit in groups of {}, {} rows", kernels.name, format.bits,
                                                format.group_size, rows));
       }

@@ -21,7 +21,6 @@ namespace {
 
 constexpr int kTileW = 4;       // rows of W per tile
 constexpr int64_t kChunk = 32;  // packed bytes (64 levels) per step
-constexpr int64_t kDefaultGroupSize = 64;  // QuantFormat's default: x_tile's fast case
 
 // The result of W row j times x row m: the lanes of its accumulator, each group's min
 // term, the bias.
@@ -78,9 +77,11 @@ TG_AVX512_BF16 void x_row(const QuantizedMatmulArgs& a, const PreparedX& x, int6
 
 // W rows [j, j + R) times the kXTileRows rows of x's tile `tile` (x.tiles_bf16): each W
 // level lookup serves the tile's rows. The tile's rows of a group lie side by side, so
-// with the group size G known (0: read from the format) one pointer reaches them at
-// fixed offsets: R x 4 accumulators, four dot products and a few vectors stay in
-// registers (with G read at run time, GCC 12 kept a pointer per row and spilled).
+// with the group size G known (64 to 256; 0: read from the format) one pointer reaches
+// them at fixed offsets: R x 4 accumulators, four dot products and a few vectors stay in
+// registers. With G read at run time GCC 12 kept a pointer per row and spilled: groups of
+// 128 took 6.1 against 5.3 ms at 16 rows, 1.8 against 1.6 at 4, slower than the tiles of
+// two W rows before (4.9 and 1.3 ms with G known).
 // Against tiles of two W rows times four x rows read through a pointer per row, a
 // TinyLlama layer's 4-bit products (groups of 64; 2-core Zen 5 guest, interleaved,
 // bench/RESULTS.md) took 4.8-5.1 against 7.7-8.1 ms at 16 rows of x, 2.6-2.8 against
@@ -132,10 +133,21 @@ TG_AVX512_BF16 void all_rows(const QuantizedMatmulArgs& a, const PreparedX& x, i
                              const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j) {
   const int64_t tiles = a.rows / kXTileRows;
   for (int64_t tile = 0; tile < tiles; ++tile) {
-    if (a.format.group_size == kDefaultGroupSize) {
-      x_tile<R, kDefaultGroupSize>(a, x, y_row_stride, l, table, scales, j, tile);
-    } else {
-      x_tile<R, 0>(a, x, y_row_stride, l, table, scales, j, tile);
+    switch (a.format.group_size) {
+      case 64:
+        x_tile<R, 64>(a, x, y_row_stride, l, table, scales, j, tile);
+        break;
+      case 128:
+        x_tile<R, 128>(a, x, y_row_stride, l, table, scales, j, tile);
+        break;
+      case 192:
+        x_tile<R, 192>(a, x, y_row_stride, l, table, scales, j, tile);
+        break;
+      case 256:
+        x_tile<R, 256>(a, x, y_row_stride, l, table, scales, j, tile);
+        break;
+      default:
+        x_tile<R, 0>(a, x, y_row_stride, l, table, scales, j, tile);
     }
   }
   for (int64_t m = tiles * kXTileRows; m < a.rows; ++m) x_row<R>(a, x, y_row_stride, l, table, scales, j, m);
