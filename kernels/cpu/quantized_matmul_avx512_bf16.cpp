@@ -127,29 +127,30 @@ TG_AVX512_BF16 void x_tile(const QuantizedMatmulArgs& a, const PreparedX& x, int
     for (int c = 0; c < C; ++c) store_result(a, x, y_row_stride, l, acc[r][c], j + r, tile * C + c);
 }
 
+// x_tile for a format's group size: one of the sizes it knows at compile time, else the
+// one that reads it from the format.
+template <int R>
+using XTile = void (*)(const QuantizedMatmulArgs&, const PreparedX&, int64_t, const QuantizedLayout&, __m512i,
+                       const float*, int64_t, int64_t);
+
+template <int R>
+XTile<R> x_tile_for(int64_t group_size) {
+  switch (group_size) {
+    case 64: return &x_tile<R, 64>;
+    case 128: return &x_tile<R, 128>;
+    case 192: return &x_tile<R, 192>;
+    case 256: return &x_tile<R, 256>;
+    default: return &x_tile<R, 0>;
+  }
+}
+
 // W rows [j, j + R) times every row of x: x's tiles, then the rows past them one by one.
 template <int R>
 TG_AVX512_BF16 void all_rows(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
                              const QuantizedLayout& l, const __m512i table, const float* scales, int64_t j) {
   const int64_t tiles = a.rows / kXTileRows;
-  for (int64_t tile = 0; tile < tiles; ++tile) {
-    switch (a.format.group_size) {
-      case 64:
-        x_tile<R, 64>(a, x, y_row_stride, l, table, scales, j, tile);
-        break;
-      case 128:
-        x_tile<R, 128>(a, x, y_row_stride, l, table, scales, j, tile);
-        break;
-      case 192:
-        x_tile<R, 192>(a, x, y_row_stride, l, table, scales, j, tile);
-        break;
-      case 256:
-        x_tile<R, 256>(a, x, y_row_stride, l, table, scales, j, tile);
-        break;
-      default:
-        x_tile<R, 0>(a, x, y_row_stride, l, table, scales, j, tile);
-    }
-  }
+  const XTile<R> tile_of_x = x_tile_for<R>(a.format.group_size);
+  for (int64_t tile = 0; tile < tiles; ++tile) tile_of_x(a, x, y_row_stride, l, table, scales, j, tile);
   for (int64_t m = tiles * kXTileRows; m < a.rows; ++m) x_row<R>(a, x, y_row_stride, l, table, scales, j, m);
 }
 
