@@ -104,7 +104,8 @@ PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool spl
   return p;
 }
 
-void tile_x_bf16(PreparedX& x, int64_t rows, int64_t group_size) {
+void tile_x_bf16(PreparedX& x, int64_t rows) {
+  const int64_t group_size = x.row_len / x.groups;
   const int64_t tiles = rows / kXTileRows;
   x.tiles_bf16.resize(size_t(tiles * kXTileRows * x.row_len));
   uint16_t* out = x.tiles_bf16.data();
@@ -150,7 +151,7 @@ namespace {
 void amx_tail_columns(const QuantizedMatmulArgs& a, detail::PreparedX& x, int64_t x_stride, int64_t y_stride,
                       int64_t j0) {
   if (a.format.bits == 4) {
-    detail::tile_x_bf16(x, a.rows, a.format.group_size);
+    detail::tile_x_bf16(x, a.rows);
     return detail::quantized_matmul_columns_avx512_bf16(a, x, y_stride, j0, a.n);
   }
   const detail::PreparedX fp32 = detail::prepare_x(a, x_stride, false);
@@ -215,7 +216,7 @@ void quantized_matmul(const QuantizedMatmulArgs& a) {
   const bool split_nibbles = kernel != Kernel::kPortable && a.format.bits == 4;
   const bool bf16_x = kernel == Kernel::kAvx512Bf16 || kernel == Kernel::kAmx;
   detail::PreparedX x = detail::prepare_x(a, x_stride, split_nibbles, bf16_x);
-  if (kernel == Kernel::kAvx512Bf16) detail::tile_x_bf16(x, a.rows, a.format.group_size);
+  if (kernel == Kernel::kAvx512Bf16) detail::tile_x_bf16(x, a.rows);
 #if defined(__x86_64__)
   if (kernel == Kernel::kAmx) {
     // One call per run of columns (column_chunks.h): the tile configuration is loaded

@@ -66,7 +66,7 @@ PreparedX prepare_x(const QuantizedMatmulArgs& a, int64_t x_row_stride, bool spl
 constexpr int64_t kXTileRows = 4;
 
 // Fills x.tiles_bf16 from x.values_bf16 (x prepared as bf16 for `rows` rows).
-void tile_x_bf16(PreparedX& x, int64_t rows, int64_t group_size);
+void tile_x_bf16(PreparedX& x, int64_t rows);
 
 // Output columns [j0, j1) of y for all rows.
 void quantized_matmul_columns_portable(const QuantizedMatmulArgs& a, const PreparedX& x, int64_t y_row_stride,
